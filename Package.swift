@@ -1,0 +1,39 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "Prefs",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Prefs", targets: ["Prefs"])
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"]), .brew(["libsodium"])]
+        ),
+        .target(
+            name: "Prefs",
+            dependencies: ["CSodium"]
+        ),
+        .executableTarget(
+            name: "PrefsTestHelper",
+            dependencies: ["Prefs"],
+            path: "Tests/PrefsTestHelper"
+        ),
+        .testTarget(
+            name: "PrefsTests",
+            dependencies: ["Prefs", "PrefsTestHelper"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
+
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + [
+        .enableUpcomingFeature("ExistentialAny"),
+        .enableUpcomingFeature("MemberImportVisibility"),
+        .enableUpcomingFeature("InternalImportsByDefault"),
+    ]
+}

@@ -1,0 +1,34 @@
+/// `PrefKey("doTheThing", default: false)` declares a preference's name, type and default once.
+///
+/// Declare keys as static members so every use agrees on all three:
+///
+/// ```swift
+/// extension PrefKey where Value == Bool {
+///     static let doTheThing = PrefKey("doTheThing", default: false)
+/// }
+///
+/// @StoredValue(.doTheThing) var doTheThing          // in a model
+/// try store.set(true, for: .doTheThing)             // or straight through a store
+/// ```
+public struct PrefKey<Value: Sendable & Equatable>: Sendable {
+    /// The name the value is stored under.
+    public let name: String
+    /// The value read when nothing is stored, or when what is stored cannot be decoded.
+    public let defaultValue: Value
+    let codec: ValueCodec<Value>
+
+    /// `PrefKey("theme", default: Theme.light)` declares a key for any `Codable` value.
+    ///
+    /// - Parameters:
+    ///   - name: The name the value is stored under.
+    ///   - defaultValue: The value read while nothing is stored.
+    public init(_ name: String, default defaultValue: Value) where Value: Codable {
+        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(codable: Value.self))
+    }
+
+    init(name: String, defaultValue: Value, codec: ValueCodec<Value>) {
+        self.name = name
+        self.defaultValue = defaultValue
+        self.codec = codec
+    }
+}

@@ -1,0 +1,43 @@
+public import Foundation
+
+/// The errors Prefs throws: `catch let error as PrefsError { … }`.
+///
+/// Every case says what went wrong and carries enough context to act on it. Reads through a property wrapper
+/// never throw: they fall back to the default and report the error to ``Prefs/errorHandler``.
+public enum PrefsError: Error, Sendable, Equatable {
+    /// A suite name that Prefs refuses because Foundation would write outside the preferences folder:
+    /// empty, containing `/`, `..` or NUL, or longer than 255 bytes once `.plist` is added.
+    case invalidSuiteName(String, reason: String)
+    /// A key that no store can hold: empty or containing NUL.
+    case invalidKey(String, reason: String)
+    /// A stored value that does not have the shape the declared type expects. Nothing was overwritten.
+    case typeMismatch(key: String, expected: String, found: String)
+    /// A value that could not be encoded for storage (for example a `Double.nan` inside JSON).
+    case encodingFailed(key: String, reason: String)
+    /// A value stored under `key` that could not be decoded as the declared type. Nothing was overwritten.
+    case decodingFailed(key: String, reason: String)
+    /// A store file that is not in the expected format. The file was left untouched.
+    case corruptFile(path: String, reason: String)
+    /// A file-system operation that failed, with the `errno` text: permission denied, disk full, …
+    case io(path: String, operation: String, errno: Int32, message: String)
+}
+
+extension PrefsError: LocalizedError, CustomStringConvertible {
+    /// A one-line message that says what went wrong and where: `print(error)`.
+    public var description: String {
+        switch self {
+        case .invalidSuiteName(let name, let reason): "invalid suite name \(String(reflecting: name)): \(reason)"
+        case .invalidKey(let key, let reason): "invalid key \(String(reflecting: key)): \(reason)"
+        case .typeMismatch(let key, let expected, let found):
+            "value for \(String(reflecting: key)) is \(found), expected \(expected); left unchanged"
+        case .encodingFailed(let key, let reason): "cannot encode value for \(String(reflecting: key)): \(reason)"
+        case .decodingFailed(let key, let reason):
+            "cannot decode value for \(String(reflecting: key)): \(reason); left unchanged"
+        case .corruptFile(let path, let reason): "\(path) is not a valid preferences file (\(reason)); left untouched"
+        case .io(let path, let operation, _, let message): "\(operation) \(path): \(message)"
+        }
+    }
+
+    /// The same text as ``description``, for `error.localizedDescription`.
+    public var errorDescription: String? { description }
+}
