@@ -1,0 +1,73 @@
+import Foundation
+import Synchronization
+
+/// `PrefsConfig.defaultStore = try FileStore(url: …)` configures Prefs for the whole process, once at startup.
+///
+/// Property wrappers declared without a `store:` argument use ``defaultStore``; read failures that a wrapper
+/// cannot throw (a stored value of the wrong type, an I/O error on write) go to ``errorHandler``.
+public enum PrefsConfig {
+    private struct State {
+        var defaultStore: (any KeyValueStore)?
+        var errorHandler: @Sendable (PrefsReport) -> Void = PrefsConfig.logToStandardError
+    }
+
+    private static let state = Mutex(State())
+
+    /// `PrefsConfig.defaultStore = InMemoryStore()` sets the store used by wrappers without a `store:` argument.
+    ///
+    /// Defaults to ``UserDefaultsStore/standard``. Set it before creating any wrapper: a wrapper keeps the store
+    /// it was created with.
+    public static var defaultStore: any KeyValueStore {
+        get {
+            state.withLock { state in
+                if let store = state.defaultStore { return store }
+                let store = UserDefaultsStore.standard
+                state.defaultStore = store
+                return store
+            }
+        }
+        set { state.withLock { $0.defaultStore = newValue } }
+    }
+
+    /// `PrefsConfig.errorHandler = { report in logger.error("\(report)") }` receives every error a wrapper
+    /// could not throw.
+    ///
+    /// A read that fails (for example a stored value of the wrong type) returns the default and reports here;
+    /// nothing stored is overwritten. A failed write leaves the old value in place and reports here. The default
+    /// handler prints one line to standard error.
+    public static var errorHandler: @Sendable (PrefsReport) -> Void {
+        get { state.withLock { $0.errorHandler } }
+        set { state.withLock { $0.errorHandler = newValue } }
+    }
+
+    static func report(_ error: any Error, key: String, operation: PrefsReport.Operation) {
+        errorHandler(PrefsReport(key: key, operation: operation, error: error))
+    }
+
+    @Sendable private static func logToStandardError(_ report: PrefsReport) {
+        FileHandle.standardError.write(Data("Prefs: \(report)\n".utf8))
+    }
+}
+
+/// `PrefsConfig.errorHandler = { (report: PrefsReport) in … }` receives one of these for each reported error.
+public struct PrefsReport: Sendable, CustomStringConvertible {
+    /// What was being done when the error happened: `.read` or `.write`.
+    public enum Operation: String, Sendable {
+        /// A read, which returned the default value instead.
+        case read
+        /// A write, which left the stored value as it was.
+        case write
+    }
+
+    /// The key of the preference involved.
+    public let key: String
+    /// Whether a read or a write failed.
+    public let operation: Operation
+    /// The error, usually a ``PrefsError`` or ``VaultError``.
+    public let error: any Error
+
+    /// `"read of \"theme\" failed: …"`.
+    public var description: String {
+        "\(operation.rawValue) of \(String(reflecting: key)) failed: \(error)"
+    }
+}

@@ -1,0 +1,55 @@
+import Synchronization
+
+/// `InMemoryStore()` keeps preferences in memory only: for tests, previews and throwaway state.
+///
+/// It behaves like every other store (typed access, atomic updates, change announcements) but persists nothing,
+/// so each test can start from a fresh, isolated store:
+///
+/// ```swift
+/// let store = InMemoryStore()
+/// let model = SettingsModel(store: store)
+/// model.$theme.set(.dark)
+/// #expect(try store.value(for: .theme) == .dark)
+/// ```
+public final class InMemoryStore: KeyValueStore {
+    private let storage: Mutex<[String: PrefValue]>
+
+    /// `ChangeFeed` on which this store announces changes.
+    public let changes = ChangeFeed()
+
+    /// `InMemoryStore(["theme": .string("dark")])` creates a store, optionally seeded with values.
+    public init(_ values: [String: PrefValue] = [:]) {
+        storage = Mutex(values)
+    }
+
+    /// The value stored under `key`, or nil.
+    public func value(forKey key: String) throws -> PrefValue? {
+        storage.withLock { $0[key] }
+    }
+
+    /// Stores `value` under `key`; nil removes it.
+    public func setValue(_ value: PrefValue?, forKey key: String) throws {
+        try updateValue(forKey: key) { _ in value }
+    }
+
+    /// Atomically replaces the value under `key` with `transform(current)`.
+    @discardableResult
+    public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
+        try validateKey(key)
+        // Writers are serialised by the feed's recursive update lock; the transform runs outside the storage lock
+        // so it may read (or even write) other preferences of this store.
+        let (updated, changed) = try changes.withUpdateLock {
+            let old = storage.withLock { $0[key] }
+            let new = try transform(old)
+            storage.withLock { $0[key] = new }
+            return (new, old != new)
+        }
+        if changed { changes.publish(changedKeys: [key]) }
+        return updated
+    }
+
+    /// Every key and value currently held.
+    public func allValues() throws -> [String: PrefValue] {
+        storage.withLock { $0 }
+    }
+}

@@ -1,0 +1,160 @@
+public import Foundation
+
+/// `@StoredValue(key: "theme") var theme: Theme = .light` declares a typed, persistent preference.
+///
+/// Read and assign it like any property; use the projected value (`$theme`) for the helpers:
+///
+/// ```swift
+/// @Observable
+/// final class Preferences {
+///     @ObservationIgnored @StoredValue(key: "hasHapticsEnabled") var hasHapticsEnabled = false
+///     @ObservationIgnored @StoredValue(key: "currentTheme") var currentTheme: Theme = .light
+///     @ObservationIgnored @StoredValue(.doTheThing) var doTheThing
+/// }
+///
+/// let prefs = Preferences()
+/// prefs.$currentTheme.set(.dark)
+/// prefs.$hasHapticsEnabled.toggle()
+/// prefs.$currentTheme.reset()
+/// for await theme in prefs.$currentTheme.values { print(theme) }
+/// ```
+///
+/// Reads come from memory: the stored value is decoded once and again only after it changes. Every wrapper of the
+/// same key and store shares that state, so two wrappers never disagree, and changes made by other processes show
+/// up by themselves. Reading the property inside `withObservationTracking` (or SwiftUI) tracks it.
+///
+/// Without a `store:` argument the wrapper uses ``PrefsConfig/defaultStore`` (the standard UserDefaults domain).
+/// Writes never throw here: a failure keeps the stored value and is sent to ``PrefsConfig/errorHandler``. Use a
+/// store's typed API (`try store.set(_:for:)`) when you need to handle the error yourself.
+///
+/// `StoredValue` is `Sendable` and lock-protected: use it from any thread, task or actor.
+@propertyWrapper
+public struct StoredValue<Value: Sendable & Equatable>: Sendable {
+    let box: StoredValueBox<Value>
+
+    /// `@StoredValue(key: "theme") var theme: Theme = .light` stores under `key`, defaulting to the initial value.
+    ///
+    /// - Parameters:
+    ///   - wrappedValue: The default, read while nothing is stored.
+    ///   - key: The name the value is stored under.
+    ///   - store: Where to keep it; ``PrefsConfig/defaultStore`` when nil.
+    public init(wrappedValue: Value, key: String, store: (any KeyValueStore)? = nil) where Value: Codable {
+        self.init(PrefKey(key, default: wrappedValue), store: store)
+    }
+
+    /// `@StoredValue(key: "shared", storage: UserDefaults(suiteName: "group.x")!) var shared = false` stores in a
+    /// UserDefaults suite, given the way Boutique and `@AppStorage` take it.
+    ///
+    /// The suite's file is then managed by a hardened ``UserDefaultsStore`` for the same suite.
+    public init(wrappedValue: Value, key: String, storage: UserDefaults) where Value: Codable {
+        self.init(PrefKey(key, default: wrappedValue), store: UserDefaultsStore.store(for: storage))
+    }
+
+    /// `StoredValue(key: "hasHapticsEnabled", default: false)` creates the wrapper without property syntax.
+    public init(key: String, default defaultValue: Value, store: (any KeyValueStore)? = nil) where Value: Codable {
+        self.init(PrefKey(key, default: defaultValue), store: store)
+    }
+
+    /// `@StoredValue(.doTheThing) var doTheThing` uses a typed key that carries its name, type and default.
+    ///
+    /// - Parameters:
+    ///   - key: A ``PrefKey``, usually a static member declared once in an extension.
+    ///   - store: Where to keep it; ``PrefsConfig/defaultStore`` when nil.
+    public init(_ key: PrefKey<Value>, store: (any KeyValueStore)? = nil) {
+        box = StoredValueBox(
+            key: key.name, defaultValue: key.defaultValue, codec: key.codec, store: store ?? PrefsConfig.defaultStore)
+    }
+
+    /// `theme` reads the current value; `theme = .dark` stores a new one.
+    public var wrappedValue: Value {
+        get { box.value }
+        nonmutating set { box.set(newValue) }
+    }
+
+    /// `$theme` gives the helpers: `set`, `reset`, `toggle`, `append`, `values`, …
+    public var projectedValue: StoredValue<Value> { self }
+
+    /// `$theme.key` is the name the value is stored under.
+    public var key: String { box.key }
+
+    /// `$theme.defaultValue` is the value read while nothing is stored.
+    public var defaultValue: Value { box.defaultValue }
+
+    /// `$theme.store` is the store the value lives in.
+    public var store: any KeyValueStore { box.store }
+
+    /// `$theme.set(.dark)` stores a new value.
+    public func set(_ value: Value) { box.set(value) }
+
+    /// `$theme.reset()` removes the stored value, so the property reads as its declared default again.
+    public func reset() {
+        do { try box.store.removeValue(forKey: box.key) } catch {
+            PrefsConfig.report(error, key: box.key, operation: .write)
+        }
+    }
+
+    /// `$counter.update { $0 += 1 }` reads, changes and writes the value as one atomic step.
+    ///
+    /// The update is atomic against other threads and, for file-backed stores, other processes: concurrent
+    /// updates never lose each other's changes. If the stored value cannot be decoded, nothing is written and the
+    /// error is reported.
+    public func update(_ transform: (inout Value) -> Void) { box.update(transform) }
+
+    /// `$preferences.set(\.prefersDarkMode, to: true)` changes one property of a stored value, atomically.
+    public func set<Member>(_ keyPath: WritableKeyPath<Value, Member>, to member: Member) {
+        box.update { $0[keyPath: keyPath] = member }
+    }
+
+    /// `for await theme in $theme.values { … }` yields the current value, then every distinct change.
+    ///
+    /// Changes from any source arrive: this wrapper, another wrapper of the same key, a direct store write, or
+    /// another process. Equal consecutive values are not repeated. Each call returns an independent stream; it is
+    /// released as soon as the iterating task is cancelled or the stream is dropped.
+    public var values: AsyncStream<Value> { box.stream() }
+}
+
+extension StoredValue where Value == Bool {
+    /// `$isEnabled.toggle()` flips a stored Bool atomically.
+    public func toggle() { box.update { $0.toggle() } }
+}
+
+extension StoredValue {
+    /// `$tags.append("swift")` adds an element to a stored array.
+    public func append<Element>(_ element: Element) where Value == [Element] {
+        box.update { $0.append(element) }
+    }
+
+    /// `$tags.append(contentsOf: ["swift", "linux"])` adds several elements to a stored array.
+    public func append<Element>(contentsOf elements: [Element]) where Value == [Element] {
+        box.update { $0.append(contentsOf: elements) }
+    }
+
+    /// `$tags.togglePresence("swift")` removes the element if the array holds it, and appends it otherwise.
+    public func togglePresence<Element: Equatable>(_ element: Element) where Value == [Element] {
+        box.update { array in
+            if array.contains(element) { array.removeAll { $0 == element } } else { array.append(element) }
+        }
+    }
+
+    /// `$tags.replace("swfit", with: "swift")` replaces the first occurrence of an element; does nothing if absent.
+    public func replace<Element: Equatable>(_ element: Element, with replacement: Element) where Value == [Element] {
+        box.update { array in
+            if let index = array.firstIndex(of: element) { array[index] = replacement }
+        }
+    }
+
+    /// `$tags.remove("swift")` removes every occurrence of an element from a stored array.
+    public func remove<Element: Equatable>(_ element: Element) where Value == [Element] {
+        box.update { $0.removeAll { $0 == element } }
+    }
+
+    /// `$featureFlags.update(key: "darkMode", value: true)` sets one entry of a stored dictionary; nil removes it.
+    public func update<Key, Entry>(key: Key, value: Entry?) where Value == [Key: Entry] {
+        box.update { $0[key] = value }
+    }
+}
+
+extension StoredValue: CustomStringConvertible {
+    /// `"theme = dark"`: the key and its current value.
+    public var description: String { "\(key) = \(wrappedValue)" }
+}

@@ -1,0 +1,297 @@
+import Foundation
+import Observation
+import Synchronization
+import Testing
+
+@testable import Prefs
+
+extension PrefKey where Value == Bool {
+    static let doTheThing = PrefKey("doTheThing", default: false)
+}
+
+extension PrefKey where Value == [String] {
+    static let favoriteTags = PrefKey("favoriteTags", default: [])
+}
+
+final class SampleModel {
+    @StoredValue var hasHapticsEnabled: Bool
+    @StoredValue var lastOpenedDate: Date?
+    @StoredValue var currentTheme: Theme
+    @StoredValue var preferences: UserPreferences
+    @StoredValue var favoriteTags: [String]
+    @StoredValue var featureFlags: [String: Bool]
+    @StoredValue var doTheThing: Bool
+
+    init(store: any KeyValueStore) {
+        _hasHapticsEnabled = StoredValue(wrappedValue: false, key: "hasHapticsEnabled", store: store)
+        _lastOpenedDate = StoredValue(wrappedValue: nil, key: "lastOpenedDate", store: store)
+        _currentTheme = StoredValue(wrappedValue: .light, key: "currentTheme", store: store)
+        _preferences = StoredValue(wrappedValue: UserPreferences(), key: "userPreferences", store: store)
+        _favoriteTags = StoredValue(.favoriteTags, store: store)
+        _featureFlags = StoredValue(wrappedValue: [:], key: "featureFlags", store: store)
+        _doTheThing = StoredValue(.doTheThing, store: store)
+    }
+}
+
+@Observable
+final class ObservableModel {
+    @ObservationIgnored @StoredValue var theme: Theme
+    var unrelated = 0
+
+    init(store: any KeyValueStore) {
+        _theme = StoredValue(wrappedValue: .light, key: "theme", store: store)
+    }
+}
+
+struct StoredValueTests {
+    @Test func defaultsUntilSetAndResetBack() {
+        let model = SampleModel(store: InMemoryStore())
+        #expect(model.currentTheme == .light)
+        model.$currentTheme.set(.dark)
+        #expect(model.currentTheme == .dark)
+        model.currentTheme = .system
+        #expect(model.currentTheme == .system)
+        model.$currentTheme.reset()
+        #expect(model.currentTheme == .light)
+    }
+
+    @Test func rawRepresentableStoresItsRawValue() throws {
+        let store = InMemoryStore()
+        let model = SampleModel(store: store)
+        model.$currentTheme.set(.dark)
+        #expect(try store.value(forKey: "currentTheme") == .string("dark"))
+        model.$hasHapticsEnabled.set(true)
+        #expect(try store.value(forKey: "hasHapticsEnabled") == .bool(true))
+    }
+
+    @Test func optionalNilRemovesTheKey() throws {
+        let store = InMemoryStore()
+        let model = SampleModel(store: store)
+        let date = Date(timeIntervalSinceReferenceDate: 123_456.789)
+        model.$lastOpenedDate.set(date)
+        #expect(try store.value(forKey: "lastOpenedDate") == .date(date))
+        #expect(model.lastOpenedDate == date)
+        model.lastOpenedDate = nil
+        #expect(try store.value(forKey: "lastOpenedDate") == nil)
+        #expect(model.lastOpenedDate == nil)
+    }
+
+    @Test func toggleFlipsABool() {
+        let model = SampleModel(store: InMemoryStore())
+        model.$hasHapticsEnabled.toggle()
+        #expect(model.hasHapticsEnabled)
+        model.$hasHapticsEnabled.toggle()
+        #expect(!model.hasHapticsEnabled)
+    }
+
+    @Test func keyPathSetterChangesOneMember() throws {
+        let store = InMemoryStore()
+        let model = SampleModel(store: store)
+        model.$preferences.set(\.prefersDarkMode, to: true)
+        #expect(model.preferences == UserPreferences(hasHapticsEnabled: true, prefersDarkMode: true, fontScale: 1))
+        // Codable structs are stored as sorted JSON text.
+        #expect(
+            try store.value(forKey: "userPreferences")
+                == .string(#"{"fontScale":1,"hasHapticsEnabled":true,"prefersDarkMode":true}"#))
+    }
+
+    @Test func arrayHelpers() {
+        let model = SampleModel(store: InMemoryStore())
+        model.$favoriteTags.append("swfit")
+        model.$favoriteTags.append(contentsOf: ["linux", "swfit"])
+        model.$favoriteTags.replace("swfit", with: "swift")
+        #expect(model.favoriteTags == ["swift", "linux", "swfit"])
+        model.$favoriteTags.remove("swfit")
+        #expect(model.favoriteTags == ["swift", "linux"])
+        model.$favoriteTags.togglePresence("swift")
+        #expect(model.favoriteTags == ["linux"])
+        model.$favoriteTags.togglePresence("swift")
+        #expect(model.favoriteTags == ["linux", "swift"])
+        model.$favoriteTags.replace("absent", with: "x")
+        #expect(model.favoriteTags == ["linux", "swift"])
+    }
+
+    @Test func dictionaryHelperWithNilRemoving() {
+        let model = SampleModel(store: InMemoryStore())
+        model.$featureFlags.update(key: "darkMode", value: true)
+        model.$featureFlags.update(key: "beta", value: false)
+        #expect(model.featureFlags == ["darkMode": true, "beta": false])
+        model.$featureFlags.update(key: "darkMode", value: nil)
+        #expect(model.featureFlags == ["beta": false])
+    }
+
+    @Test func typedKeysShareNameTypeAndDefault() throws {
+        let store = InMemoryStore()
+        let model = SampleModel(store: store)
+        #expect(model.doTheThing == false)
+        try store.set(true, for: .doTheThing)
+        #expect(model.doTheThing)
+        #expect(try store.value(for: .doTheThing))
+        try store.removeValue(for: .doTheThing)
+        #expect(model.doTheThing == false)
+        #expect(model.$doTheThing.key == "doTheThing")
+    }
+
+    @Test func directFormWithoutWrapperSyntax() {
+        let store = InMemoryStore()
+        let flag = StoredValue(key: "hasHapticsEnabled", default: false, store: store)
+        flag.set(true)
+        #expect(flag.wrappedValue)
+        @StoredValue(key: "local", store: store) var local = 3
+        local += 1
+        #expect(local == 4)
+        #expect(StoredValue(key: "local", default: 0, store: store).wrappedValue == 4)
+    }
+
+    @Test func twoWrappersOfOneKeyAlwaysAgree() {
+        let store = InMemoryStore()
+        let first = SampleModel(store: store)
+        let second = SampleModel(store: store)
+        #expect(second.currentTheme == .light)
+        first.currentTheme = .dark
+        #expect(second.currentTheme == .dark)
+        second.$favoriteTags.append("a")
+        #expect(first.favoriteTags == ["a"])
+    }
+
+    @Test func wrongStoredTypeReadsDefaultReportsAndKeepsTheValue() throws {
+        Reports.install()
+        let key = uniqueKey()
+        let store = InMemoryStore([key: .string("not a number")])
+        let count = StoredValue(key: key, default: 7, store: store)
+        #expect(count.wrappedValue == 7)
+        #expect(count.wrappedValue == 7)
+        let reports = Reports.for(key)
+        #expect(reports.count == 1, "reported once per stored version, not on every read")
+        #expect(reports.first?.operation == .read)
+        #expect((reports.first?.error as? PrefsError) == .typeMismatch(key: key, expected: "Int", found: "string"))
+        // An update on top of an undecodable value must not replace it with the default.
+        count.update { $0 += 1 }
+        #expect(try store.value(forKey: key) == .string("not a number"))
+        #expect(Reports.for(key).last?.operation == .write)
+        #expect(throws: PrefsError.typeMismatch(key: key, expected: "Int", found: "string")) {
+            try store.value(for: PrefKey(key, default: 0))
+        }
+    }
+
+    @Test func invalidKeysAreRefusedAndReported() throws {
+        Reports.install()
+        let store = InMemoryStore()
+        #expect(throws: PrefsError.invalidKey("", reason: "a key cannot be empty")) {
+            try store.setValue(.bool(true), forKey: "")
+        }
+        let key = "bad\u{0}key"
+        StoredValue(key: key, default: 1, store: store).set(2)
+        #expect(Reports.for(key).count == 1)
+        #expect(try store.allValues().isEmpty)
+    }
+
+    @Test func eightTasksAppendingLoseNothing() async {
+        let store = InMemoryStore()
+        let tags = StoredValue(key: "tags", default: [Int](), store: store)
+        await withTaskGroup(of: Void.self) { group in
+            for task in 0..<8 {
+                group.addTask {
+                    for index in 0..<250 { tags.append(task * 1000 + index) }
+                }
+            }
+        }
+        #expect(tags.wrappedValue.count == 2000)
+        #expect(Set(tags.wrappedValue).count == 2000)
+    }
+
+    @Test func descriptionShowsKeyAndValue() {
+        let model = SampleModel(store: InMemoryStore())
+        #expect(model.$currentTheme.description == "currentTheme = dark" || model.currentTheme == .light)
+        model.$currentTheme.set(.dark)
+        #expect(model.$currentTheme.description == "currentTheme = dark")
+    }
+}
+
+struct ObservationTests {
+    @Test func valuesYieldCurrentThenDistinctChanges() async throws {
+        let store = InMemoryStore()
+        let theme = StoredValue(key: "theme", default: Theme.light, store: store)
+        let stream = theme.values
+        theme.set(.dark)
+        theme.set(.dark)
+        theme.set(.system)
+        #expect(try await first(3, of: stream) == [.light, .dark, .system])
+    }
+
+    @Test func everySourceReachesEverySubscriber() async throws {
+        let store = InMemoryStore()
+        let theme = StoredValue(key: "theme", default: Theme.light, store: store)
+        let other = StoredValue(key: "theme", default: Theme.light, store: store)
+        let (a, b) = (theme.values, theme.values)
+        other.set(.dark)  // another wrapper
+        try store.set(.system, for: PrefKey("theme", default: Theme.light))  // a direct store write
+        try store.removeValue(forKey: "theme")
+        #expect(try await first(4, of: a) == [.light, .dark, .system, .light])
+        #expect(try await first(4, of: b) == [.light, .dark, .system, .light])
+    }
+
+    @Test func cancelledSubscribersLeaveNothingBehind() async throws {
+        let store = InMemoryStore()
+        let value = StoredValue(key: "n", default: 0, store: store)
+        for _ in 0..<10_000 {
+            let task = Task { for await _ in value.values {} }
+            task.cancel()
+            await task.value
+        }
+        for _ in 0..<1_000 { _ = value.values }  // dropped without iterating
+        #expect(value.box.subscriberCount == 0)
+        #expect(value.box.cell.listenerCount == 1)
+    }
+
+    @Test func observationTrackingFiresForEverySource() async throws {
+        let store = InMemoryStore()
+        let model = ObservableModel(store: store)
+        let other = StoredValue(key: "theme", default: Theme.light, store: store)
+        let sources: [() throws -> Void] = [
+            { model.theme = .dark },
+            { other.set(.system) },
+            { try store.setValue(.string("light"), forKey: "theme") },
+        ]
+        for source in sources {
+            let fired = Flag()
+            withObservationTracking { _ = model.theme } onChange: { fired.set() }
+            #expect(!fired.isSet)
+            try source()
+            #expect(fired.isSet)
+        }
+    }
+
+    @Test func observerMayWriteFromItsCallback() throws {
+        let store = InMemoryStore()
+        let a = StoredValue(key: "a", default: 0, store: store)
+        let b = StoredValue(key: "b", default: 0, store: store)
+        withObservationTracking { _ = a.wrappedValue } onChange: {
+            b.update { $0 = a.wrappedValue + 10 }
+        }
+        a.set(1)
+        #expect(b.wrappedValue == 11)
+    }
+
+    @Test func multiKeyObservation() async throws {
+        let store = InMemoryStore()
+        let stream = store.changes.keys(["a", "b"])
+        try store.setValue(.int(1), forKey: "a")
+        try store.setValue(.int(1), forKey: "ignored")
+        try store.setValue(.int(1), forKey: "a")  // unchanged: not announced
+        try store.setValue(.int(2), forKey: "b")
+        #expect(try await first(2, of: stream) == ["a", "b"])
+        for _ in 0..<100 {
+            let task = Task { for await _ in store.changes.keys() {} }
+            task.cancel()
+            await task.value
+        }
+        #expect(store.changes.keySubscriberCount == 1, "only the first, still referenced stream remains")
+    }
+}
+
+final class Flag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
+}
