@@ -17,14 +17,19 @@ let package = Package(
             name: "Prefs",
             dependencies: ["CSodium"]
         ),
+        .target(
+            name: "PrefsTestSupport",
+            dependencies: ["Prefs"],
+            path: "Tests/PrefsTestSupport"
+        ),
         .executableTarget(
             name: "PrefsTestHelper",
-            dependencies: ["Prefs"],
+            dependencies: ["Prefs", "PrefsTestSupport"],
             path: "Tests/PrefsTestHelper"
         ),
         .testTarget(
             name: "PrefsTests",
-            dependencies: ["Prefs", "PrefsTestHelper"]
+            dependencies: ["Prefs", "PrefsTestSupport", "PrefsTestHelper"]
         ),
     ],
     swiftLanguageModes: [.v6]

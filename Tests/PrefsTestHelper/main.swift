@@ -1,1 +1,63 @@
-print("helper")
+// A child process for the cross-process and crash tests. Each command opens a store from a spec and prints
+// results line by line on standard output, flushing after each line.
+import Foundation
+import Prefs
+import PrefsTestSupport
+
+func emit(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data((message + "\n").utf8))
+    exit(1)
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard arguments.count >= 2 else { fail("usage: PrefsTestHelper COMMAND SPEC [ARGS…]") }
+let command = arguments[0]
+let store: any KeyValueStore
+do { store = try StoreSpec.open(arguments[1]) } catch { fail("open: \(error)") }
+
+do {
+    switch command {
+    case "write-fixtures":
+        try Fixtures.write(to: store)
+        emit("ok")
+    case "verify-fixtures":
+        let mismatches = Fixtures.mismatches(in: store)
+        emit(mismatches.isEmpty ? "ok" : "mismatch " + mismatches.joined(separator: ","))
+    case "set-int":
+        try store.set(Int(arguments[3])!, for: PrefKey(arguments[2], default: 0))
+        emit("ok")
+    case "get-int":
+        emit(String(try store.value(for: PrefKey(arguments[2], default: 0))))
+    case "append":
+        // append KEY COUNT TAG: COUNT atomic appends of "TAG-i" through a wrapper.
+        let tags = StoredValue(key: arguments[2], default: [String](), store: store)
+        for index in 0..<Int(arguments[3])! { tags.append("\(arguments[4])-\(index)") }
+        emit("ok")
+    case "count-up":
+        // count-up KEY: sets 1, 2, 3, … forever, printing each value once its set has returned.
+        var value = 0
+        while true {
+            value += 1
+            try store.set(value, for: PrefKey(arguments[2], default: 0))
+            emit(String(value))
+        }
+    case "watch":
+        // watch KEY COUNT: prints the key's value for the current value and the next COUNT-1 changes.
+        let value = StoredValue(key: arguments[2], default: 0, store: store)
+        emit("ready")
+        var seen = 0
+        for await current in value.values {
+            emit(String(current))
+            seen += 1
+            if seen == Int(arguments[3])! { break }
+        }
+    default:
+        fail("unknown command \(command)")
+    }
+} catch {
+    fail("\(command): \(error)")
+}

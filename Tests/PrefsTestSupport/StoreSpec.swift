@@ -1,0 +1,26 @@
+public import Foundation
+public import Prefs
+
+/// Names a store so a parent test and a child process can open the same one: `json:/tmp/x.json`,
+/// `plist:/tmp/dir:suite`.
+public enum StoreSpec {
+    /// Opens the store a spec names.
+    public static func open(_ spec: String) throws -> any KeyValueStore {
+        let parts = spec.split(separator: ":", maxSplits: 2).map(String.init)
+        switch parts.first {
+        case "json" where parts.count == 2:
+            return try FileStore(url: URL(filePath: parts[1]))
+        case "plist" where parts.count == 3:
+            return try UserDefaultsStore(suiteName: parts[2], directory: URL(filePath: parts[1]))
+        case "memory":
+            return InMemoryStore()
+        default:
+            throw SpecError(spec: spec)
+        }
+    }
+
+    struct SpecError: Error, CustomStringConvertible {
+        let spec: String
+        var description: String { "unknown store spec \(spec)" }
+    }
+}
