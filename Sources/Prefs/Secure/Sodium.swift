@@ -1,0 +1,80 @@
+import CSodium
+
+/// One-time libsodium set-up. Every entry point that calls into libsodium goes through ``ensureInitialized()``.
+enum Sodium {
+    /// `sodium_init()` returns 0 on first success, 1 when already initialized and -1 on failure. A `static let`
+    /// initializer runs exactly once, lazily and thread-safely, so this is the whole synchronization story.
+    private static let initStatus: Int32 = sodium_init()
+
+    /// Initializes libsodium on first use; traps if the library cannot start (no usable randomness source).
+    static func ensureInitialized() {
+        precondition(initStatus >= 0, "libsodium failed to initialize (sodium_init returned \(initStatus))")
+    }
+}
+
+/// Secret bytes (keys) in memory from `sodium_malloc`: guard pages around it, excluded from core dumps where the
+/// platform allows, zeroed with `sodium_memzero` and released with `sodium_free` when the last reference goes away.
+///
+/// Treat an instance as immutable once it has been shared: fill it through ``withUnsafeMutableBytes(_:)`` (or
+/// ``random(count:)``) right after creation and only read it afterwards.
+final class SecureBytes: @unchecked Sendable {
+    // @unchecked Sendable: the pointer is owned exclusively by this object, never reallocated, and by contract the
+    // contents are written only before the instance is shared with another thread; concurrent reads are safe.
+
+    /// The number of secret bytes.
+    let count: Int
+    private let pointer: UnsafeMutableRawPointer
+
+    /// Allocates `count` zeroed bytes of guarded memory. Traps when the allocation fails, like any Swift allocation.
+    init(count: Int) {
+        precondition(count > 0, "SecureBytes needs a positive byte count")
+        Sodium.ensureInitialized()
+        guard let pointer = sodium_malloc(count) else {
+            fatalError("sodium_malloc(\(count)) failed: out of memory")
+        }
+        sodium_memzero(pointer, count)
+        self.pointer = pointer
+        self.count = count
+    }
+
+    deinit {
+        sodium_memzero(pointer, count)
+        sodium_free(pointer)
+    }
+
+    /// `count` bytes from libsodium's CSPRNG.
+    static func random(count: Int) -> SecureBytes {
+        let bytes = SecureBytes(count: count)
+        bytes.withUnsafeMutableBytes { randombytes_buf($0.baseAddress!, $0.count) }
+        return bytes
+    }
+
+    /// Reads the secret bytes. The buffer must not escape the closure.
+    func withUnsafeBytes<Result, Failure: Error>(
+        _ body: (UnsafeRawBufferPointer) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        try body(UnsafeRawBufferPointer(start: pointer, count: count))
+    }
+
+    /// Writes the secret bytes; only while the instance is not yet shared. The buffer must not escape the closure.
+    func withUnsafeMutableBytes<Result, Failure: Error>(
+        _ body: (UnsafeMutableRawBufferPointer) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        try body(UnsafeMutableRawBufferPointer(start: pointer, count: count))
+    }
+}
+
+/// `count` bytes from libsodium's CSPRNG, for non-secret values such as nonces and salts.
+func randomBytes(count: Int) -> [UInt8] {
+    Sodium.ensureInitialized()
+    var bytes = [UInt8](repeating: 0, count: count)
+    bytes.withUnsafeMutableBytes { buffer in
+        if let base = buffer.baseAddress { randombytes_buf(base, buffer.count) }
+    }
+    return bytes
+}
+
+/// Overwrites `buffer` with zeros in a way the optimizer cannot remove.
+func secureZero(_ buffer: UnsafeMutableRawBufferPointer) {
+    if let base = buffer.baseAddress, buffer.count > 0 { sodium_memzero(base, buffer.count) }
+}

@@ -1,0 +1,266 @@
+import CSodium
+import Foundation
+
+/// How a vault key is derived, as recorded in the vault header.
+struct KDFParameters: Sendable, Equatable {
+    /// The key-derivation function, stored as one byte in the header.
+    enum Algorithm: UInt8, Sendable {
+        /// The key is used as is (key file or raw key); the header's cost fields and salt are all zero.
+        case none = 0
+        /// Argon2id version 1.3 through `crypto_pwhash`.
+        case argon2id13 = 1
+    }
+
+    /// The cost of one Argon2id derivation.
+    struct Cost: Sendable, Equatable {
+        var opsLimit: UInt64
+        var memLimit: UInt64
+
+        /// libsodium's interactive limits (64 MiB, ~55 ms here): the default for new passphrase vaults.
+        static var interactive: Cost {
+            Cost(
+                opsLimit: UInt64(crypto_pwhash_opslimit_interactive()),
+                memLimit: UInt64(crypto_pwhash_memlimit_interactive())
+            )
+        }
+
+        /// A cheap but still valid Argon2id13 cost (8 MiB, one pass) for tests only.
+        static let testing = Cost(opsLimit: 1, memLimit: 8 << 20)
+
+        /// The cost used for new passphrase vaults; tests lower it with `$defaultCost.withValue(.testing) { … }`.
+        @TaskLocal static var defaultCost: Cost = .interactive
+    }
+
+    static let saltCount = 16
+    /// The most a header may ask for; anything above is refused before deriving, so a tampered file cannot make
+    /// opening take forever or exhaust memory.
+    static let maxOpsLimit: UInt64 = 16
+    static let maxMemLimit: UInt64 = 1 << 30
+
+    var algorithm: Algorithm
+    var opsLimit: UInt64
+    var memLimit: UInt64
+    /// `saltCount` bytes.
+    var salt: [UInt8]
+
+    /// No derivation: the key is used as is.
+    static let none = KDFParameters(
+        algorithm: .none, opsLimit: 0, memLimit: 0, salt: [UInt8](repeating: 0, count: saltCount))
+
+    /// Argon2id13 with a fresh random salt.
+    static func argon2id(cost: Cost) -> KDFParameters {
+        KDFParameters(
+            algorithm: .argon2id13, opsLimit: cost.opsLimit, memLimit: cost.memLimit,
+            salt: randomBytes(count: saltCount))
+    }
+
+    /// Checks values read from a header; throws `.notAVault` for anything this build would not have written.
+    func validate() throws(VaultError) {
+        guard salt.count == Self.saltCount else { throw .notAVault(reason: "salt is not \(Self.saltCount) bytes") }
+        switch algorithm {
+        case .none:
+            guard opsLimit == 0, memLimit == 0, salt.allSatisfy({ $0 == 0 }) else {
+                throw .notAVault(reason: "key-derivation fields set for a vault without key derivation")
+            }
+        case .argon2id13:
+            Sodium.ensureInitialized()
+            let minOps = UInt64(crypto_pwhash_opslimit_min())
+            let minMem = UInt64(crypto_pwhash_memlimit_min())
+            guard opsLimit >= minOps, opsLimit <= Self.maxOpsLimit else {
+                throw .notAVault(reason: "Argon2id opslimit \(opsLimit) outside \(minOps)...\(Self.maxOpsLimit)")
+            }
+            guard memLimit >= minMem, memLimit <= Self.maxMemLimit else {
+                throw .notAVault(reason: "Argon2id memlimit \(memLimit) outside \(minMem)...\(Self.maxMemLimit)")
+            }
+        }
+    }
+}
+
+/// Everything in a vault file before the ciphertext; all of it is authenticated as associated data.
+///
+/// ```
+/// magic "PREFSVLT" (8) | version u16 LE | kdf id u8 | opslimit u64 LE | memlimit u64 LE | salt (16) | nonce (24)
+/// | ciphertext length u64 LE | ciphertext (plaintext + 16-byte tag)
+/// ```
+struct VaultHeader: Sendable, Equatable {
+    static let magic: [UInt8] = Array("PREFSVLT".utf8)
+    static let currentVersion: UInt16 = 1
+    static let nonceCount = 24
+    static let tagCount = 16
+    /// 8 + 2 + 1 + 8 + 8 + 16 + 24 + 8 = 75 bytes.
+    static let count = 8 + 2 + 1 + 8 + 8 + KDFParameters.saltCount + nonceCount + 8
+    /// The shortest possible vault: a header and the tag of an empty plaintext.
+    static let minimumFileCount = count + tagCount
+
+    var version: UInt16
+    var kdf: KDFParameters
+    /// `nonceCount` bytes.
+    var nonce: [UInt8]
+    /// The length of ciphertext plus tag that follows the header.
+    var ciphertextLength: UInt64
+
+    init(version: UInt16 = currentVersion, kdf: KDFParameters, nonce: [UInt8], ciphertextLength: UInt64) {
+        self.version = version
+        self.kdf = kdf
+        self.nonce = nonce
+        self.ciphertextLength = ciphertextLength
+    }
+
+    /// The `count` header bytes as written to disk.
+    func serialized() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(Self.count)
+        out += Self.magic
+        appendLittleEndian(version, to: &out)
+        out.append(kdf.algorithm.rawValue)
+        appendLittleEndian(kdf.opsLimit, to: &out)
+        appendLittleEndian(kdf.memLimit, to: &out)
+        out += kdf.salt
+        out += nonce
+        appendLittleEndian(ciphertextLength, to: &out)
+        assert(out.count == Self.count)
+        return out
+    }
+
+    /// Parses and validates the header at the start of `bytes` (a whole vault file); see ``VaultFormat/parseHeader(_:)``.
+    init(parsing bytes: Data) throws(VaultError) {
+        let fileCount = bytes.count
+        // A prefix that already differs from the magic is not a vault, however short; a matching but short one is
+        // a truncated vault.
+        let magicPrefix = Array(bytes.prefix(Self.magic.count))
+        guard magicPrefix.elementsEqual(Self.magic.prefix(magicPrefix.count)) else {
+            throw .notAVault(reason: "missing PREFSVLT signature")
+        }
+        guard fileCount >= Self.minimumFileCount else {
+            throw .truncated(expected: Self.minimumFileCount, actual: fileCount)
+        }
+        var reader = ByteReader(Array(bytes.prefix(Self.count)))
+        reader.skip(Self.magic.count)
+        version = reader.read(UInt16.self)
+        guard version == Self.currentVersion else { throw .unsupportedFormatVersion(version) }
+        let kdfID = reader.readByte()
+        guard let algorithm = KDFParameters.Algorithm(rawValue: kdfID) else {
+            throw .notAVault(reason: "unknown key-derivation id \(kdfID)")
+        }
+        let opsLimit = reader.read(UInt64.self)
+        let memLimit = reader.read(UInt64.self)
+        let salt = reader.readBytes(KDFParameters.saltCount)
+        kdf = KDFParameters(algorithm: algorithm, opsLimit: opsLimit, memLimit: memLimit, salt: salt)
+        nonce = reader.readBytes(Self.nonceCount)
+        ciphertextLength = reader.read(UInt64.self)
+
+        let remaining = UInt64(fileCount - Self.count)
+        guard ciphertextLength >= UInt64(Self.tagCount) else {
+            throw .notAVault(reason: "ciphertext length \(ciphertextLength) is shorter than the authentication tag")
+        }
+        guard ciphertextLength <= UInt64(Int.max - Self.count) else {
+            throw .notAVault(reason: "ciphertext length \(ciphertextLength) is out of range")
+        }
+        guard ciphertextLength <= remaining else {
+            throw .truncated(expected: Self.count + Int(ciphertextLength), actual: fileCount)
+        }
+        guard ciphertextLength == remaining else {
+            throw .notAVault(reason: "\(remaining - ciphertextLength) unexpected bytes after the ciphertext")
+        }
+        try kdf.validate()
+    }
+}
+
+/// Sealing and opening whole vault files with XChaCha20-Poly1305 (IETF), the header as associated data.
+enum VaultFormat {
+    static let keyCount = 32
+
+    /// Encrypts `plaintext` under `key` with a fresh random nonce and returns the complete vault file.
+    static func seal(_ plaintext: Data, key: SecureBytes, kdf: KDFParameters) -> Data {
+        precondition(key.count == keyCount, "vault keys are \(keyCount) bytes")
+        Sodium.ensureInitialized()
+        let ciphertextCount = plaintext.count + VaultHeader.tagCount
+        let nonce = randomBytes(count: VaultHeader.nonceCount)
+        let header = VaultHeader(kdf: kdf, nonce: nonce, ciphertextLength: UInt64(ciphertextCount)).serialized()
+        var file = Data(count: VaultHeader.count + ciphertextCount)
+        file.replaceSubrange(0..<VaultHeader.count, with: header)
+        let status = file.withUnsafeMutableBytes { fileBuffer in
+            plaintext.withUnsafeBytes { plainBuffer in
+                key.withUnsafeBytes { keyBuffer in
+                    var written: UInt64 = 0
+                    return crypto_aead_xchacha20poly1305_ietf_encrypt(
+                        bytePointer(fileBuffer.baseAddress!) + VaultHeader.count, &written,
+                        plainBuffer.baseAddress.map(bytePointer), UInt64(plainBuffer.count),
+                        header, UInt64(header.count),
+                        nil, nonce, bytePointer(keyBuffer.baseAddress!))
+                }
+            }
+        }
+        precondition(status == 0, "crypto_aead_xchacha20poly1305_ietf_encrypt failed")
+        return file
+    }
+
+    /// Parses and validates a vault's header without decrypting: length, magic, version, key-derivation id and
+    /// bounds, and that the ciphertext length matches the file exactly.
+    static func parseHeader(_ bytes: Data) throws(VaultError) -> VaultHeader {
+        try VaultHeader(parsing: bytes)
+    }
+
+    /// Validates and decrypts a complete vault file. Throws `.authenticationFailed` for a wrong key or any
+    /// modification that leaves the header well-formed.
+    static func open(_ bytes: Data, key: SecureBytes) throws(VaultError) -> Data {
+        precondition(key.count == keyCount, "vault keys are \(keyCount) bytes")
+        let header = try parseHeader(bytes)
+        let plaintextCount = Int(header.ciphertextLength) - VaultHeader.tagCount
+        var plaintext = Data(count: plaintextCount)
+        let headerBytes = Array(bytes.prefix(VaultHeader.count))  // authenticate exactly what is on disk
+        let status = plaintext.withUnsafeMutableBytes { plainBuffer in
+            bytes.withUnsafeBytes { fileBuffer in
+                key.withUnsafeBytes { keyBuffer in
+                    var written: UInt64 = 0
+                    let status = crypto_aead_xchacha20poly1305_ietf_decrypt(
+                        plainBuffer.baseAddress.map(bytePointer), &written, nil,
+                        bytePointer(fileBuffer.baseAddress!) + VaultHeader.count, header.ciphertextLength,
+                        headerBytes, UInt64(headerBytes.count),
+                        header.nonce, bytePointer(keyBuffer.baseAddress!))
+                    if status != 0 { secureZero(plainBuffer) }
+                    return status
+                }
+            }
+        }
+        guard status == 0 else { throw .authenticationFailed }
+        return plaintext
+    }
+}
+
+private func bytePointer(_ raw: UnsafeRawPointer) -> UnsafePointer<UInt8> { raw.assumingMemoryBound(to: UInt8.self) }
+
+private func bytePointer(_ raw: UnsafeMutableRawPointer) -> UnsafeMutablePointer<UInt8> {
+    raw.assumingMemoryBound(to: UInt8.self)
+}
+
+private func appendLittleEndian<T: FixedWidthInteger>(_ value: T, to out: inout [UInt8]) {
+    for index in 0..<(T.bitWidth / 8) { out.append(UInt8(truncatingIfNeeded: value >> (index * 8))) }
+}
+
+/// Sequential little-endian reads from a buffer whose length the caller has already checked.
+private struct ByteReader {
+    private let bytes: [UInt8]
+    private var offset = 0
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    mutating func skip(_ count: Int) { offset += count }
+
+    mutating func readByte() -> UInt8 {
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func readBytes(_ count: Int) -> [UInt8] {
+        defer { offset += count }
+        return Array(bytes[offset..<offset + count])
+    }
+
+    mutating func read<T: FixedWidthInteger>(_: T.Type) -> T {
+        var value: T = 0
+        for index in 0..<(T.bitWidth / 8) { value |= T(bytes[offset + index]) << (index * 8) }
+        offset += T.bitWidth / 8
+        return value
+    }
+}

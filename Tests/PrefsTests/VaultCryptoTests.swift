@@ -1,0 +1,423 @@
+import Foundation
+import Testing
+
+@testable import Prefs
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+struct VaultCryptoTests {
+    // MARK: Helpers
+
+    /// A fresh private folder for one test; remove it with `cleanUp`.
+    private static func makeTemporaryDirectory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appending(path: "prefs-vault-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    private static func cleanUp(_ url: URL) { try? FileManager.default.removeItem(at: url) }
+
+    private static func rawKey(_ fill: UInt8) -> Data { Data(repeating: fill, count: 32) }
+
+    private static func resolveRaw(_ fill: UInt8) throws -> SecureBytes {
+        try VaultKey.raw(rawKey(fill)).resolve(for: nil, creating: true).key
+    }
+
+    private static func mode(of url: URL) -> UInt32 {
+        var info = stat()
+        #expect(stat(url.path(percentEncoded: false), &info) == 0)
+        return UInt32(info.st_mode & 0o7777)
+    }
+
+    private static let sixtyBytes = Data("sixty bytes of plaintext: the quick brown fox jumps over it!".utf8)
+
+    /// Offsets of the header fields.
+    private enum Offset {
+        static let version = 8
+        static let kdfID = 10
+        static let opsLimit = 11
+        static let memLimit = 19
+        static let salt = 27
+        static let nonce = 43
+        static let ciphertextLength = 67
+        static let ciphertext = 75
+    }
+
+    private static func writeLittleEndian(_ value: UInt64, into data: inout Data, at offset: Int) {
+        for index in 0..<8 { data[offset + index] = UInt8(truncatingIfNeeded: value >> (index * 8)) }
+    }
+
+    // MARK: Round trips
+
+    @Test func sealOpenRoundTrip() throws {
+        let key = try Self.resolveRaw(7)
+        let large = Data((0..<100_000).map { UInt8(truncatingIfNeeded: $0) })
+        for plaintext in [Data(), Data([0]), Self.sixtyBytes, large] {
+            let sealed = VaultFormat.seal(plaintext, key: key, kdf: .none)
+            #expect(sealed.count == VaultHeader.count + plaintext.count + 16)
+            #expect(try VaultFormat.open(sealed, key: key) == plaintext)
+        }
+    }
+
+    @Test func openAcceptsDataSlices() throws {
+        let key = try Self.resolveRaw(7)
+        let sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)
+        let slice = (Data([1, 2, 3]) + sealed).dropFirst(3)
+        #expect(try VaultFormat.open(slice, key: key) == Self.sixtyBytes)
+    }
+
+    @Test func headerLayout() throws {
+        let key = try Self.resolveRaw(7)
+        let sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)
+        #expect(Array(sealed.prefix(8)) == Array("PREFSVLT".utf8))
+        #expect(sealed[Offset.version] == 1 && sealed[Offset.version + 1] == 0)
+        #expect(sealed[Offset.kdfID] == 0)
+        #expect(sealed[Offset.ciphertextLength] == 76)
+        let header = try VaultFormat.parseHeader(sealed)
+        #expect(header.version == 1)
+        #expect(header.kdf == .none)
+        #expect(header.ciphertextLength == 76)
+        #expect(header.nonce == Array(sealed[Offset.nonce..<Offset.nonce + 24]))
+    }
+
+    @Test func plaintextIsAbsentFromSealedBytes() throws {
+        let key = try Self.resolveRaw(7)
+        let sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)
+        #expect(sealed.firstRange(of: Self.sixtyBytes) == nil)
+        #expect(sealed.firstRange(of: Data("quick brown".utf8)) == nil)
+    }
+
+    @Test func sealingTwiceUsesFreshNonces() throws {
+        let key = try Self.resolveRaw(7)
+        let first = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)
+        let second = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)
+        #expect(first != second)
+        #expect(first[Offset.nonce..<Offset.ciphertext] != second[Offset.nonce..<Offset.ciphertext])
+        #expect(first[Offset.ciphertext...] != second[Offset.ciphertext...])
+    }
+
+    // MARK: Wrong keys
+
+    @Test func wrongRawKeyFailsAuthentication() throws {
+        let sealed = VaultFormat.seal(Self.sixtyBytes, key: try Self.resolveRaw(7), kdf: .none)
+        #expect(throws: VaultError.authenticationFailed) { try VaultFormat.open(sealed, key: try Self.resolveRaw(8)) }
+    }
+
+    @Test func wrongPassphraseFailsAuthentication() throws {
+        let (key, kdf) = try VaultKey.passphrase("correct horse").resolve(for: nil, creating: true, cost: .testing)
+        let sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: kdf)
+        let header = try VaultFormat.parseHeader(sealed)
+        let wrong = try VaultKey.passphrase("correct horsf").resolve(for: header, creating: false).key
+        #expect(throws: VaultError.authenticationFailed) { try VaultFormat.open(sealed, key: wrong) }
+    }
+
+    @Test func passphraseParametersAreStoredAndReused() throws {
+        let (key, kdf) = try VaultKey.passphrase("correct horse").resolve(for: nil, creating: true, cost: .testing)
+        #expect(kdf.algorithm == .argon2id13)
+        #expect(kdf.opsLimit == 1 && kdf.memLimit == 8 << 20)
+        #expect(kdf.salt.count == 16 && kdf.salt != [UInt8](repeating: 0, count: 16))
+        let sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: kdf)
+        #expect(sealed[Offset.kdfID] == 1)
+        #expect(Array(sealed[Offset.salt..<Offset.nonce]) == kdf.salt)
+
+        let header = try VaultFormat.parseHeader(sealed)
+        #expect(header.kdf == kdf)
+        let reopened = try VaultKey.passphrase("correct horse").resolve(for: header, creating: false)
+        #expect(reopened.kdf == kdf)
+        #expect(try VaultFormat.open(sealed, key: reopened.key) == Self.sixtyBytes)
+    }
+
+    @Test func newPassphraseVaultsGetFreshSalts() throws {
+        try KDFParameters.Cost.$defaultCost.withValue(.testing) {
+            let first = try VaultKey.passphrase("same").resolve(for: nil, creating: true)
+            let second = try VaultKey.passphrase("same").resolve(for: nil, creating: true)
+            #expect(first.kdf.memLimit == 8 << 20)
+            #expect(first.kdf.salt != second.kdf.salt)
+            let differ = first.key.withUnsafeBytes { a in second.key.withUnsafeBytes { b in !a.elementsEqual(b) } }
+            #expect(differ)
+        }
+    }
+
+    @Test func defaultCostIsInteractiveArgon2id() {
+        #expect(KDFParameters.Cost.defaultCost == .interactive)
+        #expect(KDFParameters.Cost.interactive.memLimit == 64 << 20)
+    }
+
+    @Test func emptyPassphraseIsInvalid() {
+        #expect {
+            try VaultKey.passphrase("").resolve(for: nil, creating: true, cost: .testing)
+        } throws: { ($0 as? VaultError).map { if case .invalidKey = $0 { true } else { false } } ?? false }
+    }
+
+    @Test func keyKindMustMatchVault() throws {
+        let (key, kdf) = try VaultKey.passphrase("pw").resolve(for: nil, creating: true, cost: .testing)
+        let passphraseHeader = try VaultFormat.parseHeader(VaultFormat.seal(Data(), key: key, kdf: kdf))
+        let rawHeader = try VaultFormat.parseHeader(VaultFormat.seal(Data(), key: key, kdf: .none))
+        for (vaultKey, header) in [(VaultKey.raw(Self.rawKey(1)), passphraseHeader), (.passphrase("pw"), rawHeader)] {
+            #expect {
+                try vaultKey.resolve(for: header, creating: false)
+            } throws: { ($0 as? VaultError).map { if case .invalidKey = $0 { true } else { false } } ?? false }
+        }
+    }
+
+    // MARK: Tampering
+
+    private static func expectEveryBitFlipRefused(_ sealed: Data, key: SecureBytes) {
+        for byteIndex in sealed.indices {
+            for bit in 0..<8 {
+                var tampered = sealed
+                tampered[byteIndex] ^= 1 << bit
+                let error: VaultError
+                do {
+                    _ = try VaultFormat.open(tampered, key: key)
+                    Issue.record("flip of bit \(bit) in byte \(byteIndex) was accepted")
+                    continue
+                } catch let caught {
+                    error = caught
+                }
+                switch byteIndex {
+                case 0..<Offset.version:
+                    #expect(error == .notAVault(reason: "missing PREFSVLT signature"))
+                case Offset.version..<Offset.kdfID:
+                    guard case .unsupportedFormatVersion(let version) = error, version != 1 else {
+                        Issue.record("byte \(byteIndex): \(error)")
+                        continue
+                    }
+                case Offset.ciphertextLength..<Offset.ciphertext:
+                    switch error {
+                    case .truncated, .notAVault: break
+                    default: Issue.record("length byte \(byteIndex): \(error)")
+                    }
+                case Offset.nonce..<Offset.ciphertextLength, Offset.ciphertext...:
+                    #expect(error == .authenticationFailed, "byte \(byteIndex) bit \(bit)")
+                default:  // kdf id, cost and salt: refused as malformed or by the AEAD
+                    break
+                }
+            }
+        }
+    }
+
+    @Test func everyBitFlipOfARawKeyVaultIsRefused() throws {
+        let key = try Self.resolveRaw(7)
+        Self.expectEveryBitFlipRefused(VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none), key: key)
+    }
+
+    @Test func everyBitFlipOfAPassphraseVaultIsRefused() throws {
+        // The key stays the one derived from the untampered header: a flipped salt or cost must still fail as
+        // associated data, without paying for a derivation per flip.
+        let (key, kdf) = try VaultKey.passphrase("pw").resolve(for: nil, creating: true, cost: .testing)
+        let sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: kdf)
+        Self.expectEveryBitFlipRefused(sealed, key: key)
+        // Flips that keep the header well-formed reach the AEAD and fail there.
+        for offset in [Offset.salt, Offset.salt + 15, Offset.opsLimit] {
+            var tampered = sealed
+            tampered[offset] ^= offset == Offset.opsLimit ? 0b10 : 1
+            #expect(throws: VaultError.authenticationFailed) { try VaultFormat.open(tampered, key: key) }
+        }
+    }
+
+    @Test func truncationAtEveryLengthIsRefused() throws {
+        let key = try Self.resolveRaw(7)
+        let sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)
+        for length in 0..<sealed.count {
+            #expect(throws: VaultError.truncated(expected: length < 91 ? 91 : sealed.count, actual: length)) {
+                try VaultFormat.open(sealed.prefix(length), key: key)
+            }
+        }
+    }
+
+    @Test func trailingBytesAreRefused() throws {
+        let key = try Self.resolveRaw(7)
+        let sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)
+        #expect(throws: VaultError.notAVault(reason: "1 unexpected bytes after the ciphertext")) {
+            try VaultFormat.open(sealed + [0], key: key)
+        }
+    }
+
+    @Test func notAVaultIsRecognizedEvenWhenShort() throws {
+        let key = try Self.resolveRaw(7)
+        for text in ["", "{}", "bplist00", String(repeating: "x", count: 500)] {
+            let error = #expect(throws: VaultError.self) { try VaultFormat.open(Data(text.utf8), key: key) }
+            if text.isEmpty {
+                #expect(error == .truncated(expected: 91, actual: 0))
+            } else {
+                #expect(error == .notAVault(reason: "missing PREFSVLT signature"))
+            }
+        }
+    }
+
+    @Test func futureVersionIsRefused() throws {
+        let key = try Self.resolveRaw(7)
+        var sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)
+        sealed[Offset.version] = 2
+        #expect(throws: VaultError.unsupportedFormatVersion(2)) { try VaultFormat.open(sealed, key: key) }
+        sealed[Offset.version] = 0x34
+        sealed[Offset.version + 1] = 0x12
+        #expect(throws: VaultError.unsupportedFormatVersion(0x1234)) { try VaultFormat.parseHeader(sealed) }
+    }
+
+    @Test func unknownKDFIsRefused() throws {
+        let key = try Self.resolveRaw(7)
+        var sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)
+        sealed[Offset.kdfID] = 9
+        #expect(throws: VaultError.notAVault(reason: "unknown key-derivation id 9")) {
+            try VaultFormat.parseHeader(sealed)
+        }
+    }
+
+    @Test func absurdCiphertextLengthsAreRefusedWithoutAllocating() throws {
+        let key = try Self.resolveRaw(7)
+        let sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)
+        for length: UInt64 in [0, 15, 77, 1 << 40, UInt64(Int.max), UInt64(Int.max) - 74, .max] {
+            var tampered = sealed
+            Self.writeLittleEndian(length, into: &tampered, at: Offset.ciphertextLength)
+            let error = #expect(throws: VaultError.self) { try VaultFormat.open(tampered, key: key) }
+            switch error {
+            case .truncated(let expected, let actual)?: #expect(expected > actual && actual == sealed.count)
+            case .notAVault?: break
+            default: Issue.record("length \(length): \(String(describing: error))")
+            }
+        }
+    }
+
+    @Test func absurdKDFCostIsRefusedBeforeDeriving() throws {
+        let (key, kdf) = try VaultKey.passphrase("pw").resolve(for: nil, creating: true, cost: .testing)
+        let sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: kdf)
+        let cases: [(offset: Int, value: UInt64)] = [
+            (Offset.opsLimit, 17), (Offset.opsLimit, .max), (Offset.opsLimit, 0),
+            (Offset.memLimit, (1 << 30) + 1), (Offset.memLimit, .max), (Offset.memLimit, 1024),
+        ]
+        let clock = ContinuousClock()
+        for (offset, value) in cases {
+            var tampered = sealed
+            Self.writeLittleEndian(value, into: &tampered, at: offset)
+            let elapsed = clock.measure {
+                #expect {
+                    let header = try VaultFormat.parseHeader(tampered)
+                    _ = try VaultKey.passphrase("pw").resolve(for: header, creating: false)
+                } throws: { ($0 as? VaultError).map { if case .notAVault = $0 { true } else { false } } ?? false }
+            }
+            #expect(elapsed < .seconds(1))
+            // Deriving directly from such parameters is refused as well.
+            var absurd = kdf
+            if offset == Offset.opsLimit { absurd.opsLimit = value } else { absurd.memLimit = value }
+            #expect(throws: VaultError.self) { try VaultKey.deriveArgon2id(passphrase: "pw", kdf: absurd) }
+        }
+    }
+
+    @Test func keyFieldsOfARawVaultMustBeZero() throws {
+        let key = try Self.resolveRaw(7)
+        var sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)
+        sealed[Offset.salt + 3] = 1
+        #expect(throws: VaultError.self) { try VaultFormat.parseHeader(sealed) }
+    }
+
+    // MARK: Raw keys
+
+    @Test func rawKeyMustBe32Bytes() throws {
+        for count in [0, 31, 33, 64] {
+            #expect {
+                try VaultKey.raw(Data(repeating: 1, count: count)).resolve(for: nil, creating: true)
+            } throws: { ($0 as? VaultError).map { if case .invalidKey = $0 { true } else { false } } ?? false }
+        }
+        let key = try Self.resolveRaw(0xAB)
+        #expect(key.count == 32)
+        #expect(key.withUnsafeBytes { $0.allSatisfy { $0 == 0xAB } })
+    }
+
+    // MARK: Key files
+
+    @Test func keyFileIsCreatedPrivateOnFirstUse() throws {
+        let directory = try Self.makeTemporaryDirectory()
+        defer { Self.cleanUp(directory) }
+        let nested = directory.appending(path: "a/b")
+        let url = nested.appending(path: "vault.key")
+        let (key, kdf) = try VaultKey.keyFile(url).resolve(for: nil, creating: true)
+        #expect(kdf == .none)
+        #expect(Self.mode(of: url) == 0o600)
+        #expect(Self.mode(of: nested) == 0o700)
+        #expect(Self.mode(of: directory.appending(path: "a")) == 0o700)
+        let contents = try Data(contentsOf: url)
+        #expect(contents.count == 32)
+        #expect(key.withUnsafeBytes { Data($0) } == contents)
+        // No temporary files are left behind.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: nested.path) == ["vault.key"])
+
+        // The second use reads the same key, and a vault sealed with it opens.
+        let again = try VaultKey.keyFile(url).resolve(for: nil, creating: true).key
+        #expect(again.withUnsafeBytes { Data($0) } == contents)
+        let sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: kdf)
+        let reopened = try VaultKey.keyFile(url).resolve(for: try VaultFormat.parseHeader(sealed), creating: false)
+        #expect(try VaultFormat.open(sealed, key: reopened.key) == Self.sixtyBytes)
+    }
+
+    @Test func missingKeyFileIsNotCreatedWhenOpening() throws {
+        let directory = try Self.makeTemporaryDirectory()
+        defer { Self.cleanUp(directory) }
+        let url = directory.appending(path: "missing.key")
+        #expect(throws: VaultError.self) { try VaultKey.keyFile(url).resolve(for: nil, creating: false) }
+        do {
+            _ = try VaultKey.keyFile(url).resolve(for: nil, creating: false)
+        } catch {
+            guard case .io(_, _, let code, _) = error else { throw error }
+            #expect(code == ENOENT)
+        }
+        #expect(!FileManager.default.fileExists(atPath: url.path))
+    }
+
+    @Test func keyFileReadableByOthersIsRefused() throws {
+        let directory = try Self.makeTemporaryDirectory()
+        defer { Self.cleanUp(directory) }
+        let url = directory.appending(path: "vault.key")
+        _ = try VaultKey.keyFile(url).resolve(for: nil, creating: true)
+        for mode: mode_t in [0o644, 0o640, 0o604, 0o601, 0o610, 0o700 | 0o020] {
+            #expect(chmod(url.path(percentEncoded: false), mode) == 0)
+            #expect(throws: VaultError.insecureKeyFile(path: url.path(percentEncoded: false), mode: UInt32(mode))) {
+                try VaultKey.keyFile(url).resolve(for: nil, creating: true)
+            }
+        }
+        #expect(chmod(url.path(percentEncoded: false), 0o400) == 0)
+        #expect(throws: Never.self) { try VaultKey.keyFile(url).resolve(for: nil, creating: false) }
+    }
+
+    @Test func keyFileOfTheWrongSizeIsRefused() throws {
+        let directory = try Self.makeTemporaryDirectory()
+        defer { Self.cleanUp(directory) }
+        let url = directory.appending(path: "vault.key")
+        for count in [0, 31, 33, 4096] {
+            try Data(repeating: 1, count: count).write(to: url)
+            #expect(chmod(url.path(percentEncoded: false), 0o600) == 0)
+            #expect {
+                try VaultKey.keyFile(url).resolve(for: nil, creating: true)
+            } throws: { ($0 as? VaultError).map { if case .invalidKey = $0 { true } else { false } } ?? false }
+        }
+    }
+
+    @Test func keyFileThatIsADirectoryIsRefused() throws {
+        let directory = try Self.makeTemporaryDirectory()
+        defer { Self.cleanUp(directory) }
+        #expect(chmod(directory.path(percentEncoded: false), 0o700) == 0)
+        #expect(throws: VaultError.self) { try VaultKey.keyFile(directory).resolve(for: nil, creating: true) }
+    }
+
+    // MARK: Errors
+
+    @Test func errorMessagesAreOneLine() {
+        let errors: [VaultError] = [
+            .authenticationFailed, .unsupportedFormatVersion(2), .notAVault(reason: "x"),
+            .truncated(expected: 91, actual: 3), .insecureKeyFile(path: "/k", mode: 0o100644),
+            .invalidKey(reason: "y"), .io(path: "/p", operation: "open key file", errno: 2, message: "No such file"),
+        ]
+        for error in errors {
+            #expect(!error.description.contains("\n"))
+            #expect(error.errorDescription == error.description)
+        }
+        #expect(VaultError.authenticationFailed.description.contains("wrong key or the vault was modified"))
+        #expect(VaultError.insecureKeyFile(path: "/k", mode: 0o100644).description.contains("mode 644"))
+        #expect(VaultError.insecureKeyFile(path: "/k", mode: 0o644).description.contains("chmod 600 /k"))
+    }
+}
