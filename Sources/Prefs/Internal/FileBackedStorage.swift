@@ -116,11 +116,16 @@ final class FileBackedStorage: Sendable {
         changes.publish(changedKeys: changed)
     }
 
-    /// Re-encodes the current values with the codec (used after the codec's key changes).
-    func rewrite() throws {
+    /// Re-encodes the current values after `prepare` changed the codec (a new vault key). `prepare` returns how
+    /// to undo its change, which runs if the write fails so the codec keeps matching the file.
+    func rewrite(prepare: () throws -> () -> Void) throws {
         try withWriteLock {
             _ = try refreshLocked()
-            try write(snapshot.withLock { $0.values })
+            let undo = try prepare()
+            do { try write(snapshot.withLock { $0.values }) } catch {
+                undo()
+                throw error
+            }
         }
     }
 

@@ -1,0 +1,72 @@
+public import Foundation
+
+/// `try EncryptedFileStore(url: vaultURL, key: .keyFile(keyURL))` keeps secrets in an encrypted, tamper-evident
+/// file.
+///
+/// The whole store (key names included) is sealed with XChaCha20-Poly1305 under a fresh random nonce on every
+/// save; the file's header (format version, key-derivation parameters, salt and nonce) is authenticated too, so
+/// any change to the file is detected. Writes are durable and atomic, locked across processes, and other
+/// processes' changes are noticed and announced, exactly as for ``FileStore``. The vault is created with mode 0600
+/// in a folder with mode 0700.
+///
+/// ```swift
+/// let vault = try EncryptedFileStore(url: dataFolder.appending(path: "secrets.vault"), key: .keyFile(keyURL))
+/// @SecureStoredValue<String>(key: "authToken", store: vault) var authToken
+/// ```
+///
+/// Opening fails with a ``VaultError`` and leaves the file untouched when the key is wrong or the file was
+/// modified (``VaultError/authenticationFailed``, indistinguishable by design), when it was written by a newer
+/// version (``VaultError/unsupportedFormatVersion(_:)``), when it is truncated, or when a key file is readable
+/// by others (``VaultError/insecureKeyFile(path:mode:)``).
+public final class EncryptedFileStore: KeyValueStore {
+    /// The vault file.
+    public let url: URL
+    let storage: FileBackedStorage
+    private let codec: VaultSnapshotCodec
+
+    /// `store.changes` announces every change, including those made by other processes.
+    public var changes: ChangeFeed { storage.changes }
+
+    /// `try EncryptedFileStore(url: url, key: .passphrase(text))` opens the vault at `url`, or prepares a new one
+    /// that is created on the first write.
+    ///
+    /// - Parameters:
+    ///   - url: The vault file.
+    ///   - key: Where the key comes from: a key file, a passphrase (Argon2id) or 32 raw bytes.
+    /// - Throws: ``VaultError`` when the vault exists but cannot be opened with `key`; the file is left untouched.
+    public convenience init(url: URL, key: VaultKey) throws {
+        try self.init(url: url, key: key, cost: KDFParameters.Cost.defaultCost)
+    }
+
+    init(url: URL, key: VaultKey, cost: KDFParameters.Cost) throws {
+        self.url = url
+        codec = VaultSnapshotCodec(key: key, cost: cost)
+        storage = FileBackedStorage(url: url, codec: codec)
+        try storage.open()
+    }
+
+    /// The value stored under `key`, served from memory once the vault is open.
+    public func value(forKey key: String) throws -> PrefValue? { try storage.value(forKey: key) }
+
+    /// Seals the vault with `value` stored under `key` (nil removes it), durably, before returning.
+    public func setValue(_ value: PrefValue?, forKey key: String) throws {
+        try storage.update(forKey: key) { _ in value }
+    }
+
+    /// Reads, transforms and re-seals one value while holding the vault's cross-process lock.
+    @discardableResult
+    public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
+        try storage.update(forKey: key, transform)
+    }
+
+    /// Every secret's name and value.
+    public func allValues() throws -> [String: PrefValue] { try storage.allValues() }
+
+    /// `try vault.rekey(to: .passphrase(newPassphrase))` re-encrypts the vault under a new key.
+    ///
+    /// The vault is replaced in one atomic rename: at every instant the file opens with exactly one of the two
+    /// keys. If anything fails the vault stays under the old key.
+    public func rekey(to newKey: VaultKey) throws {
+        try storage.rewrite { [codec] () throws -> () -> Void in try codec.replaceKey(with: newKey) }
+    }
+}
