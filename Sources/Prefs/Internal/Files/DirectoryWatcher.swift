@@ -181,7 +181,8 @@ private final class Poller: Sendable {
     init(path: String, onChange: @escaping @Sendable () -> Void) {
         let last = Mutex<FileIdentity?>((try? FileIdentity.of(path: path)) ?? nil)
         let source = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
-        source.schedule(deadline: .now() + .milliseconds(500), repeating: .milliseconds(500), leeway: .milliseconds(100))
+        source.schedule(
+            deadline: .now() + .milliseconds(500), repeating: .milliseconds(500), leeway: .milliseconds(100))
         source.setEventHandler {
             let current = (try? FileIdentity.of(path: path)) ?? nil
             let changed = last.withLock { previous in

@@ -39,7 +39,8 @@ final class LockedFile: Sendable {
 
     init(url: URL, lockURL: URL? = nil, createDirectoryMode: mode_t = 0o700) {
         self.url = url
-        self.lockURL = lockURL ?? url.deletingLastPathComponent().appendingPathComponent(url.lastPathComponent + ".lock")
+        self.lockURL =
+            lockURL ?? url.deletingLastPathComponent().appendingPathComponent(url.lastPathComponent + ".lock")
         self.createDirectoryMode = createDirectoryMode
         self.path = url.fileSystemPath
         self.directoryPath = POSIX.parentPath(of: path)
@@ -59,6 +60,7 @@ final class LockedFile: Sendable {
     /// so readers in one process cannot safely overlap their lock and unlock). Across processes `.shared` holders may
     /// overlap each other. Not re-entrant: calling `withLock` on the same object from inside `body` deadlocks.
     /// Two `LockedFile` objects for the same lock file in one process exclude each other like two processes do.
+    @discardableResult
     func withLock<T>(_ kind: LockKind, _ body: () throws -> T) throws -> T {
         try lockFD.withLock { fd throws -> T in
             if fd < 0 { fd = try openLockFile() }
