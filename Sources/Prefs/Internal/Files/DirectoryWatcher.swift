@@ -1,0 +1,351 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Stops a `DirectoryWatcher.watch(fileAt:onChange:)` on `cancel()` or when released.
+///
+/// After `cancel()` returns no new callback starts, but one that was already being delivered may still finish.
+final class FileWatchToken: Sendable {
+    private let cancellation: Mutex<(@Sendable () -> Void)?>
+
+    init(onCancel: @escaping @Sendable () -> Void) {
+        cancellation = Mutex(onCancel)
+    }
+
+    /// Stops watching. Calling it again does nothing.
+    func cancel() {
+        let onCancel = cancellation.withLock { stored in
+            let value = stored
+            stored = nil
+            return value
+        }
+        onCancel?()
+    }
+
+    deinit { cancel() }
+}
+
+/// Notices when other processes (or other objects in this one) change a file, without polling.
+///
+/// On Linux one inotify descriptor serves the whole watcher, read by one background thread that sleeps in `poll`.
+/// Each watched file's *parent directory* is watched (atomic replacement renames a new inode over the name, so a watch
+/// on the file itself would go stale); tokens for files in the same directory share one directory watch. Events for
+/// temporary (`.<name>.tmp-…`) and lock (`….lock`) files are ignored, and several events for one file read together
+/// produce one callback. If the kernel queue overflows, every callback is called.
+///
+/// Callbacks run on the watcher's thread (or a Dispatch queue for polled files), outside the watcher's lock, so they
+/// may watch or cancel; they should return quickly.
+///
+/// Portable fallback: on platforms without inotify, or when inotify cannot be used (descriptor or watch limits), each
+/// file is polled every 0.5 s with a Dispatch timer comparing its `FileIdentity`.
+final class DirectoryWatcher: Sendable {
+    /// The watcher for the process.
+    static let shared = DirectoryWatcher()
+
+    private let core: WatcherCore
+
+    /// A separate watcher with its own descriptor and thread (for tests); `forcePolling` uses the portable fallback.
+    init(forcePolling: Bool = false) {
+        core = WatcherCore(forcePolling: forcePolling)
+    }
+
+    deinit { core.shutDown() }
+
+    /// Calls `onChange` whenever the file at `url` is created, replaced, modified, removed or has its attributes
+    /// changed, until the returned token is cancelled or released. Creates the parent directory (0700) if missing.
+    func watch(fileAt url: URL, onChange: @escaping @Sendable () -> Void) -> FileWatchToken {
+        let id = core.add(path: url.fileSystemPath, onChange: onChange)
+        let core = self.core
+        return FileWatchToken { core.remove(id) }
+    }
+
+    /// Test hook: directories watched with inotify plus files being polled.
+    var activeWatchCount: Int { core.activeWatchCount }
+
+    /// Test hook: callbacks currently registered (live tokens).
+    var callbackCount: Int { core.callbackCount }
+}
+
+// MARK: - Core
+
+private final class WatcherCore: Sendable {
+    struct Registration {
+        var directory: String
+        var name: String
+        /// The inotify watch descriptor, or nil when the file is polled.
+        var descriptor: Int32?
+        var poller: Poller?
+        var onChange: @Sendable () -> Void
+    }
+
+    struct State {
+        var nextID: UInt64 = 0
+        var registrations: [UInt64: Registration] = [:]
+        /// Registration ids per inotify watch descriptor.
+        var directories: [Int32: Set<UInt64>] = [:]
+        var inotify: InotifyHandles?
+        /// Set once inotify could not be started, or when asked to poll.
+        var pollOnly: Bool
+        var isShutDown = false
+    }
+
+    let state: Mutex<State>
+
+    init(forcePolling: Bool) {
+        #if os(Linux)
+            state = Mutex(State(pollOnly: forcePolling))
+        #else
+            state = Mutex(State(pollOnly: true))
+        #endif
+    }
+
+    var activeWatchCount: Int {
+        state.withLock { state in state.directories.count + state.registrations.values.count { $0.poller != nil } }
+    }
+
+    var callbackCount: Int { state.withLock { $0.registrations.count } }
+
+    func add(path: String, onChange: @escaping @Sendable () -> Void) -> UInt64 {
+        let directory = POSIX.parentPath(of: path)
+        let name = POSIX.lastComponent(of: path)
+        try? POSIX.createDirectory(atPath: directory, mode: 0o700)
+        return state.withLock { state in
+            state.nextID += 1
+            let id = state.nextID
+            var registration = Registration(directory: directory, name: name, onChange: onChange)
+            if let descriptor = addDirectoryWatch(directory, state: &state) {
+                registration.descriptor = descriptor
+                state.directories[descriptor, default: []].insert(id)
+            } else {
+                registration.poller = Poller(path: path, onChange: onChange)
+            }
+            state.registrations[id] = registration
+            return id
+        }
+    }
+
+    func remove(_ id: UInt64) {
+        let poller: Poller? = state.withLock { state in
+            guard let registration = state.registrations.removeValue(forKey: id) else { return nil }
+            if let descriptor = registration.descriptor {
+                state.directories[descriptor]?.remove(id)
+                if state.directories[descriptor]?.isEmpty == true {
+                    state.directories[descriptor] = nil
+                    removeDirectoryWatch(descriptor, state: state)
+                }
+            }
+            return registration.poller
+        }
+        poller?.stop()
+    }
+
+    func shutDown() {
+        let pollers: [Poller] = state.withLock { state in
+            state.isShutDown = true
+            wakeForShutDown(state: state)
+            return state.registrations.values.compactMap(\.poller)
+        }
+        for poller in pollers { poller.stop() }
+    }
+
+    /// Calls the callbacks of `ids` in order, each at most once, outside the lock.
+    func deliver(_ ids: [UInt64]) {
+        var seen = Set<UInt64>()
+        let callbacks: [@Sendable () -> Void] = state.withLock { state in
+            ids.compactMap { id in
+                guard seen.insert(id).inserted else { return nil }
+                return state.registrations[id]?.onChange
+            }
+        }
+        for callback in callbacks { callback() }
+    }
+
+    /// Whether an event for `name` concerns a watched file rather than a temporary or lock file.
+    static func isScratchName(_ name: String) -> Bool {
+        (name.hasPrefix(".") && name.contains(".tmp-")) || name.hasSuffix(".lock")
+    }
+}
+
+// MARK: - Polling fallback
+
+/// Polls one file's identity every 0.5 s on a Dispatch timer and calls back when it changes.
+private final class Poller: Sendable {
+    private let timer: Mutex<(any DispatchSourceTimer)?>
+
+    init(path: String, onChange: @escaping @Sendable () -> Void) {
+        let last = Mutex<FileIdentity?>((try? FileIdentity.of(path: path)) ?? nil)
+        let source = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+        source.schedule(
+            deadline: .now() + .milliseconds(500), repeating: .milliseconds(500), leeway: .milliseconds(100))
+        source.setEventHandler {
+            let current = (try? FileIdentity.of(path: path)) ?? nil
+            let changed = last.withLock { previous in
+                defer { previous = current }
+                return previous != current
+            }
+            if changed { onChange() }
+        }
+        source.resume()
+        timer = Mutex(source)
+    }
+
+    func stop() {
+        let source = timer.withLock { stored in
+            let value = stored
+            stored = nil
+            return value
+        }
+        source?.cancel()
+    }
+
+    deinit { stop() }
+}
+
+// MARK: - inotify
+
+#if os(Linux)
+    /// The descriptors of a running inotify watcher.
+    private struct InotifyHandles {
+        var inotify: Int32
+        var wakeRead: Int32
+        var wakeWrite: Int32
+    }
+
+    private enum InotifyMask {
+        static let watched: UInt32 =
+            UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO) | UInt32(IN_CREATE) | UInt32(IN_DELETE)
+            | UInt32(IN_MOVED_FROM) | UInt32(IN_ATTRIB)
+        static let overflow = UInt32(IN_Q_OVERFLOW)
+        static let ignored = UInt32(IN_IGNORED)
+    }
+
+    extension WatcherCore {
+        /// Adds (or reuses) the inotify watch on `directory`; nil means poll instead.
+        fileprivate func addDirectoryWatch(_ directory: String, state: inout State) -> Int32? {
+            guard !state.pollOnly, !state.isShutDown else { return nil }
+            if state.inotify == nil {
+                guard let handles = startThread() else {
+                    state.pollOnly = true
+                    return nil
+                }
+                state.inotify = handles
+            }
+            guard let handles = state.inotify else { return nil }
+            let descriptor = inotify_add_watch(handles.inotify, directory, InotifyMask.watched)
+            return descriptor >= 0 ? descriptor : nil
+        }
+
+        fileprivate func removeDirectoryWatch(_ descriptor: Int32, state: State) {
+            guard let handles = state.inotify else { return }
+            _ = inotify_rm_watch(handles.inotify, descriptor)
+        }
+
+        fileprivate func wakeForShutDown(state: State) {
+            guard let handles = state.inotify else { return }
+            var byte: UInt8 = 1
+            _ = write(handles.wakeWrite, &byte, 1)
+        }
+
+        private func startThread() -> InotifyHandles? {
+            let fd = inotify_init1(Int32(IN_CLOEXEC))
+            guard fd >= 0 else { return nil }
+            var pipeEnds: [Int32] = [-1, -1]
+            guard pipe(&pipeEnds) == 0 else {
+                close(fd)
+                return nil
+            }
+            for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+            let handles = InotifyHandles(inotify: fd, wakeRead: pipeEnds[0], wakeWrite: pipeEnds[1])
+            let thread = Thread { [self] in run(handles) }
+            thread.name = "Prefs.DirectoryWatcher"
+            thread.start()
+            return handles
+        }
+
+        /// The watcher thread: sleeps in `poll` until events arrive or the watcher shuts down.
+        private func run(_ handles: InotifyHandles) {
+            let bufferSize = 64 * 1024
+            let buffer = UnsafeMutableRawPointer.allocate(byteCount: bufferSize, alignment: 8)
+            defer { buffer.deallocate() }
+            var fds = [
+                pollfd(fd: handles.inotify, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: handles.wakeRead, events: Int16(POLLIN), revents: 0),
+            ]
+            while true {
+                let ready = POSIX.retrying { poll(&fds, 2, -1) }
+                if ready < 0 { break }
+                if fds[1].revents != 0 { break }
+                guard fds[0].revents != 0 else { continue }
+                let count = POSIX.read(handles.inotify, buffer, bufferSize)
+                if count < 0 {
+                    if errno == EINTR || errno == EAGAIN { continue }
+                    break
+                }
+                handleEvents(UnsafeRawBufferPointer(start: buffer, count: count))
+            }
+            state.withLock { state in
+                state.inotify = nil
+                state.directories.removeAll()
+            }
+            close(handles.inotify)
+            close(handles.wakeRead)
+            close(handles.wakeWrite)
+        }
+
+        private func handleEvents(_ bytes: UnsafeRawBufferPointer) {
+            var events: [(descriptor: Int32, mask: UInt32, name: String)] = []
+            var offset = 0
+            let headerSize = 16
+            while offset + headerSize <= bytes.count {
+                let descriptor = bytes.loadUnaligned(fromByteOffset: offset, as: Int32.self)
+                let mask = bytes.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
+                let length = Int(bytes.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
+                let nameBytes = bytes[(offset + headerSize)..<min(bytes.count, offset + headerSize + length)]
+                let name = String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self)
+                events.append((descriptor, mask, name))
+                offset += headerSize + length
+            }
+
+            let ids: [UInt64] = state.withLock { state in
+                var ids: [UInt64] = []
+                for event in events {
+                    if event.mask & InotifyMask.overflow != 0 {
+                        ids.append(contentsOf: state.registrations.keys.sorted())
+                    } else if event.mask & InotifyMask.ignored != 0 {
+                        // The directory went away (deleted or unmounted): tell its watchers, then poll them.
+                        guard let members = state.directories.removeValue(forKey: event.descriptor) else { continue }
+                        for id in members.sorted() {
+                            guard var registration = state.registrations[id] else { continue }
+                            ids.append(id)
+                            registration.descriptor = nil
+                            let path = registration.directory + "/" + registration.name
+                            registration.poller = Poller(path: path, onChange: registration.onChange)
+                            state.registrations[id] = registration
+                        }
+                    } else if !event.name.isEmpty, !Self.isScratchName(event.name),
+                        let members = state.directories[event.descriptor]
+                    {
+                        ids.append(contentsOf: members.sorted().filter { state.registrations[$0]?.name == event.name })
+                    }
+                }
+                return ids
+            }
+            deliver(ids)
+        }
+    }
+#else
+    /// Without inotify there are no handles: everything is polled.
+    private struct InotifyHandles {}
+
+    extension WatcherCore {
+        fileprivate func addDirectoryWatch(_ directory: String, state: inout State) -> Int32? { nil }
+        fileprivate func removeDirectoryWatch(_ descriptor: Int32, state: State) {}
+        fileprivate func wakeForShutDown(state: State) {}
+    }
+#endif

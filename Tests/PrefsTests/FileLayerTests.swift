@@ -1,0 +1,338 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Prefs
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Counts events and lets a test wait for the n-th one; the deadline only guards against hangs.
+private final class EventCounter: Sendable {
+    private struct Waiter {
+        var target: Int
+        var continuation: CheckedContinuation<Bool, Never>
+    }
+
+    private struct State {
+        var count = 0
+        var waiters: [UUID: Waiter] = [:]
+        var expired: Set<UUID> = []
+    }
+
+    private let state = Mutex(State())
+
+    var count: Int { state.withLock { $0.count } }
+
+    func fire() {
+        let ready: [CheckedContinuation<Bool, Never>] = state.withLock { state in
+            state.count += 1
+            let done = state.waiters.filter { $0.value.target <= state.count }
+            for id in done.keys { state.waiters[id] = nil }
+            return done.values.map(\.continuation)
+        }
+        for continuation in ready { continuation.resume(returning: true) }
+    }
+
+    /// True once `target` events have happened, false if `timeout` passes first.
+    func wait(for target: Int, timeout: Duration = .seconds(10)) async -> Bool {
+        let id = UUID()
+        let deadline = Task {
+            guard (try? await Task.sleep(for: timeout)) != nil else { return }
+            self.expire(id)
+        }
+        defer { deadline.cancel() }
+        return await withCheckedContinuation { continuation in
+            let resumeNow: Bool? = state.withLock { state in
+                if state.count >= target { return true }
+                if state.expired.contains(id) { return false }
+                state.waiters[id] = Waiter(target: target, continuation: continuation)
+                return nil
+            }
+            if let resumeNow { continuation.resume(returning: resumeNow) }
+        }
+    }
+
+    private func expire(_ id: UUID) {
+        let waiter = state.withLock { state in
+            state.expired.insert(id)
+            return state.waiters.removeValue(forKey: id)
+        }
+        waiter?.continuation.resume(returning: false)
+    }
+}
+
+/// A fresh directory under the temporary directory, removed by `remove()`.
+private struct TemporaryDirectory {
+    let url: URL
+
+    init() {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("PrefsFileLayerTests-\(UUID().uuidString)")
+    }
+
+    func file(_ name: String) -> URL { url.appendingPathComponent(name) }
+
+    func create() throws { try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true) }
+
+    func remove() { try? FileManager.default.removeItem(at: url) }
+
+    func contents() throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: url.path(percentEncoded: false)).sorted()
+    }
+}
+
+#if os(Linux)
+    private let fileSizeResource = Int32(RLIMIT_FSIZE.rawValue)
+#else
+    private let fileSizeResource = RLIMIT_FSIZE
+#endif
+
+private func permissions(of url: URL) -> mode_t {
+    var info = stat()
+    guard stat(url.path(percentEncoded: false), &info) == 0 else { return 0 }
+    return info.st_mode & 0o7777
+}
+
+struct FileLayerTests {
+    @Test func writeThenReadRoundTrips() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let file = LockedFile(url: directory.file("prefs.json"))
+        #expect(try file.read() == nil)
+        #expect(try file.identity() == nil)
+        try file.remove()
+
+        let bytes = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        let written = try file.writeAtomically(bytes)
+        let read = try #require(try file.read())
+        #expect(read.data == bytes)
+        #expect(read.identity == written)
+        #expect(try file.identity() == written)
+        #expect(try FileIdentity.of(path: directory.file("prefs.json").path(percentEncoded: false)) == written)
+
+        try file.writeAtomically(Data())
+        #expect(try file.read()?.data == Data())
+
+        try file.remove()
+        #expect(try file.read() == nil)
+    }
+
+    @Test func initCreatesNothing() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let file = LockedFile(url: directory.file("sub/prefs.json"))
+        #expect(file.lockURL == directory.file("sub/prefs.json.lock"))
+        #expect(try file.read() == nil)
+        #expect(!FileManager.default.fileExists(atPath: directory.url.path(percentEncoded: false)))
+
+        try file.withLock(.shared) {}
+        #expect(permissions(of: file.lockURL) == 0o600)
+    }
+
+    @Test func modesIgnoreUmaskAndDirectoriesAreCreated0700() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let file = LockedFile(url: directory.file("a/b/prefs.json"))
+        let other = LockedFile(url: directory.file("c/prefs.json"))
+
+        let previous = umask(0)
+        defer { umask(previous) }
+        try file.writeAtomically(Data("x".utf8))
+        umask(0o077)
+        try other.writeAtomically(Data("y".utf8), mode: 0o644)
+        umask(previous)
+
+        #expect(permissions(of: file.url) == 0o600)
+        #expect(permissions(of: directory.file("a")) == 0o700)
+        #expect(permissions(of: directory.file("a/b")) == 0o700)
+        #expect(permissions(of: other.url) == 0o644)
+        #expect(permissions(of: directory.file("c")) == 0o700)
+    }
+
+    @Test func failedWriteThrowsIOError() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        try directory.create()
+        #expect(
+            FileManager.default.createFile(atPath: directory.file("regular").path(percentEncoded: false), contents: nil)
+        )
+        let file = LockedFile(url: directory.file("regular/prefs.json"))
+
+        #expect(throws: PrefsError.self) { try file.writeAtomically(Data("x".utf8)) }
+        do {
+            try file.writeAtomically(Data("x".utf8))
+        } catch .io(_, _, let code, let message) {
+            #expect(code == ENOTDIR)
+            #expect(message == String(cString: strerror(ENOTDIR)))
+        } catch {
+            Issue.record("unexpected \(error)")
+        }
+    }
+
+    @Test func oldContentSurvivesFailedRename() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        // The target name is a non-empty directory: the temporary file is written, then the rename fails.
+        try FileManager.default.createDirectory(
+            at: directory.file("prefs.json/keep"), withIntermediateDirectories: true)
+        let file = LockedFile(url: directory.file("prefs.json"))
+        #expect(throws: PrefsError.self) { try file.writeAtomically(Data("new".utf8)) }
+        #expect(try directory.contents() == ["prefs.json"])
+    }
+
+    @Test func oldContentSurvivesFileSizeLimit() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let file = LockedFile(url: directory.file("prefs.json"))
+        let old = Data("old contents".utf8)
+        let written = try file.writeAtomically(old)
+
+        var saved = rlimit()
+        try #require(getrlimit(fileSizeResource, &saved) == 0)
+        var limited = saved
+        limited.rlim_cur = 1024 * 1024
+        try #require(setrlimit(fileSizeResource, &limited) == 0)
+        var failure: PrefsError?
+        do {
+            try file.writeAtomically(Data(count: 2 * 1024 * 1024))
+        } catch {
+            failure = error
+        }
+        setrlimit(fileSizeResource, &saved)
+
+        guard case .io(_, "write", let code, _) = failure else {
+            Issue.record("expected a write error, got \(String(describing: failure))")
+            return
+        }
+        #expect(code == EFBIG)
+        let read = try #require(try file.read())
+        #expect(read.data == old)
+        #expect(read.identity == written)
+        #expect(try directory.contents() == ["prefs.json"])
+    }
+
+    @Test func writesLeaveNoTemporaryFilesAndChangeIdentity() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let file = LockedFile(url: directory.file("prefs.json"))
+        var identities: [FileIdentity] = []
+        for index in 0..<5 {
+            let identity = try file.withLock(.exclusive) { try file.writeAtomically(Data("value \(index)".utf8)) }
+            #expect(try file.identity() == identity)
+            identities.append(identity)
+        }
+        for (index, identity) in identities.enumerated() {
+            #expect(!identities[..<index].contains(identity))
+        }
+        #expect(try directory.contents() == ["prefs.json", "prefs.json.lock"])
+    }
+
+    @Test func exclusiveLockSerializesReadModifyWrite() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let url = directory.file("counter")
+        // Two objects for the same file: threads on one share the in-process lock, the two exclude via flock.
+        let files = [LockedFile(url: url), LockedFile(url: url)]
+        let failures = Mutex<[String]>([])
+        let group = DispatchGroup()
+        for index in 0..<8 {
+            group.enter()
+            let file = files[index % 2]
+            let thread = Thread {
+                defer { group.leave() }
+                do {
+                    for _ in 0..<200 {
+                        try file.withLock(.exclusive) {
+                            let current = try file.read().map { Int(String(decoding: $0.data, as: UTF8.self)) ?? -1 }
+                            try file.writeAtomically(Data(String((current ?? 0) + 1).utf8))
+                        }
+                    }
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }
+            thread.start()
+        }
+        group.wait()
+        #expect(failures.withLock { $0 } == [])
+        let final = try files[0].withLock(.shared) { try files[0].read() }
+        #expect(final.map { String(decoding: $0.data, as: UTF8.self) } == "1600")
+        #expect(try directory.contents() == ["counter", "counter.lock"])
+    }
+
+    @Test func watcherFiresOnceForAnotherWriter() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let watcher = DirectoryWatcher()
+        let url = directory.file("prefs.json")
+        let reader = LockedFile(url: url)
+        let writer = LockedFile(url: url)  // stands in for another process
+        let changes = EventCounter()
+        let sentinelChanges = EventCounter()
+
+        let token = watcher.watch(fileAt: url) {
+            _ = try? reader.withLock(.shared) { try reader.read() }  // reloading must not cause more events
+            changes.fire()
+        }
+        let sentinel = watcher.watch(fileAt: directory.file("sentinel")) { sentinelChanges.fire() }
+        defer {
+            token.cancel()
+            sentinel.cancel()
+        }
+        #expect(permissions(of: directory.url) == 0o700)
+
+        try writer.withLock(.exclusive) { try writer.writeAtomically(Data("1".utf8)) }
+        #expect(await changes.wait(for: 1))
+
+        // Events arrive in order: once the sentinel's change is seen, any further event for the file would have been.
+        try LockedFile(url: directory.file("sentinel")).writeAtomically(Data())
+        #expect(await sentinelChanges.wait(for: 1))
+        #expect(changes.count == 1)
+        #expect(sentinelChanges.count == 1)
+
+        try writer.withLock(.exclusive) { try writer.remove() }
+        #expect(await changes.wait(for: 2))
+    }
+
+    @Test func cancellingTokensRemovesDirectoryWatches() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let watcher = DirectoryWatcher()
+        let baseline = watcher.activeWatchCount
+        let first = watcher.watch(fileAt: directory.file("one/a.json")) {}
+        let second = watcher.watch(fileAt: directory.file("one/b.json")) {}
+        #expect(watcher.activeWatchCount == baseline + 1)
+        var third: FileWatchToken? = watcher.watch(fileAt: directory.file("two/a.json")) {}
+        #expect(watcher.activeWatchCount == baseline + 2)
+        #expect(watcher.callbackCount == 3)
+        #expect(permissions(of: directory.file("two")) == 0o700)
+
+        first.cancel()
+        first.cancel()
+        #expect(watcher.activeWatchCount == baseline + 2)
+        second.cancel()
+        #expect(watcher.activeWatchCount == baseline + 1)
+        _ = third
+        third = nil
+        #expect(watcher.activeWatchCount == baseline)
+        #expect(watcher.callbackCount == 0)
+    }
+
+    @Test func pollingFallbackNoticesChanges() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let watcher = DirectoryWatcher(forcePolling: true)
+        let url = directory.file("prefs.json")
+        let changes = EventCounter()
+        let token = watcher.watch(fileAt: url) { changes.fire() }
+        #expect(watcher.activeWatchCount == 1)
+        try LockedFile(url: url).writeAtomically(Data("1".utf8))
+        #expect(await changes.wait(for: 1))
+        token.cancel()
+        #expect(watcher.activeWatchCount == 0)
+    }
+}
