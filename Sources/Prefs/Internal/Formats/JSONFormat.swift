@@ -239,6 +239,13 @@ extension JSONFormat {
         static let nine = UInt8(ascii: "9")
     }
 
+    /// A parsed JSON value before tags are interpreted (a tag's meaning depends on its payload's raw form).
+    private indirect enum Node {
+        case scalar(PrefValue)
+        case array([Node])
+        case object([String: Node], offset: Int)
+    }
+
     /// A strict RFC 8259 recursive-descent parser over UTF-8 bytes.
     private struct Parser {
         let bytes: [UInt8]
@@ -284,37 +291,39 @@ extension JSONFormat {
             }
             let members = try parseObjectMembers()
             try expectEnd()
-            return members
+            var values: [String: PrefValue] = [:]
+            values.reserveCapacity(members.count)
+            for (key, node) in members { values[key] = try convert(node) }
+            return values
         }
 
         mutating func parseSingleValue() throws(SyntaxError) -> PrefValue {
-            let value = try parseValue()
+            let node = try parseValue()
             try expectEnd()
-            return value
+            return try convert(node)
         }
 
-        private mutating func parseValue() throws(SyntaxError) -> PrefValue {
+        private mutating func parseValue() throws(SyntaxError) -> Node {
             skipWhitespace()
             guard position < bytes.count else { throw fail("unexpected end of input, expected a value") }
             switch bytes[position] {
             case ASCII.openBrace:
                 let start = position
-                let members = try parseObjectMembers()
-                return try interpretObject(members, at: start)
+                return .object(try parseObjectMembers(), offset: start)
             case ASCII.openBracket:
                 return .array(try parseArray())
             case ASCII.quote:
-                return .string(try parseString())
+                return .scalar(.string(try parseString()))
             case UInt8(ascii: "t"):
                 try expectLiteral("true")
-                return .bool(true)
+                return .scalar(.bool(true))
             case UInt8(ascii: "f"):
                 try expectLiteral("false")
-                return .bool(false)
+                return .scalar(.bool(false))
             case UInt8(ascii: "n"):
                 throw fail("null is not a storable value")
             case ASCII.minus, ASCII.zero...ASCII.nine:
-                return try parseNumber()
+                return .scalar(try parseNumber())
             default:
                 throw fail(describeCurrent() + ", expected a value")
             }
@@ -337,10 +346,10 @@ extension JSONFormat {
             }
         }
 
-        private mutating func parseArray() throws(SyntaxError) -> [PrefValue] {
+        private mutating func parseArray() throws(SyntaxError) -> [Node] {
             try enter()
             position += 1  // [
-            var elements: [PrefValue] = []
+            var elements: [Node] = []
             skipWhitespace()
             if position < bytes.count, bytes[position] == ASCII.closeBracket {
                 position += 1
@@ -364,10 +373,10 @@ extension JSONFormat {
             }
         }
 
-        private mutating func parseObjectMembers() throws(SyntaxError) -> [String: PrefValue] {
+        private mutating func parseObjectMembers() throws(SyntaxError) -> [String: Node] {
             try enter()
             position += 1  // {
-            var members: [String: PrefValue] = [:]
+            var members: [String: Node] = [:]
             skipWhitespace()
             if position < bytes.count, bytes[position] == ASCII.closeBrace {
                 position += 1
@@ -405,13 +414,41 @@ extension JSONFormat {
             }
         }
 
-        /// Turns a parsed object back into the value it stands for: a tag (`$float`, `$date`, `$data`, `$dict`)
-        /// or a plain dictionary.
-        private func interpretObject(_ members: [String: PrefValue], at offset: Int) throws(SyntaxError)
-            -> PrefValue
-        {
-            guard members.count == 1, let (tag, payload) = members.first, tag.hasPrefix("$") else {
-                return .dictionary(members)
+        /// Turns a parsed node into the value it stands for. An object with exactly one `$`-prefixed key is a tag
+        /// (`$float`, `$date`, `$data`, `$dict`); any other object is a plain dictionary.
+        private func convert(_ node: Node) throws(SyntaxError) -> PrefValue {
+            switch node {
+            case .scalar(let value):
+                return value
+            case .array(let elements):
+                var values: [PrefValue] = []
+                values.reserveCapacity(elements.count)
+                for element in elements { values.append(try convert(element)) }
+                return .array(values)
+            case .object(let members, let offset):
+                if members.count == 1, let (tag, payload) = members.first, tag.hasPrefix("$") {
+                    return try convertTag(tag, payload, at: offset)
+                }
+                return .dictionary(try convertMembers(members))
+            }
+        }
+
+        private func convertMembers(_ members: [String: Node]) throws(SyntaxError) -> [String: PrefValue] {
+            var values: [String: PrefValue] = [:]
+            values.reserveCapacity(members.count)
+            for (key, node) in members { values[key] = try convert(node) }
+            return values
+        }
+
+        private func convertTag(_ tag: String, _ node: Node, at offset: Int) throws(SyntaxError) -> PrefValue {
+            if tag == JSONFormat.dictTag {
+                guard case .object(let inner, _) = node, inner.count == 1, inner.keys.first!.hasPrefix("$") else {
+                    throw fail("$dict tag needs an object with exactly one key starting with '$'", at: offset)
+                }
+                return .dictionary(try convertMembers(inner))
+            }
+            guard case .scalar(let payload) = node else {
+                throw fail("\(tag) tag has an array or object payload", at: offset)
             }
             switch tag {
             case JSONFormat.floatTag:
@@ -434,11 +471,6 @@ extension JSONFormat {
                     throw fail("$data tag needs a base64 string", at: offset)
                 }
                 return .data(bytes)
-            case JSONFormat.dictTag:
-                guard case .dictionary(let inner) = payload, JSONFormat.needsDictWrapper(inner) else {
-                    throw fail("$dict tag needs an object with exactly one key starting with '$'", at: offset)
-                }
-                return payload
             default:
                 throw fail("unknown tag \(String(reflecting: tag))", at: offset)
             }
