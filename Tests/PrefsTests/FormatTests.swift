@@ -307,4 +307,124 @@ struct FormatTests {
         }
         #expect(accepted > 0)
     }
+
+    // MARK: Property list
+
+    @Test func plistRoundTripIsExact() throws {
+        let data = try PropertyListFormat.encode(sampleStore)
+        #expect(data.starts(with: Array("bplist00".utf8)))
+        let decoded = try PropertyListFormat.decode(data, path: "test.plist")
+        #expect(identical(.dictionary(decoded), .dictionary(sampleStore)))
+        #expect(decoded["float"] == .float(0.1))
+        #expect(decoded["unsignedMax"] == .unsignedInt(.max))
+        #expect(decoded["one"] == .int(1))
+        #expect(decoded["boolTrue"] == .bool(true))
+    }
+
+    @Test func plistEmptyStore() throws {
+        let data = try PropertyListFormat.encode([:])
+        #expect(try PropertyListFormat.decode(data, path: "empty.plist").isEmpty)
+    }
+
+    @Test func plistReadsFoundationXML() throws {
+        let plist = sampleStore.mapValues(PropertyListFormat.toFoundation)
+        let xml = try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)
+        let decoded = try PropertyListFormat.decode(xml, path: "xml.plist")
+        #expect(Set(decoded.keys) == Set(sampleStore.keys))
+        #expect(decoded["intMin"] == .int(.min))
+        #expect(decoded["unsignedMax"] == .unsignedInt(.max))
+        #expect(decoded["boolFalse"] == .bool(false))
+        #expect(decoded["zero"] == .int(0))
+        #expect(decoded["data"] == sampleStore["data"])
+        #expect(decoded["stringUnicode"] == sampleStore["stringUnicode"])
+        // Foundation's XML writer keeps floats as <real> doubles, which convert back exactly.
+        #expect(decoded["float"] == .double(Double(Float(0.1))))
+        #expect(try Float(prefValue: decoded["floatSubnormal"]!) == .leastNonzeroMagnitude)
+        #expect(try Double(prefValue: decoded["doubleTiny"]!) == .leastNonzeroMagnitude)
+    }
+
+    @Test func plistFoundationMapping() {
+        #expect(PropertyListFormat.fromFoundation(true) == .bool(true))
+        #expect(PropertyListFormat.fromFoundation(NSNumber(value: false)) == .bool(false))
+        #expect(PropertyListFormat.fromFoundation(NSNumber(value: 1)) == .int(1))
+        #expect(PropertyListFormat.fromFoundation(1) == .int(1))
+        #expect(PropertyListFormat.fromFoundation(NSNumber(value: UInt64.max)) == .unsignedInt(.max))
+        #expect(PropertyListFormat.fromFoundation(NSNumber(value: Float(1.5))) == .float(1.5))
+        #expect(PropertyListFormat.fromFoundation(NSNumber(value: 1.5)) == .double(1.5))
+        #expect(PropertyListFormat.fromFoundation(Double(1)) == .double(1))
+        #expect(PropertyListFormat.fromFoundation(["a": [1, "b"]] as [String: Any]) == .dictionary(["a": .array([.int(1), .string("b")])]))
+        #expect(PropertyListFormat.fromFoundation([1: "a"] as [AnyHashable: Any]) == nil)
+        #expect(PropertyListFormat.fromFoundation(NSNull()) == nil)
+        for value in sampleStore.values {
+            #expect(PropertyListFormat.fromFoundation(PropertyListFormat.toFoundation(value)).map { identical($0, value) } == true)
+        }
+    }
+
+    @Test func plistRejectsCorruptFiles() throws {
+        let valid = try PropertyListFormat.encode(["a": .array([.string("x"), .string("y")])])
+        var inputs: [Data] = [
+            Data(), Data("garbage".utf8), Data("{ a = b; }".utf8), Data("<plist><array/></plist>".utf8),
+            valid.prefix(valid.count / 2), valid.prefix(8), Data("bplist00".utf8),
+            try PropertyListSerialization.data(fromPropertyList: ["a"], format: .binary, options: 0),
+            try PropertyListSerialization.data(fromPropertyList: "text", format: .xml, options: 0),
+        ]
+        // A set: Foundation on Linux crashes bridging this one if it gets to parse it.
+        inputs.append(binaryPlist([[0xD1, 1, 2], [0x51, 0x6B], [0xC2, 3, 4], [0x51, 0x78], [0x51, 0x79]]))
+        // A cycle.
+        inputs.append(binaryPlist([[0xD1, 1, 2], [0x51, 0x6B], [0xA1, 2]]))
+        // A non-string key.
+        inputs.append(binaryPlist([[0xD1, 1, 2], [0x10, 0x01], [0x09]]))
+        // Shared arrays that would expand to 2^60 values.
+        var laughs: [[UInt8]] = [[0xD1, 1, 2], [0x51, 0x6B]]
+        for index in 2..<62 { laughs.append([0xA2, UInt8(index + 1), UInt8(index + 1)]) }
+        laughs.append([0x09])
+        inputs.append(binaryPlist(laughs))
+        // A reference past the object table.
+        inputs.append(binaryPlist([[0xD1, 1, 9], [0x51, 0x6B]]))
+        for input in inputs {
+            #expect(throws: PrefsError.self) { _ = try PropertyListFormat.decode(input, path: "bad.plist") }
+            do {
+                _ = try PropertyListFormat.decode(input, path: "bad.plist")
+            } catch {
+                #expect(isCorruptFile(error))
+            }
+        }
+        // The hand-built writer itself produces files Foundation reads.
+        let good = binaryPlist([[0xD2, 1, 2, 3, 4], [0x51, 0x6B], [0x51, 0x6C], [0xA2, 4, 4], [0x09]])
+        #expect(try PropertyListFormat.decode(good, path: "good.plist") == ["k": .array([.bool(true), .bool(true)]), "l": .bool(true)])
+    }
+
+    @Test func plistMutationFuzzNeverCrashes() throws {
+        let seed = Array(try PropertyListFormat.encode(sampleStore))
+        let xmlSeed = Array(
+            try PropertyListSerialization.data(
+                fromPropertyList: ["a": [1, "b", ["c": 2.5]] as [Any], "d": Data([1])] as [String: Any],
+                format: .xml, options: 0))
+        var random = SplitMix64(state: 0xB1157)
+        for index in 0..<4000 {
+            let input = mutate(index % 4 == 0 ? xmlSeed : seed, &random)
+            do {
+                _ = try PropertyListFormat.decode(Data(input), path: "fuzz.plist")
+            } catch {
+                #expect(isCorruptFile(error))
+            }
+        }
+    }
+}
+
+/// A binary property list with one-byte offsets and references, built by hand to describe malformed graphs.
+private func binaryPlist(_ objects: [[UInt8]], top: UInt64 = 0) -> Data {
+    var bytes = Array("bplist00".utf8)
+    var offsets: [UInt8] = []
+    for object in objects {
+        offsets.append(UInt8(bytes.count))
+        bytes += object
+    }
+    let table = UInt64(bytes.count)
+    bytes += offsets
+    bytes += [0, 0, 0, 0, 0, 0, 1, 1]
+    for field in [UInt64(objects.count), top, table] {
+        bytes += (0..<8).reversed().map { UInt8(truncatingIfNeeded: field >> (8 * $0)) }
+    }
+    return Data(bytes)
 }
