@@ -34,6 +34,10 @@ private func mutate(_ original: [UInt8], _ random: inout SplitMix64) -> [UInt8] 
     return bytes
 }
 
+/// `PREFS_FUZZ_ITERATIONS=1000000 PREFS_FUZZ_SEED=42 swift test --filter FormatTests` runs longer fuzz campaigns.
+private let fuzzIterations = ProcessInfo.processInfo.environment["PREFS_FUZZ_ITERATIONS"].flatMap { Int($0) }
+private let fuzzSeed = ProcessInfo.processInfo.environment["PREFS_FUZZ_SEED"].flatMap { UInt64($0) }
+
 /// Equality that also tells `-0.0` from `0.0` and compares floats by bit pattern.
 private func identical(_ lhs: PrefValue, _ rhs: PrefValue) -> Bool {
     switch (lhs, rhs) {
@@ -194,7 +198,7 @@ struct FormatTests {
         #expect(values["d"] == .int(.min))
         #expect(values["e"] == .unsignedInt(UInt64(Int64.max) + 1))
         #expect(values["f"] == .unsignedInt(.max))
-        #expect(values["g"] == .double(18446744073709551616))
+        #expect(values["g"] == .double(18_446_744_073_709_551_616))
         #expect(values["h"] == .double(Double("-9223372036854775809")!))
         #expect(values["i"] == .double(1))
         #expect(values["j"] == .double(100))
@@ -248,7 +252,9 @@ struct FormatTests {
 
     @Test func jsonDepthLimit() throws {
         func nested(_ depth: Int) -> Data {
-            Data(("{\"a\":" + String(repeating: "[", count: depth - 1) + String(repeating: "]", count: depth - 1) + "}").utf8)
+            Data(
+                ("{\"a\":" + String(repeating: "[", count: depth - 1) + String(repeating: "]", count: depth - 1) + "}")
+                    .utf8)
         }
         #expect(try JSONFormat.decode(nested(512), path: "deep.json")["a"] != nil)
         #expect(throws: PrefsError.self) { _ = try JSONFormat.decode(nested(513), path: "deep.json") }
@@ -272,13 +278,17 @@ struct FormatTests {
 
     @Test func jsonSingleValues() throws {
         #expect(try JSONFormat.encodeValue(.array([.int(1), .float(0.5)])) == #"[1, {"$float": 0.5}]"#)
-        #expect(try JSONFormat.encodeValue(.dictionary(["b": .bool(true), "a": .string("x")])) == #"{"a": "x", "b": true}"#)
+        #expect(
+            try JSONFormat.encodeValue(.dictionary(["b": .bool(true), "a": .string("x")])) == #"{"a": "x", "b": true}"#)
         #expect(try JSONFormat.encodeValue(.string("dark")) == #""dark""#)
         for value in sampleStore.values {
             #expect(identical(try JSONFormat.decodeValue(try JSONFormat.encodeValue(value)), value))
         }
         #expect(try JSONFormat.decodeValue(" 42 ") == .int(42))
-        #expect(throws: PrefsError.decodingFailed(key: "k", reason: "invalid JSON value: unexpected end of input, expected a value at byte offset 0")) {
+        #expect(
+            throws: PrefsError.decodingFailed(
+                key: "k", reason: "invalid JSON value: unexpected end of input, expected a value at byte offset 0")
+        ) {
             _ = try JSONFormat.decodeValue("", key: "k")
         }
         #expect(throws: PrefsError.self) { _ = try JSONFormat.decodeValue("dark") }
@@ -291,9 +301,9 @@ struct FormatTests {
             Array(#"{"a":[1,2.5e-3,{"b":"\u00e9\ud83d\ude00"}],"c":{"$data":"AQID"},"d":-0}"#.utf8),
             Array(#"{"x":{"$float":0.5},"y":{"$date":1.5},"z":{"$dict":{"$q":[]}}}"#.utf8),
         ]
-        var random = SplitMix64(state: 0x5EED)
+        var random = SplitMix64(state: fuzzSeed ?? 0x5EED)
         var accepted = 0
-        for _ in 0..<20000 {
+        for _ in 0..<(fuzzIterations ?? 20000) {
             let input = mutate(seeds[random.below(seeds.count)], &random)
             do {
                 let values = try JSONFormat.decode(Data(input), path: "fuzz.json")
@@ -352,11 +362,15 @@ struct FormatTests {
         #expect(PropertyListFormat.fromFoundation(NSNumber(value: Float(1.5))) == .float(1.5))
         #expect(PropertyListFormat.fromFoundation(NSNumber(value: 1.5)) == .double(1.5))
         #expect(PropertyListFormat.fromFoundation(Double(1)) == .double(1))
-        #expect(PropertyListFormat.fromFoundation(["a": [1, "b"]] as [String: Any]) == .dictionary(["a": .array([.int(1), .string("b")])]))
+        #expect(
+            PropertyListFormat.fromFoundation(["a": [1, "b"]] as [String: Any])
+                == .dictionary(["a": .array([.int(1), .string("b")])]))
         #expect(PropertyListFormat.fromFoundation([1: "a"] as [AnyHashable: Any]) == nil)
         #expect(PropertyListFormat.fromFoundation(NSNull()) == nil)
         for value in sampleStore.values {
-            #expect(PropertyListFormat.fromFoundation(PropertyListFormat.toFoundation(value)).map { identical($0, value) } == true)
+            #expect(
+                PropertyListFormat.fromFoundation(PropertyListFormat.toFoundation(value)).map { identical($0, value) }
+                    == true)
         }
     }
 
@@ -391,7 +405,10 @@ struct FormatTests {
         }
         // The hand-built writer itself produces files Foundation reads.
         let good = binaryPlist([[0xD2, 1, 2, 3, 4], [0x51, 0x6B], [0x51, 0x6C], [0xA2, 4, 4], [0x09]])
-        #expect(try PropertyListFormat.decode(good, path: "good.plist") == ["k": .array([.bool(true), .bool(true)]), "l": .bool(true)])
+        #expect(
+            try PropertyListFormat.decode(good, path: "good.plist") == [
+                "k": .array([.bool(true), .bool(true)]), "l": .bool(true),
+            ])
     }
 
     @Test func plistMutationFuzzNeverCrashes() throws {
@@ -400,8 +417,8 @@ struct FormatTests {
             try PropertyListSerialization.data(
                 fromPropertyList: ["a": [1, "b", ["c": 2.5]] as [Any], "d": Data([1])] as [String: Any],
                 format: .xml, options: 0))
-        var random = SplitMix64(state: 0xB1157)
-        for index in 0..<4000 {
+        var random = SplitMix64(state: fuzzSeed ?? 0xB1157)
+        for index in 0..<(fuzzIterations ?? 4000) {
             let input = mutate(index % 4 == 0 ? xmlSeed : seed, &random)
             do {
                 _ = try PropertyListFormat.decode(Data(input), path: "fuzz.plist")
