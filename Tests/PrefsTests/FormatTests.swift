@@ -367,6 +367,9 @@ struct FormatTests {
                 == .dictionary(["a": .array([.int(1), .string("b")])]))
         #expect(PropertyListFormat.fromFoundation([1: "a"] as [AnyHashable: Any]) == nil)
         #expect(PropertyListFormat.fromFoundation(NSNull()) == nil)
+        let optionals: [Any?] = [true, Int64(2), nil]
+        #expect(PropertyListFormat.fromFoundation(Array(optionals.prefix(2)) as Any) == .array([.bool(true), .int(2)]))
+        #expect(PropertyListFormat.fromFoundation(optionals as Any) == nil)
         for value in sampleStore.values {
             #expect(
                 PropertyListFormat.fromFoundation(PropertyListFormat.toFoundation(value)).map { identical($0, value) }

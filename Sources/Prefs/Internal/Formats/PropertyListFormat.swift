@@ -81,6 +81,12 @@ enum PropertyListFormat {
     /// subclass), because on Linux `NSNumber(value: 1) is Bool` is true. Other numbers map by their stored type:
     /// integers to `.int` or `.unsignedInt`, 32-bit reals to `.float`, 64-bit reals to `.double`.
     static func fromFoundation(_ any: Any) -> PrefValue? {
+        // UserDefaults on Linux returns arrays as `[Any?]`; unwrap so a boxed `Bool` is not read as a number.
+        let mirror = Mirror(reflecting: any)
+        if mirror.displayStyle == .optional {
+            guard let wrapped = mirror.children.first?.value else { return nil }
+            return fromFoundation(wrapped)
+        }
         let dynamicType = ObjectIdentifier(type(of: any))
         if dynamicType == ObjectIdentifier(Bool.self) || dynamicType == booleanNumberType {
             return (any as? Bool).map(PrefValue.bool)
