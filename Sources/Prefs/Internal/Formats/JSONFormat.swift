@@ -1,0 +1,615 @@
+import Foundation
+
+/// The `FileStore` file format: a pretty-printed JSON object with sorted keys, written and parsed by hand so that
+/// every `PrefValue` round-trips exactly and malformed input is always rejected, never guessed at.
+///
+/// JSON has no float, date or data kinds, so those are written as single-key tagged objects:
+/// `{"$float": 0.10000000149011612}`, `{"$date": 123456.789}` (seconds since the reference date) and
+/// `{"$data": "yv4="}`. A dictionary value with exactly one key that starts with `$` is wrapped as
+/// `{"$dict": {...}}` so that it cannot be mistaken for a tag. The top-level object is never a tag.
+enum JSONFormat {
+    /// The deepest nesting of arrays and objects the parser accepts.
+    static let maximumDepth = 512
+
+    static let floatTag = "$float"
+    static let dateTag = "$date"
+    static let dataTag = "$data"
+    static let dictTag = "$dict"
+
+    // MARK: Encoding
+
+    /// The whole store as a UTF-8 JSON document: 2-space indent, sorted keys, trailing newline.
+    static func encode(_ values: [String: PrefValue]) throws(PrefsError) -> Data {
+        var writer = Writer(pretty: true)
+        try writer.writeObject(values, indent: 0, topLevelKey: nil)
+        writer.output.append("\n")
+        return Data(writer.output.utf8)
+    }
+
+    /// One value as single-line JSON text, as the CLI prints it: `[1, 2]`, `{"$float": 0.5}`, `"dark"`.
+    static func encodeValue(_ value: PrefValue, key: String = "") throws(PrefsError) -> String {
+        var writer = Writer(pretty: false)
+        try writer.write(value, indent: 0, key: key)
+        return writer.output
+    }
+
+    // MARK: Decoding
+
+    /// Parses a whole store document; any malformed input throws `PrefsError.corruptFile` naming `path`.
+    static func decode(_ data: Data, path: String) throws(PrefsError) -> [String: PrefValue] {
+        var parser = Parser(bytes: [UInt8](data))
+        do {
+            let values = try parser.parseDocument()
+            return values
+        } catch {
+            throw .corruptFile(path: path, reason: error.description)
+        }
+    }
+
+    /// Parses one value as `encodeValue` writes it (any JSON value, tags included).
+    /// Malformed text throws `PrefsError.decodingFailed(key:reason:)`.
+    static func decodeValue(_ text: String, key: String = "") throws(PrefsError) -> PrefValue {
+        var parser = Parser(bytes: Array(text.utf8))
+        do {
+            return try parser.parseSingleValue()
+        } catch {
+            throw .decodingFailed(key: key, reason: "invalid JSON value: " + error.description)
+        }
+    }
+}
+
+// MARK: - Writer
+
+extension JSONFormat {
+    private struct Writer {
+        let pretty: Bool
+        var output = ""
+        var depth = 0
+
+        init(pretty: Bool) {
+            self.pretty = pretty
+            output.reserveCapacity(256)
+        }
+
+        /// Counts one more level of `{` or `[`, refusing documents the parser would reject as too deep.
+        private mutating func enter(key: String) throws(PrefsError) {
+            depth += 1
+            guard depth <= JSONFormat.maximumDepth else {
+                throw .encodingFailed(key: key, reason: "nested deeper than \(JSONFormat.maximumDepth) levels")
+            }
+        }
+
+        private mutating func newline(_ indent: Int) {
+            guard pretty else { return }
+            output.append("\n")
+            output.append(String(repeating: " ", count: indent * 2))
+        }
+
+        /// Writes `values` as an object. `topLevelKey` is nil for the document's top level, where each member's
+        /// own key is the store key named in errors.
+        mutating func writeObject(_ values: [String: PrefValue], indent: Int, topLevelKey: String?) throws(PrefsError) {
+            try enter(key: topLevelKey ?? "")
+            defer { depth -= 1 }
+            if values.isEmpty {
+                output.append("{}")
+                return
+            }
+            output.append("{")
+            var first = true
+            for key in values.keys.sorted() {
+                if !first { output.append(pretty ? "," : ", ") }
+                first = false
+                newline(indent + 1)
+                writeString(key)
+                output.append(": ")
+                try write(values[key]!, indent: indent + 1, key: topLevelKey ?? key)
+            }
+            newline(indent)
+            output.append("}")
+        }
+
+        private mutating func writeTagged(
+            _ tag: String,
+            indent: Int,
+            key: String,
+            body: (inout Writer) throws(PrefsError) -> Void
+        ) throws(PrefsError) {
+            try enter(key: key)
+            defer { depth -= 1 }
+            output.append("{")
+            newline(indent + 1)
+            writeString(tag)
+            output.append(": ")
+            try body(&self)
+            newline(indent)
+            output.append("}")
+        }
+
+        mutating func write(_ value: PrefValue, indent: Int, key: String) throws(PrefsError) {
+            switch value {
+            case .bool(let flag):
+                output.append(flag ? "true" : "false")
+            case .int(let number):
+                output.append(String(number))
+            case .unsignedInt(let number):
+                output.append(String(number))
+            case .double(let number):
+                try writeDouble(number, kind: "double", key: key)
+            case .float(let number):
+                try writeTagged(floatTag, indent: indent, key: key) { (writer: inout Writer) throws(PrefsError) in
+                    try writer.writeDouble(Double(number), kind: "float", key: key)
+                }
+            case .date(let date):
+                try writeTagged(dateTag, indent: indent, key: key) { (writer: inout Writer) throws(PrefsError) in
+                    try writer.writeDouble(date.timeIntervalSinceReferenceDate, kind: "date", key: key)
+                }
+            case .data(let bytes):
+                try writeTagged(dataTag, indent: indent, key: key) { (writer: inout Writer) throws(PrefsError) in
+                    writer.writeString(bytes.base64EncodedString())
+                }
+            case .string(let text):
+                writeString(text)
+            case .array(let elements):
+                try enter(key: key)
+                defer { depth -= 1 }
+                if elements.isEmpty {
+                    output.append("[]")
+                    return
+                }
+                output.append("[")
+                for (index, element) in elements.enumerated() {
+                    if index > 0 { output.append(pretty ? "," : ", ") }
+                    newline(indent + 1)
+                    try write(element, indent: indent + 1, key: key)
+                }
+                newline(indent)
+                output.append("]")
+            case .dictionary(let members):
+                if JSONFormat.needsDictWrapper(members) {
+                    try writeTagged(dictTag, indent: indent, key: key) { (writer: inout Writer) throws(PrefsError) in
+                        try writer.writeObject(members, indent: indent + 1, topLevelKey: key)
+                    }
+                } else {
+                    try writeObject(members, indent: indent, topLevelKey: key)
+                }
+            }
+        }
+
+        mutating func writeDouble(_ number: Double, kind: String, key: String) throws(PrefsError) {
+            guard number.isFinite else {
+                let reason = "\(kind) value \(number) is not finite and cannot be stored in JSON"
+                throw .encodingFailed(key: key, reason: reason)
+            }
+            // `description` is the shortest text that parses back to the same bits, and always contains `.` or
+            // `e`, so it never reads back as an integer.
+            output.append(number.description)
+        }
+
+        mutating func writeString(_ text: String) {
+            output.append("\"")
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "\"": output.append("\\\"")
+                case "\\": output.append("\\\\")
+                case "\n": output.append("\\n")
+                case "\r": output.append("\\r")
+                case "\t": output.append("\\t")
+                case "\u{00}"..."\u{1F}":
+                    let hex = String(scalar.value, radix: 16, uppercase: true)
+                    output.append("\\u00")
+                    if hex.count < 2 { output.append("0") }
+                    output.append(hex)
+                default:
+                    output.unicodeScalars.append(scalar)
+                }
+            }
+            output.append("\"")
+        }
+    }
+
+    /// A dictionary with exactly one `$`-prefixed key would read back as a tag, so it is written inside `$dict`.
+    static func needsDictWrapper(_ members: [String: PrefValue]) -> Bool {
+        members.count == 1 && members.keys.first!.hasPrefix("$")
+    }
+}
+
+// MARK: - Parser
+
+extension JSONFormat {
+    struct SyntaxError: Error, CustomStringConvertible {
+        let message: String
+        let offset: Int
+        var description: String { "\(message) at byte offset \(offset)" }
+    }
+
+    private enum ASCII {
+        static let quote = UInt8(ascii: "\"")
+        static let backslash = UInt8(ascii: "\\")
+        static let slash = UInt8(ascii: "/")
+        static let comma = UInt8(ascii: ",")
+        static let colon = UInt8(ascii: ":")
+        static let openBrace = UInt8(ascii: "{")
+        static let closeBrace = UInt8(ascii: "}")
+        static let openBracket = UInt8(ascii: "[")
+        static let closeBracket = UInt8(ascii: "]")
+        static let minus = UInt8(ascii: "-")
+        static let plus = UInt8(ascii: "+")
+        static let dot = UInt8(ascii: ".")
+        static let zero = UInt8(ascii: "0")
+        static let nine = UInt8(ascii: "9")
+    }
+
+    /// A parsed JSON value before tags are interpreted (a tag's meaning depends on its payload's raw form).
+    private indirect enum Node {
+        case scalar(PrefValue)
+        case array([Node])
+        case object([String: Node], offset: Int)
+    }
+
+    /// A strict RFC 8259 recursive-descent parser over UTF-8 bytes.
+    private struct Parser {
+        let bytes: [UInt8]
+        var position = 0
+        var depth = 0
+
+        init(bytes: [UInt8]) {
+            self.bytes = bytes
+        }
+
+        private func fail(_ message: String, at offset: Int? = nil) -> SyntaxError {
+            SyntaxError(message: message, offset: offset ?? position)
+        }
+
+        private func describeCurrent() -> String {
+            guard position < bytes.count else { return "unexpected end of input" }
+            let byte = bytes[position]
+            if byte >= 0x21 && byte < 0x7F {
+                return "unexpected character '\(Character(Unicode.Scalar(byte)))'"
+            }
+            return "unexpected byte 0x" + String(byte, radix: 16, uppercase: true)
+        }
+
+        private mutating func skipWhitespace() {
+            while position < bytes.count {
+                switch bytes[position] {
+                case 0x20, 0x09, 0x0A, 0x0D: position += 1
+                default: return
+                }
+            }
+        }
+
+        private mutating func expectEnd() throws(SyntaxError) {
+            skipWhitespace()
+            guard position == bytes.count else { throw fail("trailing content after the JSON value") }
+        }
+
+        mutating func parseDocument() throws(SyntaxError) -> [String: PrefValue] {
+            skipWhitespace()
+            guard position < bytes.count, bytes[position] == ASCII.openBrace else {
+                if position == bytes.count { throw fail("empty document, expected a top-level object") }
+                throw fail("expected a top-level object, found " + describeCurrent())
+            }
+            let members = try parseObjectMembers()
+            try expectEnd()
+            var values: [String: PrefValue] = [:]
+            values.reserveCapacity(members.count)
+            for (key, node) in members { values[key] = try convert(node) }
+            return values
+        }
+
+        mutating func parseSingleValue() throws(SyntaxError) -> PrefValue {
+            let node = try parseValue()
+            try expectEnd()
+            return try convert(node)
+        }
+
+        private mutating func parseValue() throws(SyntaxError) -> Node {
+            skipWhitespace()
+            guard position < bytes.count else { throw fail("unexpected end of input, expected a value") }
+            switch bytes[position] {
+            case ASCII.openBrace:
+                let start = position
+                return .object(try parseObjectMembers(), offset: start)
+            case ASCII.openBracket:
+                return .array(try parseArray())
+            case ASCII.quote:
+                return .scalar(.string(try parseString()))
+            case UInt8(ascii: "t"):
+                try expectLiteral("true")
+                return .scalar(.bool(true))
+            case UInt8(ascii: "f"):
+                try expectLiteral("false")
+                return .scalar(.bool(false))
+            case UInt8(ascii: "n"):
+                throw fail("null is not a storable value")
+            case ASCII.minus, ASCII.zero...ASCII.nine:
+                return .scalar(try parseNumber())
+            default:
+                throw fail(describeCurrent() + ", expected a value")
+            }
+        }
+
+        private mutating func expectLiteral(_ literal: StaticString) throws(SyntaxError) {
+            let start = position
+            let count = literal.utf8CodeUnitCount
+            let matches = literal.withUTF8Buffer { expected in
+                position + count <= bytes.count && bytes[position..<position + count].elementsEqual(expected)
+            }
+            guard matches else { throw fail("invalid literal, expected \(literal)", at: start) }
+            position += count
+        }
+
+        private mutating func enter() throws(SyntaxError) {
+            depth += 1
+            guard depth <= JSONFormat.maximumDepth else {
+                throw fail("nesting deeper than \(JSONFormat.maximumDepth) levels")
+            }
+        }
+
+        private mutating func parseArray() throws(SyntaxError) -> [Node] {
+            try enter()
+            position += 1  // [
+            var elements: [Node] = []
+            skipWhitespace()
+            if position < bytes.count, bytes[position] == ASCII.closeBracket {
+                position += 1
+                depth -= 1
+                return elements
+            }
+            while true {
+                elements.append(try parseValue())
+                skipWhitespace()
+                guard position < bytes.count else { throw fail("unterminated array") }
+                if bytes[position] == ASCII.comma {
+                    position += 1
+                    continue
+                }
+                if bytes[position] == ASCII.closeBracket {
+                    position += 1
+                    depth -= 1
+                    return elements
+                }
+                throw fail(describeCurrent() + " in array, expected ',' or ']'")
+            }
+        }
+
+        private mutating func parseObjectMembers() throws(SyntaxError) -> [String: Node] {
+            try enter()
+            position += 1  // {
+            var members: [String: Node] = [:]
+            skipWhitespace()
+            if position < bytes.count, bytes[position] == ASCII.closeBrace {
+                position += 1
+                depth -= 1
+                return members
+            }
+            while true {
+                skipWhitespace()
+                guard position < bytes.count, bytes[position] == ASCII.quote else {
+                    throw fail(describeCurrent() + " in object, expected a string key")
+                }
+                let keyOffset = position
+                let key = try parseString()
+                skipWhitespace()
+                guard position < bytes.count, bytes[position] == ASCII.colon else {
+                    throw fail(describeCurrent() + " after object key, expected ':'")
+                }
+                position += 1
+                let value = try parseValue()
+                guard members.updateValue(value, forKey: key) == nil else {
+                    throw fail("duplicate key \(String(reflecting: key))", at: keyOffset)
+                }
+                skipWhitespace()
+                guard position < bytes.count else { throw fail("unterminated object") }
+                if bytes[position] == ASCII.comma {
+                    position += 1
+                    continue
+                }
+                if bytes[position] == ASCII.closeBrace {
+                    position += 1
+                    depth -= 1
+                    return members
+                }
+                throw fail(describeCurrent() + " in object, expected ',' or '}'")
+            }
+        }
+
+        /// Turns a parsed node into the value it stands for. An object with exactly one `$`-prefixed key is a tag
+        /// (`$float`, `$date`, `$data`, `$dict`); any other object is a plain dictionary.
+        private func convert(_ node: Node) throws(SyntaxError) -> PrefValue {
+            switch node {
+            case .scalar(let value):
+                return value
+            case .array(let elements):
+                var values: [PrefValue] = []
+                values.reserveCapacity(elements.count)
+                for element in elements { values.append(try convert(element)) }
+                return .array(values)
+            case .object(let members, let offset):
+                if members.count == 1, let (tag, payload) = members.first, tag.hasPrefix("$") {
+                    return try convertTag(tag, payload, at: offset)
+                }
+                return .dictionary(try convertMembers(members))
+            }
+        }
+
+        private func convertMembers(_ members: [String: Node]) throws(SyntaxError) -> [String: PrefValue] {
+            var values: [String: PrefValue] = [:]
+            values.reserveCapacity(members.count)
+            for (key, node) in members { values[key] = try convert(node) }
+            return values
+        }
+
+        private func convertTag(_ tag: String, _ node: Node, at offset: Int) throws(SyntaxError) -> PrefValue {
+            if tag == JSONFormat.dictTag {
+                guard case .object(let inner, _) = node, inner.count == 1, inner.keys.first!.hasPrefix("$") else {
+                    throw fail("$dict tag needs an object with exactly one key starting with '$'", at: offset)
+                }
+                return .dictionary(try convertMembers(inner))
+            }
+            guard case .scalar(let payload) = node else {
+                throw fail("\(tag) tag has an array or object payload", at: offset)
+            }
+            switch tag {
+            case JSONFormat.floatTag:
+                guard case .double(let wide) = payload else {
+                    throw fail("$float tag needs a floating-point number", at: offset)
+                }
+                let narrow = Float(wide)
+                guard Double(narrow) == wide else {
+                    throw fail("$float value \(wide) is not exactly a single-precision float", at: offset)
+                }
+                return .float(narrow)
+            case JSONFormat.dateTag:
+                switch payload {
+                case .double(let seconds): return .date(Date(timeIntervalSinceReferenceDate: seconds))
+                case .int(let seconds): return .date(Date(timeIntervalSinceReferenceDate: Double(seconds)))
+                default: throw fail("$date tag needs a number of seconds", at: offset)
+                }
+            case JSONFormat.dataTag:
+                guard case .string(let text) = payload, let bytes = Data(base64Encoded: text) else {
+                    throw fail("$data tag needs a base64 string", at: offset)
+                }
+                return .data(bytes)
+            default:
+                throw fail("unknown tag \(String(reflecting: tag))", at: offset)
+            }
+        }
+
+        private mutating func parseNumber() throws(SyntaxError) -> PrefValue {
+            let start = position
+            var isInteger = true
+            if bytes[position] == ASCII.minus { position += 1 }
+            guard position < bytes.count, (ASCII.zero...ASCII.nine).contains(bytes[position]) else {
+                throw fail("invalid number, expected a digit")
+            }
+            if bytes[position] == ASCII.zero {
+                position += 1
+                if position < bytes.count, (ASCII.zero...ASCII.nine).contains(bytes[position]) {
+                    throw fail("invalid number, leading zeros are not allowed", at: start)
+                }
+            } else {
+                skipDigits()
+            }
+            if position < bytes.count, bytes[position] == ASCII.dot {
+                isInteger = false
+                position += 1
+                guard skipDigits() else { throw fail("invalid number, expected a digit after '.'") }
+            }
+            if position < bytes.count, bytes[position] | 0x20 == UInt8(ascii: "e") {
+                isInteger = false
+                position += 1
+                if position < bytes.count, bytes[position] == ASCII.plus || bytes[position] == ASCII.minus {
+                    position += 1
+                }
+                guard skipDigits() else { throw fail("invalid number, expected a digit in the exponent") }
+            }
+            let text = String(decoding: bytes[start..<position], as: UTF8.self)
+            if isInteger {
+                if let signed = Int64(text) { return .int(signed) }
+                if let unsigned = UInt64(text) { return .unsignedInt(unsigned) }
+            }
+            guard let number = Double(text), number.isFinite else {
+                throw fail("number \(text.prefix(40)) is out of range", at: start)
+            }
+            return .double(number)
+        }
+
+        /// Skips a run of digits; returns false when there was none.
+        @discardableResult
+        private mutating func skipDigits() -> Bool {
+            let start = position
+            while position < bytes.count, (ASCII.zero...ASCII.nine).contains(bytes[position]) { position += 1 }
+            return position > start
+        }
+
+        private mutating func parseString() throws(SyntaxError) -> String {
+            let start = position
+            position += 1  // "
+            var buffer: [UInt8] = []
+            while true {
+                guard position < bytes.count else { throw fail("unterminated string", at: start) }
+                let byte = bytes[position]
+                switch byte {
+                case ASCII.quote:
+                    position += 1
+                    guard let text = String(validating: buffer, as: UTF8.self) else {
+                        throw fail("string is not valid UTF-8", at: start)
+                    }
+                    return text
+                case ASCII.backslash:
+                    try parseEscape(into: &buffer)
+                case 0x00..<0x20:
+                    let code = String(byte, radix: 16, uppercase: true)
+                    throw fail("unescaped control character 0x\(code) in string")
+                default:
+                    buffer.append(byte)
+                    position += 1
+                }
+            }
+        }
+
+        private mutating func parseEscape(into buffer: inout [UInt8]) throws(SyntaxError) {
+            let start = position
+            position += 1  // backslash
+            guard position < bytes.count else { throw fail("unterminated escape", at: start) }
+            let letter = bytes[position]
+            position += 1
+            switch letter {
+            case ASCII.quote, ASCII.backslash, ASCII.slash: buffer.append(letter)
+            case UInt8(ascii: "b"): buffer.append(0x08)
+            case UInt8(ascii: "f"): buffer.append(0x0C)
+            case UInt8(ascii: "n"): buffer.append(0x0A)
+            case UInt8(ascii: "r"): buffer.append(0x0D)
+            case UInt8(ascii: "t"): buffer.append(0x09)
+            case UInt8(ascii: "u"):
+                let first = try parseHex4(escapeStart: start)
+                var value = UInt32(first)
+                switch first {
+                case 0xD800...0xDBFF:
+                    let lowStart = position
+                    guard position + 1 < bytes.count, bytes[position] == ASCII.backslash,
+                        bytes[position + 1] == UInt8(ascii: "u")
+                    else { throw fail("high surrogate \\u\(hex(first)) not followed by a low surrogate", at: start) }
+                    position += 2
+                    let second = try parseHex4(escapeStart: lowStart)
+                    guard (0xDC00...0xDFFF).contains(second) else {
+                        throw fail("high surrogate \\u\(hex(first)) not followed by a low surrogate", at: start)
+                    }
+                    value = 0x10000 + ((UInt32(first) - 0xD800) << 10) + (UInt32(second) - 0xDC00)
+                case 0xDC00...0xDFFF:
+                    throw fail("lone low surrogate \\u\(hex(first))", at: start)
+                default:
+                    break
+                }
+                // Surrogates were handled above, so the scalar always exists.
+                buffer.append(contentsOf: Array(String(Unicode.Scalar(value)!).utf8))
+            default:
+                throw fail("invalid escape sequence", at: start)
+            }
+        }
+
+        private func hex(_ value: UInt16) -> String {
+            let digits = String(value, radix: 16, uppercase: true)
+            return String(repeating: "0", count: 4 - digits.count) + digits
+        }
+
+        private mutating func parseHex4(escapeStart: Int) throws(SyntaxError) -> UInt16 {
+            guard position + 4 <= bytes.count else { throw fail("truncated \\u escape", at: escapeStart) }
+            var value: UInt16 = 0
+            for offset in 0..<4 {
+                let byte = bytes[position + offset]
+                let digit: UInt8
+                switch byte {
+                case ASCII.zero...ASCII.nine: digit = byte - ASCII.zero
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+                default: throw fail("invalid hex digit in \\u escape", at: escapeStart)
+                }
+                value = value << 4 | UInt16(digit)
+            }
+            position += 4
+            return value
+        }
+    }
+}

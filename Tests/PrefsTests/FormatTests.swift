@@ -1,0 +1,450 @@
+import Foundation
+import Testing
+
+@testable import Prefs
+
+/// A small deterministic generator so that fuzz runs are reproducible.
+private struct SplitMix64 {
+    var state: UInt64
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var mixed = state
+        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+        return mixed ^ (mixed >> 31)
+    }
+
+    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+}
+
+/// Applies one to four random truncations, bit flips, insertions, overwrites or deletions.
+private func mutate(_ original: [UInt8], _ random: inout SplitMix64) -> [UInt8] {
+    var bytes = original
+    for _ in 0..<(1 + random.below(4)) {
+        switch random.below(5) {
+        case 0: bytes = Array(bytes.prefix(random.below(bytes.count + 1)))
+        case 1 where !bytes.isEmpty: bytes[random.below(bytes.count)] ^= UInt8(1) << random.below(8)
+        case 2: bytes.insert(UInt8(truncatingIfNeeded: random.next()), at: random.below(bytes.count + 1))
+        case 3 where !bytes.isEmpty: bytes[random.below(bytes.count)] = UInt8(truncatingIfNeeded: random.next())
+        case 4 where !bytes.isEmpty: bytes.remove(at: random.below(bytes.count))
+        default: break
+        }
+    }
+    return bytes
+}
+
+/// `PREFS_FUZZ_ITERATIONS=1000000 PREFS_FUZZ_SEED=42 swift test --filter FormatTests` runs longer fuzz campaigns.
+private let fuzzIterations = ProcessInfo.processInfo.environment["PREFS_FUZZ_ITERATIONS"].flatMap { Int($0) }
+private let fuzzSeed = ProcessInfo.processInfo.environment["PREFS_FUZZ_SEED"].flatMap { UInt64($0) }
+
+/// Equality that also tells `-0.0` from `0.0` and compares floats by bit pattern.
+private func identical(_ lhs: PrefValue, _ rhs: PrefValue) -> Bool {
+    switch (lhs, rhs) {
+    case (.float(let left), .float(let right)): left.bitPattern == right.bitPattern
+    case (.double(let left), .double(let right)): left.bitPattern == right.bitPattern
+    case (.date(let left), .date(let right)):
+        left.timeIntervalSinceReferenceDate.bitPattern == right.timeIntervalSinceReferenceDate.bitPattern
+    case (.array(let left), .array(let right)):
+        left.count == right.count && zip(left, right).allSatisfy { identical($0, $1) }
+    case (.dictionary(let left), .dictionary(let right)):
+        left.count == right.count && left.allSatisfy { key, value in right[key].map { identical(value, $0) } ?? false }
+    default: lhs == rhs
+    }
+}
+
+private func isCorruptFile(_ error: PrefsError) -> Bool {
+    if case .corruptFile = error { return true }
+    return false
+}
+
+/// Every kind of value, with the edge cases that lossy formats get wrong.
+private let sampleStore: [String: PrefValue] = [
+    "boolTrue": .bool(true),
+    "boolFalse": .bool(false),
+    "zero": .int(0),
+    "one": .int(1),
+    "intMin": .int(.min),
+    "intMax": .int(.max),
+    "unsignedMax": .unsignedInt(.max),
+    "unsignedJustAbove": .unsignedInt(UInt64(Int64.max) + 1),
+    "float": .float(0.1),
+    "floatSubnormal": .float(.leastNonzeroMagnitude),
+    "floatNegativeZero": .float(-0.0),
+    "floatMax": .float(.greatestFiniteMagnitude),
+    "double": .double(0.1),
+    "doubleWhole": .double(3),
+    "doubleNegativeZero": .double(-0.0),
+    "doubleTiny": .double(.leastNonzeroMagnitude),
+    "doubleMax": .double(.greatestFiniteMagnitude),
+    "doubleSmall": .double(1e-5),
+    "date": .date(Date(timeIntervalSinceReferenceDate: 123456.789)),
+    "dateNegative": .date(Date(timeIntervalSinceReferenceDate: -1e9 - 0.125)),
+    "dataEmpty": .data(Data()),
+    "data": .data(Data([0xCA, 0xFE, 0x00, 0xFF])),
+    "stringEmpty": .string(""),
+    "stringTricky": .string("nul\u{0}quote\"back\\slash\nnew\ttab\u{1F}\u{7F}"),
+    "stringUnicode": .string("héllo 👨‍👩‍👧 \u{2028} 中文"),
+    "emptyArray": .array([]),
+    "emptyDictionary": .dictionary([:]),
+    "nested": .array([.int(1), .array([.string("x"), .dictionary(["a": .float(1.5)])]), .data(Data([1]))]),
+    "dictionary": .dictionary(["b": .bool(false), "a": .array([.date(Date(timeIntervalSinceReferenceDate: 0.5))])]),
+    "dollarDictionary": .dictionary(["$float": .string("not a tag")]),
+    "dollarDictionaryTwo": .dictionary(["$a": .int(1), "$b": .int(2)]),
+    "$topLevelDollar": .int(7),
+    "$dict": .float(0.5),
+    "$float": .dictionary(["$data": .string("x")]),
+    "nestedTags": .dictionary(["$dict": .dictionary(["$float": .int(1)]), "b": .int(1)]),
+    "wrappedWrapper": .dictionary(["$dict": .dictionary(["$dict": .data(Data([9]))])]),
+    "": .string("empty key"),
+]
+
+struct FormatTests {
+    // MARK: JSON
+
+    @Test func jsonRoundTripIsExact() throws {
+        let data = try JSONFormat.encode(sampleStore)
+        let decoded = try JSONFormat.decode(data, path: "test.json")
+        #expect(identical(.dictionary(decoded), .dictionary(sampleStore)))
+        // Encoding is deterministic.
+        #expect(try JSONFormat.encode(decoded) == data)
+    }
+
+    @Test func jsonOutputShape() throws {
+        let store: [String: PrefValue] = [
+            "b": .array([.int(1), .double(2.5), .unsignedInt(.max)]),
+            "a": .dictionary(["x": .float(0.5), "$y": .bool(true)]),
+            "c": .string("é\u{1}"),
+            "d": .date(Date(timeIntervalSinceReferenceDate: 1e-5)),
+            "e": .dictionary(["$only": .array([])]),
+            "f": .data(Data([1, 2, 3])),
+            "g": .dictionary([:]),
+        ]
+        let text = String(decoding: try JSONFormat.encode(store), as: UTF8.self)
+        let expected = """
+            {
+              "a": {
+                "$y": true,
+                "x": {
+                  "$float": 0.5
+                }
+              },
+              "b": [
+                1,
+                2.5,
+                18446744073709551615
+              ],
+              "c": "é\\u0001",
+              "d": {
+                "$date": 1e-05
+              },
+              "e": {
+                "$dict": {
+                  "$only": []
+                }
+              },
+              "f": {
+                "$data": "AQID"
+              },
+              "g": {}
+            }
+
+            """
+        #expect(text == expected)
+        #expect(String(decoding: try JSONFormat.encode([:]), as: UTF8.self) == "{}\n")
+    }
+
+    @Test func jsonRandomFloatAndDoubleBitPatternsRoundTrip() throws {
+        var random = SplitMix64(state: 7)
+        var store: [String: PrefValue] = [:]
+        for index in 0..<2000 {
+            let float = Float(bitPattern: UInt32(truncatingIfNeeded: random.next()))
+            let double = Double(bitPattern: random.next())
+            if float.isFinite { store["f\(index)"] = .float(float) }
+            if double.isFinite { store["d\(index)"] = .double(double) }
+        }
+        let decoded = try JSONFormat.decode(try JSONFormat.encode(store), path: "bits.json")
+        #expect(identical(.dictionary(decoded), .dictionary(store)))
+    }
+
+    @Test(arguments: [
+        PrefValue.double(.infinity), .double(-.infinity), .double(.nan), .float(.nan), .float(.infinity),
+        .date(Date(timeIntervalSinceReferenceDate: .infinity)), .array([.double(.nan)]),
+        .dictionary(["inner": .double(.nan)]),
+    ])
+    func jsonRejectsNonFiniteNumbers(value: PrefValue) {
+        #expect(throws: PrefsError.self) { _ = try JSONFormat.encode(["key": value]) }
+        do {
+            _ = try JSONFormat.encode(["key": value])
+        } catch {
+            guard case .encodingFailed(let key, _) = error else {
+                Issue.record("unexpected error \(error)")
+                return
+            }
+            #expect(key == "key")
+        }
+    }
+
+    @Test func jsonNumberKinds() throws {
+        let text = """
+            {"a": 0, "b": -0, "c": 9223372036854775807, "d": -9223372036854775808, "e": 9223372036854775808,
+             "f": 18446744073709551615, "g": 18446744073709551616, "h": -9223372036854775809, "i": 1.0,
+             "j": 1E2, "k": 1e-400, "l": -0.0, "m": {"$date": 5}}
+            """
+        let values = try JSONFormat.decode(Data(text.utf8), path: "n.json")
+        #expect(values["a"] == .int(0))
+        #expect(values["b"] == .int(0))
+        #expect(values["c"] == .int(.max))
+        #expect(values["d"] == .int(.min))
+        #expect(values["e"] == .unsignedInt(UInt64(Int64.max) + 1))
+        #expect(values["f"] == .unsignedInt(.max))
+        #expect(values["g"] == .double(18_446_744_073_709_551_616))
+        #expect(values["h"] == .double(Double("-9223372036854775809")!))
+        #expect(values["i"] == .double(1))
+        #expect(values["j"] == .double(100))
+        #expect(values["k"] == .double(0))
+        #expect(values["l"].map { identical($0, .double(-0.0)) } == true)
+        #expect(values["m"] == .date(Date(timeIntervalSinceReferenceDate: 5)))
+    }
+
+    @Test func jsonStringEscapes() throws {
+        let text = #"{"s": "\"\\\/\b\f\n\r\t\u0000\u00e9\uD83D\uDE00😀"}"#
+        let values = try JSONFormat.decode(Data(text.utf8), path: "s.json")
+        #expect(values["s"] == .string("\"\\/\u{8}\u{C}\n\r\t\u{0}é😀😀"))
+    }
+
+    @Test(arguments: [
+        "", " ", "[]", "1", "\"x\"", "null", "{", "}", "{\"a\":1,}", "{\"a\":1} x", "{\"a\":[1,]}", "{\"a\" 1}",
+        "{a:1}", "{'a':1}", "{\"a\":01}", "{\"a\":-}", "{\"a\":1.}", "{\"a\":.5}", "{\"a\":1e}", "{\"a\":+1}",
+        "{\"a\":0x10}", "{\"a\":NaN}", "{\"a\":Infinity}", "{\"a\":1e400}", "{\"a\":-1e400}", "{\"a\":null}",
+        "{\"a\":tru}", "{\"a\":True}", "// c\n{}", "{/* c */}", "{\"a\":1,\"a\":2}", "{\"a\":\"\\ud800\"}",
+        "{\"a\":\"\\udc00\"}", "{\"a\":\"\\ud800\\u0041\"}", "{\"a\":\"\\x41\"}", "{\"a\":\"\\u12\"}",
+        "{\"a\":\"\\u12G4\"}", "{\"a\":\"tab\there\"}", "{\"a\":\"line\nbreak\"}", "{\"a\":\"unterminated}",
+        "\u{FEFF}{}", "{\"a\":{\"$float\":0.1}}", "{\"a\":{\"$float\":\"x\"}}", "{\"a\":{\"$date\":\"x\"}}",
+        "{\"a\":{\"$data\":\"!!\"}}", "{\"a\":{\"$data\":1}}", "{\"a\":{\"$dict\":{\"b\":1}}}", "{\"a\":{\"$what\":1}}",
+        "{\"a\":{\"$float\":1}}", "{\"a\":1}\u{0}", "{\"a\"\u{0}:1}",
+    ])
+    func jsonRejectsMalformedDocuments(text: String) {
+        do {
+            let values = try JSONFormat.decode(Data(text.utf8), path: "bad.json")
+            Issue.record("accepted \(String(reflecting: text)) as \(values)")
+        } catch {
+            guard case .corruptFile(let path, let reason) = error else {
+                Issue.record("unexpected error \(error)")
+                return
+            }
+            #expect(path == "bad.json")
+            #expect(reason.contains("byte offset"))
+        }
+    }
+
+    @Test func jsonRejectsInvalidUTF8() {
+        for bytes: [UInt8] in [
+            [0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D],  // {"\xFF":1}
+            Array(#"{"a":""#.utf8) + [0xC3] + Array(#""}"#.utf8),  // truncated sequence
+            Array(#"{"a":""#.utf8) + [0xED, 0xA0, 0x80] + Array(#""}"#.utf8),  // encoded surrogate
+            Array(#"{"a":""#.utf8) + [0xC0, 0xAF] + Array(#""}"#.utf8),  // overlong
+            [0xFF, 0xFE, 0x7B, 0x00, 0x7D, 0x00],  // UTF-16
+        ] {
+            #expect(throws: PrefsError.self) { _ = try JSONFormat.decode(Data(bytes), path: "u.json") }
+        }
+    }
+
+    @Test func jsonDepthLimit() throws {
+        func nested(_ depth: Int) -> Data {
+            Data(
+                ("{\"a\":" + String(repeating: "[", count: depth - 1) + String(repeating: "]", count: depth - 1) + "}")
+                    .utf8)
+        }
+        #expect(try JSONFormat.decode(nested(512), path: "deep.json")["a"] != nil)
+        #expect(throws: PrefsError.self) { _ = try JSONFormat.decode(nested(513), path: "deep.json") }
+        #expect(throws: PrefsError.self) { _ = try JSONFormat.decode(nested(100_000), path: "deep.json") }
+
+        var value = PrefValue.int(1)
+        for _ in 0..<511 { value = .array([value]) }
+        let encoded = try JSONFormat.encode(["a": value])
+        #expect(identical(try JSONFormat.decode(encoded, path: "deep.json")["a"]!, value))
+        #expect(throws: PrefsError.self) { _ = try JSONFormat.encode(["a": .array([value])]) }
+    }
+
+    @Test func jsonLargeDocument() throws {
+        var store: [String: PrefValue] = [:]
+        for index in 0..<20000 {
+            store["key\(index)"] = .array([.int(Int64(index)), .string("value \(index)"), .double(Double(index) / 7)])
+        }
+        let decoded = try JSONFormat.decode(try JSONFormat.encode(store), path: "big.json")
+        #expect(decoded == store)
+    }
+
+    @Test func jsonSingleValues() throws {
+        #expect(try JSONFormat.encodeValue(.array([.int(1), .float(0.5)])) == #"[1, {"$float": 0.5}]"#)
+        #expect(
+            try JSONFormat.encodeValue(.dictionary(["b": .bool(true), "a": .string("x")])) == #"{"a": "x", "b": true}"#)
+        #expect(try JSONFormat.encodeValue(.string("dark")) == #""dark""#)
+        for value in sampleStore.values {
+            #expect(identical(try JSONFormat.decodeValue(try JSONFormat.encodeValue(value)), value))
+        }
+        #expect(try JSONFormat.decodeValue(" 42 ") == .int(42))
+        #expect(
+            throws: PrefsError.decodingFailed(
+                key: "k", reason: "invalid JSON value: unexpected end of input, expected a value at byte offset 0")
+        ) {
+            _ = try JSONFormat.decodeValue("", key: "k")
+        }
+        #expect(throws: PrefsError.self) { _ = try JSONFormat.decodeValue("dark") }
+        #expect(throws: PrefsError.self) { _ = try JSONFormat.encodeValue(.double(.nan)) }
+    }
+
+    @Test func jsonMutationFuzzNeverCrashes() throws {
+        let seeds: [[UInt8]] = [
+            Array(try JSONFormat.encode(sampleStore)),
+            Array(#"{"a":[1,2.5e-3,{"b":"\u00e9\ud83d\ude00"}],"c":{"$data":"AQID"},"d":-0}"#.utf8),
+            Array(#"{"x":{"$float":0.5},"y":{"$date":1.5},"z":{"$dict":{"$q":[]}}}"#.utf8),
+        ]
+        var random = SplitMix64(state: fuzzSeed ?? 0x5EED)
+        var accepted = 0
+        for _ in 0..<(fuzzIterations ?? 20000) {
+            let input = mutate(seeds[random.below(seeds.count)], &random)
+            do {
+                let values = try JSONFormat.decode(Data(input), path: "fuzz.json")
+                accepted += 1
+                // Whatever is accepted must re-encode and decode to the same values.
+                let again = try JSONFormat.decode(try JSONFormat.encode(values), path: "again.json")
+                #expect(identical(.dictionary(again), .dictionary(values)))
+            } catch {
+                #expect(isCorruptFile(error), "unexpected error \(error)")
+            }
+        }
+        #expect(accepted > 0)
+    }
+
+    // MARK: Property list
+
+    @Test func plistRoundTripIsExact() throws {
+        let data = try PropertyListFormat.encode(sampleStore)
+        #expect(data.starts(with: Array("bplist00".utf8)))
+        let decoded = try PropertyListFormat.decode(data, path: "test.plist")
+        #expect(identical(.dictionary(decoded), .dictionary(sampleStore)))
+        #expect(decoded["float"] == .float(0.1))
+        #expect(decoded["unsignedMax"] == .unsignedInt(.max))
+        #expect(decoded["one"] == .int(1))
+        #expect(decoded["boolTrue"] == .bool(true))
+    }
+
+    @Test func plistEmptyStore() throws {
+        let data = try PropertyListFormat.encode([:])
+        #expect(try PropertyListFormat.decode(data, path: "empty.plist").isEmpty)
+    }
+
+    @Test func plistReadsFoundationXML() throws {
+        let plist = sampleStore.mapValues(PropertyListFormat.toFoundation)
+        let xml = try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)
+        let decoded = try PropertyListFormat.decode(xml, path: "xml.plist")
+        #expect(Set(decoded.keys) == Set(sampleStore.keys))
+        #expect(decoded["intMin"] == .int(.min))
+        #expect(decoded["unsignedMax"] == .unsignedInt(.max))
+        #expect(decoded["boolFalse"] == .bool(false))
+        #expect(decoded["zero"] == .int(0))
+        #expect(decoded["data"] == sampleStore["data"])
+        #expect(decoded["stringUnicode"] == sampleStore["stringUnicode"])
+        // Foundation's XML writer keeps floats as <real> doubles, which convert back exactly.
+        #expect(decoded["float"] == .double(Double(Float(0.1))))
+        #expect(try Float(prefValue: decoded["floatSubnormal"]!) == .leastNonzeroMagnitude)
+        #expect(try Double(prefValue: decoded["doubleTiny"]!) == .leastNonzeroMagnitude)
+    }
+
+    @Test func plistFoundationMapping() {
+        #expect(PropertyListFormat.fromFoundation(true) == .bool(true))
+        #expect(PropertyListFormat.fromFoundation(NSNumber(value: false)) == .bool(false))
+        #expect(PropertyListFormat.fromFoundation(NSNumber(value: 1)) == .int(1))
+        #expect(PropertyListFormat.fromFoundation(1) == .int(1))
+        #expect(PropertyListFormat.fromFoundation(NSNumber(value: UInt64.max)) == .unsignedInt(.max))
+        #expect(PropertyListFormat.fromFoundation(NSNumber(value: Float(1.5))) == .float(1.5))
+        #expect(PropertyListFormat.fromFoundation(NSNumber(value: 1.5)) == .double(1.5))
+        #expect(PropertyListFormat.fromFoundation(Double(1)) == .double(1))
+        #expect(
+            PropertyListFormat.fromFoundation(["a": [1, "b"]] as [String: Any])
+                == .dictionary(["a": .array([.int(1), .string("b")])]))
+        #expect(PropertyListFormat.fromFoundation([1: "a"] as [AnyHashable: Any]) == nil)
+        #expect(PropertyListFormat.fromFoundation(NSNull()) == nil)
+        let optionals: [Any?] = [true, Int64(2), nil]
+        #expect(PropertyListFormat.fromFoundation(Array(optionals.prefix(2)) as Any) == .array([.bool(true), .int(2)]))
+        #expect(PropertyListFormat.fromFoundation(optionals as Any) == nil)
+        for value in sampleStore.values {
+            #expect(
+                PropertyListFormat.fromFoundation(PropertyListFormat.toFoundation(value)).map { identical($0, value) }
+                    == true)
+        }
+    }
+
+    @Test func plistRejectsCorruptFiles() throws {
+        let valid = try PropertyListFormat.encode(["a": .array([.string("x"), .string("y")])])
+        var inputs: [Data] = [
+            Data(), Data("garbage".utf8), Data("{ a = b; }".utf8), Data("<plist><array/></plist>".utf8),
+            valid.prefix(valid.count / 2), valid.prefix(8), Data("bplist00".utf8),
+            try PropertyListSerialization.data(fromPropertyList: ["a"], format: .binary, options: 0),
+            try PropertyListSerialization.data(fromPropertyList: "text", format: .xml, options: 0),
+        ]
+        // A set: Foundation on Linux crashes bridging this one if it gets to parse it.
+        inputs.append(binaryPlist([[0xD1, 1, 2], [0x51, 0x6B], [0xC2, 3, 4], [0x51, 0x78], [0x51, 0x79]]))
+        // A cycle.
+        inputs.append(binaryPlist([[0xD1, 1, 2], [0x51, 0x6B], [0xA1, 2]]))
+        // A non-string key.
+        inputs.append(binaryPlist([[0xD1, 1, 2], [0x10, 0x01], [0x09]]))
+        // Shared arrays that would expand to 2^60 values.
+        var laughs: [[UInt8]] = [[0xD1, 1, 2], [0x51, 0x6B]]
+        for index in 2..<62 { laughs.append([0xA2, UInt8(index + 1), UInt8(index + 1)]) }
+        laughs.append([0x09])
+        inputs.append(binaryPlist(laughs))
+        // A reference past the object table.
+        inputs.append(binaryPlist([[0xD1, 1, 9], [0x51, 0x6B]]))
+        for input in inputs {
+            #expect(throws: PrefsError.self) { _ = try PropertyListFormat.decode(input, path: "bad.plist") }
+            do {
+                _ = try PropertyListFormat.decode(input, path: "bad.plist")
+            } catch {
+                #expect(isCorruptFile(error))
+            }
+        }
+        // The hand-built writer itself produces files Foundation reads.
+        let good = binaryPlist([[0xD2, 1, 2, 3, 4], [0x51, 0x6B], [0x51, 0x6C], [0xA2, 4, 4], [0x09]])
+        #expect(
+            try PropertyListFormat.decode(good, path: "good.plist") == [
+                "k": .array([.bool(true), .bool(true)]), "l": .bool(true),
+            ])
+    }
+
+    @Test func plistMutationFuzzNeverCrashes() throws {
+        let seed = Array(try PropertyListFormat.encode(sampleStore))
+        let xmlSeed = Array(
+            try PropertyListSerialization.data(
+                fromPropertyList: ["a": [1, "b", ["c": 2.5]] as [Any], "d": Data([1])] as [String: Any],
+                format: .xml, options: 0))
+        var random = SplitMix64(state: fuzzSeed ?? 0xB1157)
+        for index in 0..<(fuzzIterations ?? 4000) {
+            let input = mutate(index % 4 == 0 ? xmlSeed : seed, &random)
+            do {
+                _ = try PropertyListFormat.decode(Data(input), path: "fuzz.plist")
+            } catch {
+                #expect(isCorruptFile(error))
+            }
+        }
+    }
+}
+
+/// A binary property list with one-byte offsets and references, built by hand to describe malformed graphs.
+private func binaryPlist(_ objects: [[UInt8]], top: UInt64 = 0) -> Data {
+    var bytes = Array("bplist00".utf8)
+    var offsets: [UInt8] = []
+    for object in objects {
+        offsets.append(UInt8(bytes.count))
+        bytes += object
+    }
+    let table = UInt64(bytes.count)
+    bytes += offsets
+    bytes += [0, 0, 0, 0, 0, 0, 1, 1]
+    for field in [UInt64(objects.count), top, table] {
+        bytes += (0..<8).reversed().map { UInt8(truncatingIfNeeded: field >> (8 * $0)) }
+    }
+    return Data(bytes)
+}
