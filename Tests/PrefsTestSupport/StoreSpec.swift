@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import Prefs
 
 /// Names a store so a parent test and a child process can open the same one: `json:/tmp/x.json`,

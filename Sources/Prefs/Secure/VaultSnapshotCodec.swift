@@ -49,6 +49,6 @@ final class VaultSnapshotCodec: SnapshotCodec {
             defer { state = State(key: key, resolved: resolved) }
             return state
         }
-        return { [state] in state.withLock { $0 = previous } }
+        return { self.state.withLock { $0 = previous } }
     }
 }
