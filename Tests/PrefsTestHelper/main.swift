@@ -14,6 +14,21 @@ func fail(_ message: String) -> Never {
 }
 
 let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "foundation-read" {
+    // foundation-read SUITE KEY: what Foundation's own UserDefaults reads from the suite file.
+    let defaults = UserDefaults(suiteName: arguments[1])!
+    let value = defaults.object(forKey: arguments[2])
+    emit(value.map { "\(type(of: $0)) \($0)" } ?? "nil")
+    exit(0)
+}
+if arguments.first == "foundation-write" {
+    // foundation-write SUITE KEY INT: writes an integer through Foundation's UserDefaults and synchronises.
+    let defaults = UserDefaults(suiteName: arguments[1])!
+    defaults.set(Int(arguments[3])!, forKey: arguments[2])
+    defaults.synchronize()
+    emit("ok")
+    exit(0)
+}
 guard arguments.count >= 2 else { fail("usage: PrefsTestHelper COMMAND SPEC [ARGS…]") }
 let command = arguments[0]
 let store: any KeyValueStore

@@ -33,8 +33,8 @@ final class FileBackedStorage: Sendable {
 
     /// Opens the storage, loading the file if it exists. Throws when the file exists but cannot be read or
     /// decoded; the file is left untouched.
-    init(url: URL, codec: any SnapshotCodec, changes: ChangeFeed = ChangeFeed()) {
-        self.file = LockedFile(url: url)
+    init(url: URL, lockURL: URL? = nil, codec: any SnapshotCodec, changes: ChangeFeed = ChangeFeed()) {
+        self.file = LockedFile(url: url, lockURL: lockURL)
         self.codec = codec
         self.changes = changes
     }

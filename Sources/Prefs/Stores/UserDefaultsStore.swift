@@ -45,7 +45,7 @@ public final class UserDefaultsStore: KeyValueStore {
         try Self.validate(suiteName: suiteName)
         let url = (directory ?? Self.preferencesDirectory()).appending(path: suiteName + ".plist")
         let storage = try StorageRegistry.storage(at: url, kind: "plist") {
-            let storage = FileBackedStorage(url: url, codec: PropertyListSnapshotCodec())
+            let storage = Self.makeStorage(url: url)
             try storage.open()
             return storage
         }
@@ -60,11 +60,17 @@ public final class UserDefaultsStore: KeyValueStore {
     /// Opens without throwing: a storage whose file cannot be read stays damaged and reports on access.
     private static func openStorage(url: URL) -> FileBackedStorage {
         let made = try? StorageRegistry.storage(at: url, kind: "plist") {
-            let storage = FileBackedStorage(url: url, codec: PropertyListSnapshotCodec())
+            let storage = makeStorage(url: url)
             do { try storage.open() } catch { PrefsConfig.report(error, key: "", operation: .read) }
             return storage
         }
-        return made ?? FileBackedStorage(url: url, codec: PropertyListSnapshotCodec())
+        return made ?? makeStorage(url: url)
+    }
+
+    /// The lock file is `<suite>.lock`, so that it fits the file-name limit whenever `<suite>.plist` does.
+    private static func makeStorage(url: URL) -> FileBackedStorage {
+        let lockURL = url.deletingPathExtension().appendingPathExtension("lock")
+        return FileBackedStorage(url: url, lockURL: lockURL, codec: PropertyListSnapshotCodec())
     }
 
     /// The folder Foundation keeps UserDefaults files in: `$XDG_CONFIG_HOME`, or `~/.config`.

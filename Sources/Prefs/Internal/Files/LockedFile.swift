@@ -163,7 +163,8 @@ final class LockedFile: Sendable {
     }
 
     private func createTemporaryFile(mode: mode_t) throws(PrefsError) -> (fd: Int32, path: String) {
-        let name = POSIX.lastComponent(of: path)
+        // Keep the temporary name within the 255-byte limit even when the target's own name is near it.
+        let name = String(decoding: POSIX.lastComponent(of: path).utf8.prefix(200), as: UTF8.self)
         var attempts = 0
         while true {
             let suffix = String(UInt64.random(in: .min ... .max), radix: 16)
