@@ -8,6 +8,8 @@ import Synchronization
 public enum PrefsConfig {
     private struct State {
         var defaultStore: (any KeyValueStore)?
+        var secureStore: (any KeyValueStore)?
+        var appIdentifier: String = ProcessInfo.processInfo.processName
         var errorHandler: @Sendable (PrefsReport) -> Void = PrefsConfig.logToStandardError
     }
 
@@ -27,6 +29,40 @@ public enum PrefsConfig {
             }
         }
         set { state.withLock { $0.defaultStore = newValue } }
+    }
+
+    /// `PrefsConfig.appIdentifier = "com.example.notes"` names the folders of the default vault.
+    ///
+    /// Defaults to the process name. Set it once at startup, before the first `@SecureStoredValue` without a
+    /// `store:` is created; the default vault is opened with the identifier in force at that moment.
+    public static var appIdentifier: String {
+        get { state.withLock { $0.appIdentifier } }
+        set { state.withLock { $0.appIdentifier = newValue } }
+    }
+
+    /// `PrefsConfig.secureStore = try EncryptedFileStore(url: …, key: .passphrase(…))` sets the vault used by
+    /// `@SecureStoredValue` without a `store:` argument.
+    ///
+    /// By default it is opened on first use at ``EncryptedFileStore/defaultLocation(appIdentifier:)``:
+    /// `$XDG_DATA_HOME/<app>/secrets.vault` (or `~/.local/share/…`), with its key file at
+    /// `$XDG_CONFIG_HOME/<app>/secrets.key` (or `~/.config/…`), both created on first use with private
+    /// permissions. If it cannot be opened, secrets read as nil, the error is reported, and writes throw it.
+    public static var secureStore: any KeyValueStore {
+        get {
+            state.withLock { state in
+                if let store = state.secureStore { return store }
+                let location = EncryptedFileStore.defaultLocation(appIdentifier: state.appIdentifier)
+                let store: any KeyValueStore
+                do {
+                    store = try EncryptedFileStore(url: location.vault, key: .keyFile(location.keyFile))
+                } catch {
+                    store = UnavailableStore(error)
+                }
+                state.secureStore = store
+                return store
+            }
+        }
+        set { state.withLock { $0.secureStore = newValue } }
     }
 
     /// `PrefsConfig.errorHandler = { report in logger.error("\(report)") }` receives every error a wrapper

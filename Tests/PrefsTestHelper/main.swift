@@ -29,6 +29,14 @@ if arguments.first == "foundation-write" {
     emit("ok")
     exit(0)
 }
+if arguments.first == "default-secure-set" {
+    // default-secure-set KEY VALUE: stores a secret in the default vault (located through XDG variables).
+    PrefsConfig.appIdentifier = "com.example.helper"
+    let secret = SecureStoredValue<String>(key: arguments[1])
+    do { try secret.set(arguments[2]) } catch { fail("set: \(error)") }
+    emit(SecureStoredValue<String>(key: arguments[1]).wrappedValue ?? "nil")
+    exit(0)
+}
 guard arguments.count >= 2 else { fail("usage: PrefsTestHelper COMMAND SPEC [ARGS…]") }
 let command = arguments[0]
 let store: any KeyValueStore
@@ -42,6 +50,9 @@ do {
     case "verify-fixtures":
         let mismatches = Fixtures.mismatches(in: store)
         emit(mismatches.isEmpty ? "ok" : "mismatch " + mismatches.joined(separator: ","))
+    case "set-string":
+        try store.set(arguments[3], for: PrefKey(arguments[2], default: ""))
+        emit("ok")
     case "set-int":
         try store.set(Int(arguments[3])!, for: PrefKey(arguments[2], default: 0))
         emit("ok")

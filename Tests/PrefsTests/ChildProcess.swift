@@ -11,7 +11,8 @@ import Synchronization
 struct ChildProcess {
     /// The helper binary, built next to the test bundle.
     static let helperURL: URL = {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        let exe =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
             ?? CommandLine.arguments[0]
         var directory = URL(filePath: exe).deletingLastPathComponent()
         // On macOS the test binary sits inside PrefsPackageTests.xctest/Contents/MacOS.

@@ -264,7 +264,8 @@ struct UserDefaultsStoreTests {
         let count = StoredValue(key: "count", default: 0, store: store)
         let stream = count.values
         let environment = ["XDG_CONFIG_HOME": directory.url.path]
-        let result = try ChildProcess.run(["foundation-write", "group.interop", "count", "7"], environment: environment)
+        let result = try ChildProcess.run(
+            ["foundation-write", "group.interop", "count", "7"], environment: environment)
         #expect(result.lines == ["ok"])
         try await waitUntil(stream) { $0 == 7 }
     }

@@ -255,7 +255,11 @@ struct ObservationTests {
         ]
         for source in sources {
             let fired = Flag()
-            withObservationTracking { _ = model.theme } onChange: { fired.set() }
+            withObservationTracking {
+                _ = model.theme
+            } onChange: {
+                fired.set()
+            }
             #expect(!fired.isSet)
             try source()
             #expect(fired.isSet)
@@ -266,7 +270,9 @@ struct ObservationTests {
         let store = InMemoryStore()
         let a = StoredValue(key: "a", default: 0, store: store)
         let b = StoredValue(key: "b", default: 0, store: store)
-        withObservationTracking { _ = a.wrappedValue } onChange: {
+        withObservationTracking {
+            _ = a.wrappedValue
+        } onChange: {
             b.update { $0 = a.wrappedValue + 10 }
         }
         a.set(1)

@@ -9,7 +9,10 @@ struct ValueCodec<Value: Sendable>: Sendable {
     let encode: @Sendable (Value) throws -> PrefValue?
     let decode: @Sendable (PrefValue) throws -> Value
 
-    init(encode: @escaping @Sendable (Value) throws -> PrefValue?, decode: @escaping @Sendable (PrefValue) throws -> Value) {
+    init(
+        encode: @escaping @Sendable (Value) throws -> PrefValue?,
+        decode: @escaping @Sendable (PrefValue) throws -> Value
+    ) {
         self.encode = encode
         self.decode = decode
     }

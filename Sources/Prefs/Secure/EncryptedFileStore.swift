@@ -45,6 +45,28 @@ public final class EncryptedFileStore: KeyValueStore {
         try storage.open()
     }
 
+    /// `EncryptedFileStore.defaultLocation(appIdentifier: "com.example.notes")` gives where the default vault and
+    /// its key file live: `$XDG_DATA_HOME/<app>/secrets.vault` and `$XDG_CONFIG_HOME/<app>/secrets.key`, falling
+    /// back to `~/.local/share` and `~/.config`. Keeping them apart means a copy of the data folder (a backup, a
+    /// synced folder) holds no key.
+    public static func defaultLocation(appIdentifier: String) -> (vault: URL, keyFile: URL) {
+        let environment = ProcessInfo.processInfo.environment
+        let home = FileManager.default.homeDirectoryForCurrentUser
+        func folder(_ variable: String, _ fallback: String) -> URL {
+            if let value = environment[variable], value.hasPrefix("/") {
+                return URL(filePath: value, directoryHint: .isDirectory)
+            }
+            return home.appending(path: fallback, directoryHint: .isDirectory)
+        }
+        let app =
+            appIdentifier.isEmpty || appIdentifier.contains("/") || appIdentifier.contains("..")
+            ? "prefs" : appIdentifier
+        return (
+            folder("XDG_DATA_HOME", ".local/share").appending(path: app).appending(path: "secrets.vault"),
+            folder("XDG_CONFIG_HOME", ".config").appending(path: app).appending(path: "secrets.key")
+        )
+    }
+
     /// The value stored under `key`, served from memory once the vault is open.
     public func value(forKey key: String) throws -> PrefValue? { try storage.value(forKey: key) }
 

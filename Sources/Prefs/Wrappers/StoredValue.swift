@@ -88,9 +88,7 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
 
     /// `$theme.reset()` removes the stored value, so the property reads as its declared default again.
     public func reset() {
-        do { try box.store.removeValue(forKey: box.key) } catch {
-            PrefsConfig.report(error, key: box.key, operation: .write)
-        }
+        do { try box.remove() } catch { PrefsConfig.report(error, key: box.key, operation: .write) }
     }
 
     /// `$counter.update { $0 += 1 }` reads, changes and writes the value as one atomic step.

@@ -69,24 +69,29 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     }
 
     func set(_ newValue: Value) {
-        do {
-            try store.setValue(try codec.encode(newValue, key: key), forKey: key)
-        } catch {
-            PrefsConfig.report(error, key: key, operation: .write)
-        }
+        do { try write(newValue) } catch { PrefsConfig.report(error, key: key, operation: .write) }
+    }
+
+    func write(_ newValue: Value) throws {
+        try store.setValue(try codec.encode(newValue, key: key), forKey: key)
+    }
+
+    func remove() throws {
+        try store.removeValue(forKey: key)
+    }
+
+    /// Atomic read-modify-write through the store, reporting instead of throwing.
+    func update(_ transform: (inout Value) -> Void) {
+        do { try modify(transform) } catch { PrefsConfig.report(error, key: key, operation: .write) }
     }
 
     /// Atomic read-modify-write through the store. A stored value that cannot be decoded aborts the update, so it
     /// is never overwritten by a transform of the default.
-    func update(_ transform: (inout Value) -> Void) {
-        do {
-            try store.updateValue(forKey: key) { stored in
-                var value = try stored.map { try codec.decode($0, key: key) } ?? defaultValue
-                transform(&value)
-                return try codec.encode(value, key: key)
-            }
-        } catch {
-            PrefsConfig.report(error, key: key, operation: .write)
+    func modify(_ transform: (inout Value) -> Void) throws {
+        try store.updateValue(forKey: key) { stored in
+            var value = try stored.map { try codec.decode($0, key: key) } ?? defaultValue
+            transform(&value)
+            return try codec.encode(value, key: key)
         }
     }
 

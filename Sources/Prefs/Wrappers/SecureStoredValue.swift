@@ -1,0 +1,121 @@
+/// `@SecureStoredValue<String>(key: "authToken") var authToken` declares a secret kept in an encrypted vault.
+///
+/// A secret has no default: the property is `String?` and reads `nil` until something is stored. Mutations go
+/// through the projected value and throw, because a secret that silently failed to save is worse than an error:
+///
+/// ```swift
+/// @SecureStoredValue<String>(key: "authToken") var authToken
+/// @SecureStoredValue<Bool>(key: "biometricsEnabled") var biometricsEnabled
+///
+/// try $authToken.set("eyJ…")
+/// try $authToken.remove()              // same as try $authToken.set(nil)
+/// try $biometricsEnabled.toggle()      // nil counts as false
+/// for await token in $authToken.values { … }
+/// ```
+///
+/// Without a `store:` argument secrets go to ``PrefsConfig/secureStore``: an ``EncryptedFileStore`` in the
+/// app's data folder whose key file sits in its config folder. Reads are served from memory after the vault is
+/// opened once, and reading inside `withObservationTracking` tracks the value, as with ``StoredValue``.
+///
+/// The wrapper's `description`, `debugDescription` and mirror never contain the secret.
+@propertyWrapper
+public struct SecureStoredValue<Value: Codable & Sendable & Equatable>: Sendable {
+    let box: StoredValueBox<Value?>
+
+    /// `@SecureStoredValue<String>(key: "authToken") var authToken` stores a secret under `key`.
+    ///
+    /// - Parameters:
+    ///   - key: The secret's name inside the vault (names are encrypted too).
+    ///   - service: An optional namespace: the secret is stored as `"<service>.<key>"`, so several accounts or
+    ///     services can use the same key names.
+    ///   - store: The vault to use; ``PrefsConfig/secureStore`` when nil.
+    public init(key: String, service: String? = nil, store: (any KeyValueStore)? = nil) {
+        let name = service.map { "\($0).\(key)" } ?? key
+        box = StoredValueBox(
+            key: name, defaultValue: nil, codec: ValueCodec(codable: Value?.self),
+            store: store ?? PrefsConfig.secureStore)
+    }
+
+    /// `authToken` reads the secret, or nil when none is stored (or the vault cannot be opened, which is reported
+    /// to ``PrefsConfig/errorHandler``).
+    public var wrappedValue: Value? { box.value }
+
+    /// `$authToken` gives the throwing mutations and `values`.
+    public var projectedValue: SecureStoredValue<Value> { self }
+
+    /// `$authToken.key` is the name the secret is stored under, including its service prefix.
+    public var key: String { box.key }
+
+    /// `try $authToken.set("eyJ…")` seals a new secret into the vault; `nil` removes it.
+    public func set(_ value: Value?) throws { try box.write(value) }
+
+    /// `try $authToken.remove()` deletes the secret from the vault.
+    public func remove() throws { try box.remove() }
+
+    /// `try $credentials.update { $0?.refreshCount += 1 }` changes the secret atomically.
+    public func update(_ transform: (inout Value?) -> Void) throws { try box.modify(transform) }
+
+    /// `try $credentials.set(\.accessToken, to: "new-token")` changes one property of a stored secret.
+    ///
+    /// Does nothing while no secret is stored, since there is no value to change.
+    public func set<Member>(_ keyPath: WritableKeyPath<Value, Member>, to member: Member) throws {
+        try box.modify { $0?[keyPath: keyPath] = member }
+    }
+
+    /// `for await token in $authToken.values { … }` yields the current secret, then each change (nil on removal).
+    public var values: AsyncStream<Value?> { box.stream() }
+}
+
+extension SecureStoredValue where Value == Bool {
+    /// `try $biometricsEnabled.toggle()` flips a stored Bool; an absent value counts as false.
+    public func toggle() throws { try box.modify { $0 = !($0 ?? false) } }
+}
+
+extension SecureStoredValue {
+    /// `try $trustedDevices.append("device-abc")` adds an element, starting an array if none is stored.
+    public func append<Element>(_ element: Element) throws where Value == [Element] {
+        try box.modify { $0 = ($0 ?? []) + [element] }
+    }
+
+    /// `try $trustedDevices.togglePresence("device-abc")` removes the element if present and appends it otherwise.
+    public func togglePresence<Element: Equatable>(_ element: Element) throws where Value == [Element] {
+        try box.modify { stored in
+            var array = stored ?? []
+            if array.contains(element) { array.removeAll { $0 == element } } else { array.append(element) }
+            stored = array
+        }
+    }
+
+    /// `try $trustedDevices.replace("old", with: "new")` replaces the first occurrence of an element.
+    public func replace<Element: Equatable>(_ element: Element, with replacement: Element) throws
+    where Value == [Element] {
+        try box.modify { stored in
+            if let index = stored?.firstIndex(of: element) { stored?[index] = replacement }
+        }
+    }
+
+    /// `try $trustedDevices.remove("device-abc")` removes every occurrence of an element.
+    public func remove<Element: Equatable>(_ element: Element) throws where Value == [Element] {
+        try box.modify { $0?.removeAll { $0 == element } }
+    }
+
+    /// `try $apiKeys.update(key: "github", value: "ghp_…")` sets one entry of a stored dictionary; nil removes it.
+    public func update<Key, Entry>(key: Key, value: Entry?) throws where Value == [Key: Entry] {
+        try box.modify { stored in
+            var dictionary = stored ?? [:]
+            dictionary[key] = value
+            stored = dictionary
+        }
+    }
+}
+
+extension SecureStoredValue: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// `"authToken = <redacted>"`: the key only, never the secret.
+    public var description: String { "\(key) = <redacted>" }
+
+    /// The same as ``description``: debugging output never shows the secret.
+    public var debugDescription: String { "SecureStoredValue(\(key) = <redacted>)" }
+
+    /// A mirror without the secret, so `dump(model)` does not print it either.
+    public var customMirror: Mirror { Mirror(self, children: ["key": key, "value": "<redacted>"]) }
+}

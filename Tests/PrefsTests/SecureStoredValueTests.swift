@@ -1,0 +1,221 @@
+import Foundation
+import PrefsTestSupport
+import Testing
+
+@testable import Prefs
+
+struct Credentials: Codable, Sendable, Equatable {
+    var accessToken: String
+    var refreshToken: String
+}
+
+/// A vault in a fresh folder, opened with a key file.
+struct Vault {
+    let directory: TempDir
+    let store: EncryptedFileStore
+    var url: URL { directory.file("secrets.vault") }
+    var keyFile: URL { directory.file("secrets.key") }
+
+    init() throws {
+        directory = try TempDir()
+        store = try EncryptedFileStore(
+            url: directory.file("secrets.vault"), key: .keyFile(directory.file("secrets.key")))
+    }
+
+    func reopen(key: VaultKey? = nil) throws -> EncryptedFileStore {
+        try EncryptedFileStore(url: url, key: key ?? .keyFile(keyFile), cost: .testing)
+    }
+}
+
+struct SecureStoredValueTests {
+    @Test func secretsAreOptionalAndRemovable() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        @SecureStoredValue<String>(key: "authToken", store: vault.store) var authToken
+        #expect(authToken == nil)
+        try $authToken.set("eyJhbGciOi")
+        #expect(authToken == "eyJhbGciOi")
+        try $authToken.remove()
+        #expect(authToken == nil)
+        try $authToken.set("again")
+        try $authToken.set(nil)
+        #expect(authToken == nil)
+        #expect(try vault.store.allValues().isEmpty)
+    }
+
+    @Test func everyHelper() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        let store = vault.store
+        let biometrics = SecureStoredValue<Bool>(key: "biometricsEnabled", store: store)
+        try biometrics.toggle()
+        #expect(biometrics.wrappedValue == true)
+        try biometrics.toggle()
+        #expect(biometrics.wrappedValue == false)
+
+        let devices = SecureStoredValue<[String]>(key: "trustedDevices", store: store)
+        try devices.append("device-abc")
+        try devices.append("old")
+        try devices.replace("old", with: "new")
+        try devices.togglePresence("device-abc")
+        #expect(devices.wrappedValue == ["new"])
+        try devices.remove("new")
+        #expect(devices.wrappedValue == [])
+
+        let credentials = SecureStoredValue<Credentials>(key: "credentials", store: store)
+        try credentials.set(\.accessToken, to: "ignored while nothing is stored")
+        #expect(credentials.wrappedValue == nil)
+        try credentials.set(Credentials(accessToken: "a", refreshToken: "r"))
+        try credentials.set(\.accessToken, to: "new-token")
+        #expect(credentials.wrappedValue == Credentials(accessToken: "new-token", refreshToken: "r"))
+
+        let keys = SecureStoredValue<[String: String]>(key: "apiKeys", store: store)
+        try keys.update(key: "github", value: "ghp_1")
+        try keys.update(key: "gitlab", value: "glpat_2")
+        try keys.update(key: "github", value: nil)
+        #expect(keys.wrappedValue == ["gitlab": "glpat_2"])
+
+        // Everything survives a fresh open of the file.
+        let reopened = try vault.reopen()
+        #expect(
+            SecureStoredValue<Credentials>(key: "credentials", store: reopened).wrappedValue?.accessToken == "new-token"
+        )
+    }
+
+    @Test func serviceNamespacesKeys() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        let work = SecureStoredValue<String>(key: "token", service: "work", store: vault.store)
+        let home = SecureStoredValue<String>(key: "token", service: "home", store: vault.store)
+        try work.set("w")
+        try home.set("h")
+        #expect(work.wrappedValue == "w")
+        #expect(home.wrappedValue == "h")
+        #expect(Set(try vault.store.allValues().keys) == ["work.token", "home.token"])
+    }
+
+    @Test func descriptionsAndMirrorsNeverShowTheSecret() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        let token = SecureStoredValue<String>(key: "authToken", store: vault.store)
+        try token.set("super-secret-value")
+        var dumped = ""
+        dump(token, to: &dumped)
+        for text in [token.description, token.debugDescription, String(describing: token), dumped] {
+            #expect(!text.contains("super-secret-value"))
+            #expect(text.contains("authToken"))
+        }
+    }
+
+    @Test func plaintextAndKeyNamesAreAbsentFromTheFile() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        try SecureStoredValue<String>(key: "githubPersonalToken", store: vault.store).set("ghp_plaintextneedle")
+        let bytes = try Data(contentsOf: vault.url)
+        #expect(bytes.range(of: Data("ghp_plaintextneedle".utf8)) == nil)
+        #expect(bytes.range(of: Data("githubPersonalToken".utf8)) == nil)
+        let vaultMode = try FileManager.default.attributesOfItem(atPath: vault.url.path)[.posixPermissions] as? Int
+        let keyMode = try FileManager.default.attributesOfItem(atPath: vault.keyFile.path)[.posixPermissions] as? Int
+        #expect(vaultMode == 0o600)
+        #expect(keyMode == 0o600)
+    }
+
+    @Test func valuesStreamYieldsNilOnRemoval() async throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        let token = SecureStoredValue<String>(key: "authToken", store: vault.store)
+        let stream = token.values
+        try token.set("a")
+        try token.remove()
+        #expect(try await first(3, of: stream) == [nil, "a", nil])
+    }
+
+    @Test func aWrongKeyIsRefusedAndTheFileLeftUntouched() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        try SecureStoredValue<String>(key: "k", store: vault.store).set("v")
+        let before = try Data(contentsOf: vault.url)
+        let otherKey = vault.directory.file("other.key")
+        try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: otherKey)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: otherKey.path)
+        #expect(throws: VaultError.authenticationFailed) { try vault.reopen(key: .keyFile(otherKey)) }
+        // A missing key file for an existing vault is an error too, and is not created.
+        let missing = vault.directory.file("missing.key")
+        #expect(throws: VaultError.self) { try vault.reopen(key: .keyFile(missing)) }
+        #expect(!FileManager.default.fileExists(atPath: missing.path))
+        #expect(throws: VaultError.authenticationFailed) { try vault.reopen(key: .raw(Data(repeating: 7, count: 32))) }
+        #expect(try Data(contentsOf: vault.url) == before)
+    }
+
+    @Test func passphraseVaultsReopenOnlyWithThePassphrase() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("p.vault")
+        let store = try EncryptedFileStore(url: url, key: .passphrase("correct horse"), cost: .testing)
+        try store.setValue(.string("s3cret"), forKey: "pin")
+        let before = try Data(contentsOf: url)
+        #expect(throws: VaultError.authenticationFailed) {
+            try EncryptedFileStore(url: url, key: .passphrase("wrong horse"), cost: .testing)
+        }
+        #expect(try Data(contentsOf: url) == before)
+        let reopened = try EncryptedFileStore(url: url, key: .passphrase("correct horse"), cost: .testing)
+        #expect(try reopened.value(forKey: "pin") == .string("s3cret"))
+    }
+
+    @Test func rekeyMovesTheVaultToTheNewKeyAtomically() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("r.vault")
+        let oldKey = VaultKey.passphrase("old passphrase")
+        let newKey = VaultKey.raw(Data((0..<32).map { UInt8($0) }))
+        let store = try EncryptedFileStore(url: url, key: oldKey, cost: .testing)
+        try store.setValue(.string("v"), forKey: "k")
+        try store.rekey(to: newKey)
+        #expect(throws: VaultError.self) { try EncryptedFileStore(url: url, key: oldKey, cost: .testing) }
+        #expect(try EncryptedFileStore(url: url, key: newKey, cost: .testing).value(forKey: "k") == .string("v"))
+        // The store keeps working under the new key.
+        try store.setValue(.string("w"), forKey: "k")
+        #expect(try EncryptedFileStore(url: url, key: newKey, cost: .testing).value(forKey: "k") == .string("w"))
+    }
+
+    @Test func aFutureFormatVersionIsRefusedUntouched() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        try vault.store.setValue(.int(1), forKey: "k")
+        var bytes = try Data(contentsOf: vault.url)
+        bytes[8] = 2  // the little-endian format version follows the 8-byte magic
+        try bytes.write(to: vault.url)
+        #expect(throws: VaultError.unsupportedFormatVersion(2)) { try vault.reopen() }
+        #expect(try Data(contentsOf: vault.url) == bytes)
+    }
+
+    @Test func twoProcessesSettingDifferentSecretsLoseNeither() async throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let spec = Backend.vault.spec(in: directory)
+        _ = try ChildProcess.run(["set-string", spec, "init", "x"])  // creates the key file first
+        let children = try (0..<2).map { try ChildProcess.start(["set-string", spec, "secret\($0)", "value\($0)"]) }
+        for child in children { child.process.waitUntilExit() }
+        let store = try Backend.vault.open(in: directory)
+        #expect(try store.value(forKey: "secret0") == .string("value0"))
+        #expect(try store.value(forKey: "secret1") == .string("value1"))
+    }
+
+    @Test func theDefaultVaultLivesInTheXDGFoldersWithPrivatePermissions() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let environment = [
+            "XDG_DATA_HOME": directory.file("data").path, "XDG_CONFIG_HOME": directory.file("config").path,
+        ]
+        let result = try ChildProcess.run(["default-secure-set", "authToken", "tok"], environment: environment)
+        #expect(result.lines == ["tok"], "\(result.error)")
+        let manager = FileManager.default
+        func mode(_ path: String) throws -> Int? {
+            try manager.attributesOfItem(atPath: directory.file(path).path)[.posixPermissions] as? Int
+        }
+        #expect(try mode("data/com.example.helper/secrets.vault") == 0o600)
+        #expect(try mode("data/com.example.helper") == 0o700)
+        #expect(try mode("config/com.example.helper/secrets.key") == 0o600)
+        #expect(try mode("config/com.example.helper") == 0o700)
+    }
+}
