@@ -5,7 +5,8 @@ let package = Package(
     name: "Prefs",
     platforms: [.macOS(.v15)],
     products: [
-        .library(name: "Prefs", targets: ["Prefs"])
+        .library(name: "Prefs", targets: ["Prefs"]),
+        .executable(name: "prefs-demo", targets: ["PrefsDemo"]),
     ],
     targets: [
         .systemLibrary(
@@ -16,6 +17,10 @@ let package = Package(
         .target(
             name: "Prefs",
             dependencies: ["CSodium"]
+        ),
+        .executableTarget(
+            name: "PrefsDemo",
+            dependencies: ["Prefs"]
         ),
         .target(
             name: "PrefsTestSupport",

@@ -1,0 +1,14 @@
+# `make demo` runs the demo, `make test` runs every check CI runs. Both install libsodium first if needed.
+.PHONY: deps demo test format
+
+deps:
+	@scripts/install-deps.sh
+
+demo: deps
+	swift run prefs-demo
+
+test: deps
+	scripts/test.sh
+
+format:
+	swift format -i -r Sources Tests Package.swift

@@ -1,0 +1,118 @@
+// The Prefs demo: an app-style settings model, typed keys, helpers, live observation, a secret in an
+// encrypted vault, and what ends up on disk. It runs in a temporary folder unless PREFS_DEMO_DIR is set.
+import Foundation
+import Observation
+import Prefs
+
+enum Theme: String, Codable, Sendable {
+    case light, dark, system
+}
+
+struct EditorSettings: Codable, Sendable, Equatable {
+    var fontSize = 13
+    var showsLineNumbers = true
+}
+
+extension PrefKey where Value == Bool {
+    static let sendsAnalytics = PrefKey("sendsAnalytics", default: false)
+}
+
+@Observable
+final class Preferences {
+    @ObservationIgnored @StoredValue(key: "hasHapticsEnabled") var hasHapticsEnabled = false
+    @ObservationIgnored @StoredValue(key: "lastOpenedDate") var lastOpenedDate: Date? = nil
+    @ObservationIgnored @StoredValue(key: "currentTheme") var currentTheme: Theme = .light
+    @ObservationIgnored @StoredValue(key: "editor") var editor = EditorSettings()
+    @ObservationIgnored @StoredValue(key: "favoriteTags") var favoriteTags: [String] = []
+    @ObservationIgnored @StoredValue(key: "featureFlags") var featureFlags: [String: Bool] = [:]
+    @ObservationIgnored @StoredValue(.sendsAnalytics) var sendsAnalytics
+}
+
+final class Session {
+    @SecureStoredValue<String>(key: "authToken") var authToken
+    @SecureStoredValue<[String]>(key: "trustedDevices") var trustedDevices
+}
+
+func section(_ title: String) { print("\n== \(title)") }
+
+let root: URL
+if let chosen = ProcessInfo.processInfo.environment["PREFS_DEMO_DIR"] {
+    root = URL(filePath: chosen, directoryHint: .isDirectory)
+} else {
+    root = FileManager.default.temporaryDirectory.appending(path: "prefs-demo-\(UUID().uuidString.prefix(8))")
+}
+let suiteFolder = root.appending(path: "config")
+let vaultURL = root.appending(path: "data/secrets.vault")
+let keyURL = root.appending(path: "config/demo/secrets.key")
+print("Prefs demo: everything is written under \(root.path) (your real preferences are not touched)")
+
+PrefsConfig.defaultStore = try UserDefaultsStore(suiteName: "com.example.demo", directory: suiteFolder)
+PrefsConfig.secureStore = try EncryptedFileStore(url: vaultURL, key: .keyFile(keyURL))
+PrefsConfig.errorHandler = { report in print("  reported: \(report)") }
+
+let prefs = Preferences()
+
+section("Observing currentTheme with for await (current value first, then changes)")
+// The subscription starts when `values` is read, so read it before the changes are made.
+let themes = prefs.$currentTheme.values
+let observed = Task {
+    var seen: [Theme] = []
+    for await theme in themes {
+        print("  observer saw: \(theme)")
+        seen.append(theme)
+        if seen.count == 3 { break }
+    }
+}
+
+section("Setting values")
+prefs.$currentTheme.set(.dark)
+prefs.$lastOpenedDate.set(Date(timeIntervalSinceReferenceDate: 786_000_000.125))
+prefs.$hasHapticsEnabled.toggle()
+prefs.$editor.set(\.fontSize, to: 15)
+prefs.$favoriteTags.append("swfit")
+prefs.$favoriteTags.replace("swfit", with: "swift")
+prefs.$favoriteTags.togglePresence("linux")
+prefs.$featureFlags.update(key: "darkMode", value: true)
+prefs.sendsAnalytics = true
+print("  theme=\(prefs.currentTheme) haptics=\(prefs.hasHapticsEnabled) editor=\(prefs.editor)")
+print("  tags=\(prefs.favoriteTags) flags=\(prefs.featureFlags) analytics=\(prefs.sendsAnalytics)")
+print("  lastOpenedDate keeps its fraction: \(prefs.lastOpenedDate!.timeIntervalSinceReferenceDate)")
+
+section("Observation framework: withObservationTracking sees a change made elsewhere")
+withObservationTracking {
+    _ = prefs.hasHapticsEnabled
+} onChange: {
+    print("  onChange fired for hasHapticsEnabled")
+}
+// A second model on the same store: a different wrapper of the same key.
+Preferences().hasHapticsEnabled = false
+
+prefs.$currentTheme.reset()
+await observed.value
+
+section("A secret in the encrypted vault")
+let session = Session()
+try session.$authToken.set("eyJhbGciOiJIUzI1NiJ9.demo")
+try session.$trustedDevices.append("laptop")
+print("  authToken is set: \(session.authToken != nil); description: \(session.$authToken)")
+print("  trustedDevices: \(session.trustedDevices ?? [])")
+let vaultBytes = try Data(contentsOf: vaultURL)
+let leaked = vaultBytes.range(of: Data("eyJhbGciOiJIUzI1NiJ9".utf8)) != nil
+print("  vault is \(vaultBytes.count) bytes; plaintext in file: \(leaked)")
+
+section("Bad input is an error, not a crash")
+do { _ = try UserDefaultsStore(suiteName: "../escape") } catch { print("  \(error)") }
+
+section("On disk")
+let plist = suiteFolder.appending(path: "com.example.demo.plist")
+for url in [plist, vaultURL, keyURL] {
+    let attributes = try FileManager.default.attributesOfItem(atPath: url.path)
+    let mode = String((attributes[.posixPermissions] as? Int) ?? 0, radix: 8)
+    print("  \(url.path)  mode \(mode)  \((attributes[.size] as? Int) ?? 0) bytes")
+}
+let reread = try PropertyListSerialization.propertyList(from: Data(contentsOf: plist), format: nil)
+if let values = reread as? [String: Any] {
+    print("  the suite as Foundation reads it:")
+    for key in values.keys.sorted() { print("    \(key) = \(values[key]!)") }
+}
+print("\nDone. Remove the folder with: rm -rf \(root.path)")

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test job: build with warnings as errors, format lint, then the test suite with private XDG folders
+# so no test can touch the real ~/.config or ~/.local/share.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+swift build --build-tests -Xswiftc -warnings-as-errors
+swift format lint --strict -r Sources Tests Package.swift
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+XDG_CONFIG_HOME="$scratch/config" XDG_DATA_HOME="$scratch/data" swift test --skip-build "$@"
