@@ -35,9 +35,19 @@ public enum PrefsConfig {
     ///
     /// Defaults to the process name. Set it once at startup, before the first `@SecureStoredValue` without a
     /// `store:` is created; the default vault is opened with the identifier in force at that moment.
+    ///
+    /// An identifier that cannot be a folder name (empty, containing `/`, `..` or NUL) is refused: the previous
+    /// one stays in force and the error goes to ``errorHandler``.
     public static var appIdentifier: String {
         get { state.withLock { $0.appIdentifier } }
-        set { state.withLock { $0.appIdentifier = newValue } }
+        set {
+            do {
+                try UserDefaultsStore.validate(suiteName: newValue)
+                state.withLock { $0.appIdentifier = newValue }
+            } catch {
+                report(error, key: "", operation: .write)
+            }
+        }
     }
 
     /// `PrefsConfig.secureStore = try EncryptedFileStore(url: …, key: .passphrase(…))` sets the vault used by

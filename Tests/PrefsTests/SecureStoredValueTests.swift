@@ -219,3 +219,33 @@ struct SecureStoredValueTests {
         #expect(try mode("config/com.example.helper") == 0o700)
     }
 }
+
+struct VaultTamperingTests {
+    /// Every single-bit flip and every truncation of a real vault file is refused by `EncryptedFileStore`, and the
+    /// refused file is left exactly as it was.
+    @Test func everyBitFlipAndTruncationIsRefusedUntouched() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        try SecureStoredValue<String>(key: "pin", store: vault.store).set("1234")
+        let original = try Data(contentsOf: vault.url)
+        let probe = vault.directory.file("probe.vault")
+        var refusals = 0
+        var variants: [Data] = (0..<original.count).map { Data(original.prefix($0)) }
+        for bit in 0..<(original.count * 8) {
+            var flipped = original
+            flipped[bit / 8] ^= UInt8(1) << UInt8(bit % 8)
+            variants.append(flipped)
+        }
+        for variant in variants {
+            try variant.write(to: probe)
+            do {
+                _ = try EncryptedFileStore(url: probe, key: .keyFile(vault.keyFile))
+                Issue.record("a damaged vault of \(variant.count) bytes opened")
+            } catch is VaultError {
+                refusals += 1
+            }
+            #expect(try Data(contentsOf: probe) == variant)
+        }
+        #expect(refusals == original.count + original.count * 8)
+    }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import Observation
 import PrefsTestSupport
 import Testing
 
@@ -278,5 +279,46 @@ struct UserDefaultsStoreTests {
         #expect(store?.url.lastPathComponent.hasPrefix("group.storage-form-") == true)
         try? FileManager.default.removeItem(at: store!.url)
         try? FileManager.default.removeItem(at: store!.url.deletingPathExtension().appendingPathExtension("lock"))
+    }
+}
+
+/// A plain (not `@Observable`) class: wrappers still take part in Observation tracking.
+final class PlainSettings: Sendable {
+    let count: StoredValue<Int>
+    init(store: any KeyValueStore) { count = StoredValue(key: "n", default: 0, store: store) }
+}
+
+struct CrossProcessObservationTests {
+    @Test(arguments: Backend.persistent)
+    func observationTrackingSeesAnotherProcessesWrite(_ backend: Backend) async throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let settings = PlainSettings(store: try backend.open(in: directory))
+        let (fired, signal) = AsyncStream.makeStream(of: Int.self)
+        withObservationTracking {
+            _ = settings.count.wrappedValue
+        } onChange: {
+            signal.yield(1)
+        }
+        let written = try ChildProcess.run(["set-int", backend.spec(in: directory), "n", "5"])
+        #expect(written.lines == ["ok"], "\(written.error)")
+        #expect(try await first(1, of: fired) == [1])
+        #expect(settings.count.wrappedValue == 5)
+    }
+
+    @Test func aWatchingChildSeesThisProcessesWrites() async throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try Backend.file.open(in: directory)
+        let child = try ChildProcess.start(["watch", Backend.file.spec(in: directory), "n", "3"])
+        var lines = child.lines().makeAsyncIterator()
+        #expect(await lines.next() == "ready")
+        #expect(await lines.next() == "0")
+        try store.set(1, for: PrefKey("n", default: 0))
+        #expect(await lines.next() == "1")
+        try store.set(2, for: PrefKey("n", default: 0))
+        #expect(await lines.next() == "2")
+        child.process.waitUntilExit()
+        #expect(child.process.terminationStatus == 0)
     }
 }

@@ -58,9 +58,8 @@ public final class EncryptedFileStore: KeyValueStore {
             }
             return home.appending(path: fallback, directoryHint: .isDirectory)
         }
-        let app =
-            appIdentifier.isEmpty || appIdentifier.contains("/") || appIdentifier.contains("..")
-            ? "prefs" : appIdentifier
+        // PrefsConfig refuses unusable identifiers; this guard keeps a direct caller inside the XDG folders too.
+        let app = (try? UserDefaultsStore.validate(suiteName: appIdentifier)) == nil ? "prefs" : appIdentifier
         return (
             folder("XDG_DATA_HOME", ".local/share").appending(path: app).appending(path: "secrets.vault"),
             folder("XDG_CONFIG_HOME", ".config").appending(path: app).appending(path: "secrets.key")
