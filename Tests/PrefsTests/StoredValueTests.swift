@@ -301,3 +301,54 @@ final class Flag: Sendable {
     func set() { value.withLock { $0 = true } }
     var isSet: Bool { value.withLock { $0 } }
 }
+
+/// A type that is not Codable and chooses its own compact stored form.
+struct SemanticVersion: PrefValueConvertible, Equatable {
+    var major: Int
+    var minor: Int
+
+    init(_ major: Int, _ minor: Int) {
+        self.major = major
+        self.minor = minor
+    }
+
+    init(prefValue: PrefValue) throws {
+        guard case .string(let text) = prefValue else {
+            throw PrefsError.typeMismatch(key: "", expected: "version", found: prefValue.typeName)
+        }
+        let parts = text.split(separator: ".").compactMap { Int($0) }
+        guard parts.count == 2 else {
+            throw PrefsError.typeMismatch(key: "", expected: "major.minor", found: "string")
+        }
+        self.init(parts[0], parts[1])
+    }
+
+    var prefValue: PrefValue { .string("\(major).\(minor)") }
+}
+
+/// A Codable type that still prefers its own stored form over JSON.
+struct Celsius: Codable, PrefValueConvertible, Equatable {
+    var degrees: Double
+    init(degrees: Double) { self.degrees = degrees }
+    init(prefValue: PrefValue) throws { degrees = try Double(prefValue: prefValue) }
+    var prefValue: PrefValue { .double(degrees) }
+}
+
+struct CustomRepresentationTests {
+    @Test func aNonCodableTypeStoresItsOwnForm() throws {
+        let store = InMemoryStore()
+        let key = PrefKey("lastSeenVersion", default: SemanticVersion(1, 0))
+        let version = StoredValue(key, store: store)
+        #expect(version.wrappedValue == SemanticVersion(1, 0))
+        version.set(SemanticVersion(2, 3))
+        #expect(try store.value(forKey: "lastSeenVersion") == .string("2.3"))
+        #expect(try store.value(for: key) == SemanticVersion(2, 3))
+    }
+
+    @Test func aCodableTypeWithItsOwnFormIsNotJSON() throws {
+        let store = InMemoryStore()
+        @StoredValue(key: "temperature", store: store) var temperature = Celsius(degrees: 20)
+        temperature = Celsius(degrees: 21.5)
+        #expect(try store.value(forKey: "temperature") == .double(21.5))
+    }
+}

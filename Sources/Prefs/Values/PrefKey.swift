@@ -26,6 +26,19 @@ public struct PrefKey<Value: Sendable & Equatable>: Sendable {
         self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(codable: Value.self))
     }
 
+    /// `PrefKey("version", default: Version(1, 0))` declares a key for a type that chooses its own stored form
+    /// through ``PrefValueConvertible`` and need not be `Codable`.
+    public init(_ name: String, default defaultValue: Value) where Value: PrefValueConvertible {
+        let codec = ValueCodec<Value>(encode: { try $0.prefValue }, decode: { try Value(prefValue: $0) })
+        self.init(name: name, defaultValue: defaultValue, codec: codec)
+    }
+
+    /// `PrefKey("count", default: 0)` for a type that is both `Codable` and ``PrefValueConvertible`` (every
+    /// built-in type): its own stored form wins.
+    public init(_ name: String, default defaultValue: Value) where Value: PrefValueConvertible & Codable {
+        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(codable: Value.self))
+    }
+
     init(name: String, defaultValue: Value, codec: ValueCodec<Value>) {
         self.name = name
         self.defaultValue = defaultValue
