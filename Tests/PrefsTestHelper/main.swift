@@ -29,6 +29,22 @@ if arguments.first == "foundation-write" {
     emit("ok")
     exit(0)
 }
+if arguments.first == "standard-set" || arguments.first == "standard-get" {
+    // standard-set KEY INT / standard-get KEY: the process's standard domain, through Prefs or Foundation.
+    let key = PrefKey(arguments[1], default: 0)
+    do {
+        if arguments[0] == "standard-set" {
+            UserDefaults.standard.set(Int(arguments[2])!, forKey: arguments[1])
+            UserDefaults.standard.synchronize()
+            emit("ok")
+        } else {
+            emit(String(try UserDefaultsStore.standard.value(for: key)))
+        }
+    } catch {
+        fail("\(error)")
+    }
+    exit(0)
+}
 if arguments.first == "default-secure-set" {
     // default-secure-set KEY VALUE: stores a secret in the default vault (located through XDG variables).
     PrefsConfig.appIdentifier = "com.example.helper"

@@ -271,6 +271,17 @@ struct UserDefaultsStoreTests {
         try await waitUntil(stream) { $0 == 7 }
     }
 
+    @Test func theStandardStoreIsFoundationsStandardDomain() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let environment = ["XDG_CONFIG_HOME": directory.url.path]
+        let written = try ChildProcess.run(["standard-set", "launches", "3"], environment: environment)
+        #expect(written.lines == ["ok"])
+        #expect(FileManager.default.fileExists(atPath: directory.file("PrefsTestHelper.plist").path))
+        let read = try ChildProcess.run(["standard-get", "launches"], environment: environment)
+        #expect(read.lines == ["3"], "\(read.error)")
+    }
+
     @Test func storageFormUsesTheSuiteOfAUserDefaults() throws {
         let defaults = UserDefaults(suiteName: "group.storage-form-\(UUID().uuidString.prefix(6))")!
         @StoredValue(key: "sharedSetting", storage: defaults) var shared = false
