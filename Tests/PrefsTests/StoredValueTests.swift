@@ -352,3 +352,23 @@ struct CustomRepresentationTests {
         #expect(try store.value(forKey: "temperature") == .double(21.5))
     }
 }
+
+struct ObservationsSequenceTests {
+    @Test func observationsSequenceSeesChangesFromAnotherWrapper() async throws {
+        let store = InMemoryStore()
+        let theme = StoredValue(key: "theme", default: Theme.light, store: store)
+        let (started, signal) = AsyncStream.makeStream(of: Theme.self)
+        let collected = Task {
+            var seen: [Theme] = []
+            for await current in Observations({ theme.wrappedValue }) {
+                seen.append(current)
+                signal.yield(current)
+                if current == .system { break }
+            }
+            return seen
+        }
+        #expect(try await first(1, of: started) == [.light])
+        StoredValue(key: "theme", default: Theme.light, store: store).set(.system)
+        #expect(await collected.value == [.light, .system])
+    }
+}
