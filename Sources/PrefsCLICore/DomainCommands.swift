@@ -91,6 +91,7 @@ enum DomainCommands {
         let (domain, key, text) = (invocation.positionals[0], invocation.positionals[1], invocation.positionals[2])
         let explicit = try invocation["--type"].map(ValueType.init(option:))
         try checkName(domain)
+        if key.isEmpty { throw Failure.usage("\(invocation.command): a key cannot be empty") }
         let store = try UserDefaultsStore(suiteName: domain)
         try store.updateValue(forKey: key) { old in
             let type = explicit ?? old.map(ValueType.init(of:)) ?? .string
