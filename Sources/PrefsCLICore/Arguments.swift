@@ -90,11 +90,7 @@ enum ArgumentParser {
             }
             let parts = token.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let name = String(parts[0])
-            if refusedSecretOptions.contains(name) {
-                throw Failure.usage(
-                    "\(path): refusing \(name): other users can read the command line with `ps`; "
-                        + "use --passphrase-env NAME, a key file, or type it when asked")
-            }
+            try refuseSecret(name, path: path)
             guard let option = command.options.first(where: { $0.name == name }) else {
                 throw Failure.usage("\(path): unknown option \(name); run `\(path) --help`")
             }
@@ -127,6 +123,14 @@ enum ArgumentParser {
                 "\(path): unexpected argument \(String(reflecting: extra)); usage: \(usage(of: command, path: path))")
         }
         return invocation
+    }
+
+    /// Refuses the options that would put a secret on the command line, without echoing their value.
+    static func refuseSecret(_ name: String, path: String) throws {
+        guard refusedSecretOptions.contains(name) else { return }
+        throw Failure.usage(
+            "\(path): refusing \(name): other users can read the command line with `ps`; "
+                + "use --passphrase-env NAME, a key file, or type it when asked")
     }
 
     /// Whether the user asked for help: `-h` or `--help` before any `--`.

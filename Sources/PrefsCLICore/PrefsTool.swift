@@ -154,9 +154,15 @@ package enum PrefsTool {
     static func dispatch(_ arguments: [String], in group: Command, path: String, console: Console) async throws {
         var index = 0
         while index < arguments.count, arguments[index].hasPrefix("-"), arguments[index] != "--" {
-            let name = arguments[index]
-            if group.options.contains(where: { $0.name == name && $0.value != nil }) { index += 1 }
+            let token = arguments[index]
             index += 1
+            if token == "--help" || token == "-h" { continue }
+            let name = String(token.prefix { $0 != "=" })
+            try ArgumentParser.refuseSecret(name, path: path)
+            guard let option = group.options.first(where: { $0.name == name }) else {
+                throw Failure.usage("\(path): unknown option \(name); run `\(path) --help`")
+            }
+            if option.value != nil, name == token { index += 1 }
         }
         let rest = Array(arguments[..<min(index, arguments.count)]) + arguments.dropFirst(index + 1)
         guard index < arguments.count, arguments[index] != "--" else {

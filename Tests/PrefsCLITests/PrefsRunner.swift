@@ -37,6 +37,7 @@ struct Sandbox {
         try PrefsProcess.run(arguments, stdin: stdin, environment: environment.merging(extra) { $1 })
     }
 
+    @discardableResult
     func prefs(_ arguments: [String], stdin: String? = nil, environment extra: [String: String] = [:]) throws
         -> PrefsResult
     {
