@@ -12,3 +12,9 @@ test: deps
 
 format:
 	swift format -i -r Sources Tests Package.swift
+
+# `make cli` builds the `prefs` command-line tool: .build/release/prefs
+.PHONY: cli
+cli: deps
+	swift build -c release --product prefs
+	@echo "built $$(swift build -c release --show-bin-path)/prefs"

@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "Prefs", targets: ["Prefs"]),
         .executable(name: "prefs-demo", targets: ["PrefsDemo"]),
+        .executable(name: "prefs", targets: ["PrefsCLI"]),
     ],
     targets: [
         .systemLibrary(
@@ -35,6 +36,18 @@ let package = Package(
         .testTarget(
             name: "PrefsTests",
             dependencies: ["Prefs", "PrefsTestSupport", "PrefsTestHelper"]
+        ),
+        .target(
+            name: "PrefsCLICore",
+            dependencies: ["Prefs"]
+        ),
+        .executableTarget(
+            name: "PrefsCLI",
+            dependencies: ["PrefsCLICore"]
+        ),
+        .testTarget(
+            name: "PrefsCLITests",
+            dependencies: ["Prefs", "PrefsCLICore", "PrefsCLI"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -81,7 +81,10 @@ public final class UserDefaultsStore: KeyValueStore {
         return FileManager.default.homeDirectoryForCurrentUser.appending(path: ".config", directoryHint: .isDirectory)
     }
 
-    static func validate(suiteName: String) throws(PrefsError) {
+    /// `try UserDefaultsStore.validate(suiteName: name)` checks a suite name without opening or creating anything.
+    ///
+    /// - Throws: ``PrefsError/invalidSuiteName(_:reason:)`` for the names ``init(suiteName:directory:)`` refuses.
+    public static func validate(suiteName: String) throws(PrefsError) {
         func refuse(_ reason: String) -> PrefsError { .invalidSuiteName(suiteName, reason: reason) }
         if suiteName.isEmpty { throw refuse("a suite name cannot be empty") }
         if suiteName.contains("/") { throw refuse("a suite name cannot contain '/'") }

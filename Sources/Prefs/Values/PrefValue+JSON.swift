@@ -1,0 +1,43 @@
+public import Foundation
+
+extension PrefValue {
+    /// `try PrefValue(jsonText: "[1, 2]")` parses one value written in Prefs' JSON form.
+    ///
+    /// Any JSON value except `null` is accepted: numbers without a fraction or exponent become ``int(_:)`` (or
+    /// ``unsignedInt(_:)`` above `Int64.max`), other numbers ``double(_:)``, objects ``dictionary(_:)``. The tagged
+    /// objects a ``FileStore`` writes are understood too, so every value round-trips exactly through ``jsonText()``:
+    /// `{"$float": 0.5}`, `{"$date": 786123456.789}` (seconds since 2001-01-01), `{"$data": "yv4="}` (base64) and
+    /// `{"$dict": {…}}`.
+    ///
+    /// - Throws: ``PrefsError/decodingFailed(key:reason:)`` naming the byte offset of the first error.
+    public init(jsonText: String) throws {
+        self = try JSONFormat.decodeValue(jsonText)
+    }
+
+    /// `try value.jsonText()` writes the value as single-line JSON, in the form ``init(jsonText:)`` reads back.
+    ///
+    /// - Throws: ``PrefsError/encodingFailed(key:reason:)`` for a value JSON cannot hold, such as `Double.nan`.
+    public func jsonText() throws -> String {
+        try JSONFormat.encodeValue(self)
+    }
+
+    /// `try PrefValue.jsonDocument(values)` writes a whole set of preferences as a ``FileStore`` file does: a
+    /// pretty-printed JSON object with sorted keys and a trailing newline.
+    ///
+    /// - Throws: ``PrefsError/encodingFailed(key:reason:)`` naming the key whose value JSON cannot hold.
+    public static func jsonDocument(_ values: [String: PrefValue]) throws -> Data {
+        try JSONFormat.encode(values)
+    }
+
+    /// `try PrefValue.values(fromJSONDocument: data)` parses a document written by ``jsonDocument(_:)`` (or any
+    /// JSON object of keys and values) in full before returning, so malformed input never yields partial results.
+    ///
+    /// - Parameter source: Names the input in error messages, for example its path.
+    /// - Throws: ``PrefsError/corruptFile(path:reason:)`` for anything but a well-formed JSON object without
+    ///   `null`s or duplicate keys.
+    public static func values(fromJSONDocument data: Data, source: String = "JSON document") throws -> [String:
+        PrefValue]
+    {
+        try JSONFormat.decode(data, path: source)
+    }
+}

@@ -1,0 +1,5 @@
+// The `prefs` command-line tool; everything but this entry point lives in PrefsCLICore, where it is unit-tested.
+import Foundation
+import PrefsCLICore
+
+exit(await PrefsTool.run(Array(CommandLine.arguments.dropFirst()), console: .standard))

@@ -1,0 +1,63 @@
+import Foundation
+import Prefs
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The exit statuses of `prefs`, as documented in `prefs --help`.
+package enum ExitStatus: Int32, Sendable {
+    case success = 0
+    /// A domain, key, secret, vault or file that does not exist, or an operation the file system refused.
+    case notFound = 1
+    /// A command used wrongly: unknown command or option, missing argument, a value that does not parse.
+    case usage = 2
+    /// A vault that does not authenticate (wrong key or modified file), or a damaged preferences file.
+    case integrity = 3
+}
+
+/// A failure that ends a command: the exit status and a one-line message that says what to do.
+struct Failure: Error, Equatable {
+    let status: ExitStatus
+    let message: String
+
+    init(_ status: ExitStatus, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    static func usage(_ message: String) -> Failure { Failure(.usage, message) }
+    static func notFound(_ message: String) -> Failure { Failure(.notFound, message) }
+
+    /// Maps a library error to an exit status, keeping the library's one-line description.
+    static func from(_ error: any Error) -> Failure {
+        switch error {
+        case let failure as Failure:
+            return failure
+        case let error as PrefsError:
+            switch error {
+            case .invalidSuiteName, .invalidKey, .typeMismatch, .encodingFailed, .decodingFailed:
+                return Failure(.usage, error.description)
+            case .corruptFile:
+                return Failure(.integrity, error.description + "; repair or delete it")
+            case .io(_, _, let code, _):
+                return Failure(.notFound, error.description + (code == EACCES ? "; check the permissions" : ""))
+            }
+        case let error as VaultError:
+            switch error {
+            case .authenticationFailed:
+                return Failure(.integrity, error.description + "; check the key file or passphrase")
+            case .io:
+                return Failure(.notFound, error.description)
+            case .invalidKey:
+                return Failure(.integrity, error.description + "; give the kind of key the vault was created with")
+            case .unsupportedFormatVersion, .notAVault, .truncated, .insecureKeyFile:
+                return Failure(.integrity, error.description)
+            }
+        default:
+            return Failure(.notFound, String(describing: error))
+        }
+    }
+}

@@ -1,0 +1,204 @@
+import Foundation
+
+/// `prefs`: reads, writes and watches UserDefaults suites and encrypted vaults from the command line.
+package enum PrefsTool {
+    static let jsonFlag = Option.flag("--json", "print JSON (Prefs' exact JSON form)")
+    static let typeOption = Option.value(
+        "--type", "TYPE", "bool, int, float (alias double), string, date, data or json")
+
+    static let commands: [Command] = [
+        Command(
+            "domains", arguments: "", positionals: 0...0, options: [jsonFlag],
+            summary: "List the domains (UserDefaults suites) in the preferences folder.",
+            help: "The folder is $XDG_CONFIG_HOME, or ~/.config when it is unset; each NAME.plist is a domain.",
+            run: { try DomainCommands.domains($0) }),
+        Command(
+            "read", arguments: "DOMAIN [KEY]", positionals: 1...2, options: [jsonFlag],
+            summary: "Print one value bare (true, 42, 0.5, text as is), or every key with its type and value.",
+            help: """
+                Dates print in ISO 8601 (UTC, with as many fraction digits as needed to be exact), data in hex,
+                arrays and dictionaries as JSON. Without KEY and with --json, prints the domain as `export` does.
+                """,
+            run: { try DomainCommands.read($0) }),
+        Command(
+            "write", arguments: "DOMAIN KEY VALUE", positionals: 3...3, options: [typeOption],
+            summary: "Store VALUE under KEY, creating the domain if needed.",
+            help: """
+                Without --type the type of the value already stored is kept, and a new key is a string. A VALUE
+                that does not parse as the type is refused and nothing changes. Types:
+                  bool    true, false, yes, no, 1, 0
+                  int     a 64-bit whole number (unsigned up to 18446744073709551615)
+                  float   a double-precision number (like `defaults`); `double` is the same
+                  string  the text as is
+                  date    ISO 8601: 2024-05-01T12:30:00Z, 2024-05-01 14:30:00.25+02:00
+                  data    hex bytes: cafe01 or 0xCAFE01
+                  json    any JSON value but null: [1, 2], {"a": true}, "text"
+                Use `--` before a VALUE that starts with `--`.
+                """,
+            run: { try DomainCommands.write($0) }),
+        Command(
+            "delete", arguments: "DOMAIN [KEY]", positionals: 1...2,
+            summary: "Remove KEY from DOMAIN, or the whole domain.",
+            help: "Removing a domain deletes its NAME.plist; its NAME.lock file stays, as other processes may hold it.",
+            run: { try DomainCommands.delete($0) }),
+        Command(
+            "export", arguments: "DOMAIN", positionals: 1...1,
+            summary: "Print the whole domain as a JSON document, exactly: `prefs import` reads it back.",
+            help: """
+                Values JSON has no type for are tagged: {"$date": 736255800.5} (seconds since 2001-01-01),
+                {"$data": "yv4="} (base64), {"$float": 0.5} (single precision).
+                """,
+            run: { try DomainCommands.export($0) }),
+        Command(
+            "import", arguments: "DOMAIN FILE", positionals: 2...2,
+            summary: "Replace DOMAIN's content with the JSON document in FILE (`-` reads standard input).",
+            help: """
+                All or nothing: the whole file is parsed first, then the domain is replaced in one atomic write.
+                Keys that are not in FILE are removed. A malformed file changes nothing.
+                """,
+            run: { try DomainCommands.import($0) }),
+        Command(
+            "watch", arguments: "DOMAIN [KEY...]", positionals: 1...Int.max,
+            summary: "Print each change to DOMAIN (or to the KEYs) as it happens, from any process.",
+            help: """
+                Prints `KEY = VALUE (TYPE)` or `KEY removed` on standard output, one line per change, until
+                interrupted (Ctrl-C or SIGTERM, exit status 0). A line on standard error says when it is ready.
+                """,
+            run: { try await DomainCommands.watch($0) }),
+        Command(
+            group: "secure",
+            summary: "Keep secrets in an encrypted vault (XChaCha20-Poly1305, tamper-evident).",
+            help: """
+                The key comes from --key-file PATH, or a passphrase from the environment variable named by
+                --passphrase-env NAME, or typed on the terminal without echo. It is never taken from the
+                command line, where other users can see it with `ps`. Without --vault, the vault of --app (by
+                default `prefs`) is used with that app's key file: $XDG_DATA_HOME/APP/secrets.vault and
+                $XDG_CONFIG_HOME/APP/secrets.key.
+                """,
+            options: SecureCommands.vaultOptions,
+            subcommands: secureCommands),
+    ]
+
+    static let secureCommands: [Command] = [
+        Command(
+            "init", arguments: "", positionals: 0...0, options: SecureCommands.vaultOptions,
+            summary: "Create an empty vault (and its key file when the key file does not exist yet).",
+            help: "A passphrase typed on the terminal is asked twice. An existing vault is never replaced.",
+            run: { try SecureCommands.initialize($0) }),
+        Command(
+            "set", arguments: "NAME", positionals: 1...1, options: SecureCommands.vaultOptions + [typeOption],
+            summary: "Store a secret read from standard input (typed without echo on a terminal).",
+            help: """
+                The value is never taken from the command line. One trailing newline is dropped, so
+                `printf '%s\\n' "$TOKEN" | prefs secure set token` stores the token. Types are as for `prefs write`.
+                """,
+            run: { try SecureCommands.set($0) }),
+        Command(
+            "get", arguments: "NAME", positionals: 1...1,
+            options: SecureCommands.vaultOptions + [
+                .flag("--reveal", "print the secret's value"), .flag("--json", "with --reveal, print it as JSON"),
+            ],
+            summary: "Say whether a secret is set; print its value only with --reveal.",
+            help: "", run: { try SecureCommands.get($0) }),
+        Command(
+            "delete", arguments: "NAME", positionals: 1...1, options: SecureCommands.vaultOptions,
+            summary: "Remove a secret.", help: "", run: { try SecureCommands.delete($0) }),
+        Command(
+            "list", arguments: "", positionals: 0...0, options: SecureCommands.vaultOptions,
+            summary: "Print the names of the secrets, never their values.", help: "",
+            run: { try SecureCommands.list($0) }),
+        Command(
+            "rekey", arguments: "", positionals: 0...0,
+            options: SecureCommands.vaultOptions + [
+                .value("--new-key-file", "PATH", "the new key file (created when it does not exist)"),
+                .value("--new-passphrase-env", "NAME", "read the new passphrase from environment variable NAME"),
+            ],
+            summary: "Re-encrypt the vault under a new key file or passphrase, in one atomic replace.",
+            help: "Without --new-key-file or --new-passphrase-env, the new passphrase is asked twice on the terminal.",
+            run: { try SecureCommands.rekey($0) }),
+        Command(
+            "verify", arguments: "", positionals: 0...0, options: SecureCommands.vaultOptions,
+            summary: "Check that the vault opens with the key and authenticates.", help: "",
+            run: { try SecureCommands.verify($0) }),
+    ]
+
+    static let tool = Command(
+        group: "prefs",
+        summary: "Read, write and watch preferences (UserDefaults suites) and encrypted vaults on Linux.",
+        help: """
+            Run `prefs COMMAND --help` for a command's details.
+
+            exit status:
+              0  success
+              1  not found (domain, key, secret, vault, file), or the file system refused the operation
+              2  usage error: unknown command or option, missing argument, a value that does not parse
+              3  authentication or integrity failure: wrong key, modified vault, damaged preferences file
+            """,
+        options: [], subcommands: commands)
+
+    /// `await PrefsTool.run(arguments, console: .standard)` runs one command line (without the program name) and
+    /// returns the exit status; errors are printed on the console's standard error as one line.
+    package static func run(_ arguments: [String], console: Console) async -> Int32 {
+        do {
+            try await dispatch(arguments, in: tool, path: "prefs", console: console)
+            return ExitStatus.success.rawValue
+        } catch {
+            let failure = Failure.from(error)
+            let message = failure.message.hasPrefix("prefs") ? failure.message : "prefs: " + failure.message
+            console.printError(message)
+            return failure.status.rawValue
+        }
+    }
+
+    /// Finds the command named by the first argument that is not an option (or an option's value) and runs it.
+    static func dispatch(_ arguments: [String], in group: Command, path: String, console: Console) async throws {
+        var index = 0
+        while index < arguments.count, arguments[index].hasPrefix("-"), arguments[index] != "--" {
+            let token = arguments[index]
+            index += 1
+            if token == "--help" || token == "-h" { continue }
+            let name = String(token.prefix { $0 != "=" })
+            try ArgumentParser.refuseSecret(name, path: path)
+            guard let option = group.options.first(where: { $0.name == name }) else {
+                throw Failure.usage("\(path): unknown option \(name); run `\(path) --help`")
+            }
+            if option.value != nil, name == token { index += 1 }
+        }
+        let rest = Array(arguments[..<min(index, arguments.count)]) + arguments.dropFirst(index + 1)
+        guard index < arguments.count, arguments[index] != "--" else {
+            if ArgumentParser.asksForHelp(arguments) {
+                console.writeOutput(ArgumentParser.help(of: group, path: path))
+                return
+            }
+            throw Failure.usage("\(path): missing command; run `\(path) --help` for the list")
+        }
+        let name = arguments[index]
+        if group.name == "prefs", name == "help" {
+            // `prefs help [COMMAND…]` is `prefs [COMMAND…] --help`.
+            try await dispatch(
+                Array(arguments.dropFirst(index + 1)) + ["--help"], in: group, path: path, console: console)
+            return
+        }
+        guard let command = group.subcommands.first(where: { $0.name == name }) else {
+            throw Failure.usage(
+                "\(path): unknown command \(String(reflecting: name)); run `\(path) --help` for the list")
+        }
+        let commandPath = path + " " + name
+        if !command.subcommands.isEmpty {
+            try await dispatch(rest, in: command, path: commandPath, console: console)
+            return
+        }
+        if ArgumentParser.asksForHelp(rest) {
+            console.writeOutput(ArgumentParser.help(of: command, path: commandPath))
+            return
+        }
+        let invocation = try ArgumentParser.parse(rest, for: command, path: commandPath, console: console)
+        do {
+            try await command.run(invocation)
+        } catch {
+            let failure = Failure.from(error)
+            if failure.message.hasPrefix("prefs") { throw failure }
+            throw Failure(failure.status, commandPath + ": " + failure.message)
+        }
+    }
+}
