@@ -12,3 +12,13 @@ test: deps
 
 format:
 	swift format -i -r Sources Tests Package.swift
+
+# `make docs` builds the DocC catalog with the toolchain's docc and fails on any warning; `make coverage` runs the
+# tests with coverage and fails below 90% line coverage of the library.
+.PHONY: docs coverage
+
+docs: deps
+	scripts/docs.sh
+
+coverage: deps
+	scripts/coverage.sh
