@@ -230,6 +230,17 @@ enum BoutiqueMigration {
     }
 }
 
+// MARK: - MigratingFromAppStorage.md
+
+func importFromUserDefaults<Value: Codable & Sendable & Equatable>(
+    _ key: PrefKey<Value>, from defaults: UserDefaults = .standard, into store: any KeyValueStore
+) throws {
+    guard try store.value(forKey: key.name) == nil,
+        let old = defaults.object(forKey: key.name) as? Value
+    else { return }
+    try store.set(old, for: key)
+}
+
 // MARK: - MigratingFromDefaults.md
 
 extension PrefKey where Value == Bool {
@@ -499,6 +510,20 @@ struct DocumentationExamplesTests {
         #expect(security.authToken == "eyJhbGciOi")
         #expect(security.trustedDevices == ["device-xyz"])
         #expect(try vault.value(forKey: "com.example.auth.authToken") == .string("eyJhbGciOi"))
+    }
+
+    @Test func appStorageValuesAreImportedOnce() throws {
+        // In-memory UserDefaults state only: the suite is never synchronised, so nothing reaches the disk.
+        let defaults = try #require(UserDefaults(suiteName: "doc-import-\(UUID().uuidString.prefix(8))"))
+        defaults.set(true, forKey: "doTheThing")
+        let store = InMemoryStore()
+        try importFromUserDefaults(.doTheThing, from: defaults, into: store)
+        #expect(try store.value(for: .doTheThing) == true)
+
+        // Once imported, the new store wins: a later import does not overwrite it.
+        try store.set(false, for: .doTheThing)
+        try importFromUserDefaults(.doTheThing, from: defaults, into: store)
+        #expect(try store.value(for: .doTheThing) == false)
     }
 
     @Test func defaultsStyleAccess() throws {
