@@ -14,11 +14,15 @@ toolchain_bin="$(dirname "$(command -v swift)")"
 docc="$toolchain_bin/docc"
 [[ -x "$docc" ]] || docc="$(command -v docc)"
 
-# 1. Symbol graphs of the public API, emitted while compiling the library.
-rm -rf "$graphs"
+# 1. Symbol graphs of the public API, emitted while compiling the library. The compiler writes them only when it
+#    re-emits the module, which an incremental build may skip, so the library is compiled from scratch in a build
+#    folder of its own (about 10 s; the normal .build is left alone).
+scratch=".build/docs-build"
+rm -rf "$graphs" "$scratch"
 mkdir -p "$graphs"
-swift build --target Prefs \
-    -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$graphs"
+swift build --scratch-path "$scratch" --target Prefs \
+    -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$PWD/$graphs"
+[[ -f "$graphs/Prefs.symbols.json" ]] || { echo "docs: the compiler emitted no symbol graph in $graphs" >&2; exit 1; }
 
 # 2. Every public declaration written in Sources/Prefs has its own doc comment (not one inherited from a protocol).
 #    Symbols without a source location are synthesised by the compiler (hashValue, Equatable's ==, …).
