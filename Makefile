@@ -18,3 +18,13 @@ format:
 cli: deps
 	swift build -c release --product prefs
 	@echo "built $$(swift build -c release --show-bin-path)/prefs"
+
+# `make docs` builds the DocC catalog with the toolchain's docc and fails on any warning; `make coverage` runs the
+# tests with coverage and fails below 90% line coverage of the library.
+.PHONY: docs coverage
+
+docs: deps
+	scripts/docs.sh
+
+coverage: deps
+	scripts/coverage.sh

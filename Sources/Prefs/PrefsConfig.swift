@@ -97,19 +97,19 @@ public enum PrefsConfig {
 
 /// `PrefsConfig.errorHandler = { (report: PrefsReport) in … }` receives one of these for each reported error.
 public struct PrefsReport: Sendable, CustomStringConvertible {
-    /// What was being done when the error happened: `.read` or `.write`.
+    /// `report.operation == .read` tells what was being done when the error happened: `.read` or `.write`.
     public enum Operation: String, Sendable {
-        /// A read, which returned the default value instead.
+        /// `.read`: a read, which returned the default value instead.
         case read
-        /// A write, which left the stored value as it was.
+        /// `.write`: a write, which left the stored value as it was.
         case write
     }
 
-    /// The key of the preference involved.
+    /// `report.key` is the key of the preference involved.
     public let key: String
-    /// Whether a read or a write failed.
+    /// `report.operation` tells whether a read or a write failed.
     public let operation: Operation
-    /// The error, usually a ``PrefsError`` or ``VaultError``.
+    /// `report.error` is the error, usually a ``PrefsError`` or ``VaultError``.
     public let error: any Error
 
     /// `"read of \"theme\" failed: …"`.

@@ -19,7 +19,7 @@ public import Foundation
 /// version (``VaultError/unsupportedFormatVersion(_:)``), when it is truncated, or when a key file is readable
 /// by others (``VaultError/insecureKeyFile(path:mode:)``).
 public final class EncryptedFileStore: KeyValueStore {
-    /// The vault file.
+    /// `vault.url` is the vault file.
     public let url: URL
     let storage: FileBackedStorage
     private let codec: VaultSnapshotCodec
@@ -66,21 +66,23 @@ public final class EncryptedFileStore: KeyValueStore {
         )
     }
 
-    /// The value stored under `key`, served from memory once the vault is open.
+    /// `try vault.value(forKey: "authToken")` returns the stored value, served from memory once the vault is open.
     public func value(forKey key: String) throws -> PrefValue? { try storage.value(forKey: key) }
 
-    /// Seals the vault with `value` stored under `key` (nil removes it), durably, before returning.
+    /// `try vault.setValue(.string(token), forKey: "authToken")` seals the vault with the new value (nil removes
+    /// it), durably, before returning.
     public func setValue(_ value: PrefValue?, forKey key: String) throws {
         try storage.update(forKey: key) { _ in value }
     }
 
-    /// Reads, transforms and re-seals one value while holding the vault's cross-process lock.
+    /// `try vault.updateValue(forKey: "devices") { … }` reads, transforms and re-seals one value while holding the
+    /// vault's cross-process lock.
     @discardableResult
     public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try storage.update(forKey: key, transform)
     }
 
-    /// Every secret's name and value.
+    /// `try vault.allValues()` returns every secret's name and value.
     public func allValues() throws -> [String: PrefValue] { try storage.allValues() }
 
     /// `try vault.rekey(to: .passphrase(newPassphrase))` re-encrypts the vault under a new key.

@@ -1,29 +1,31 @@
 public import Foundation
 
-/// The errors an encrypted vault throws: `catch let error as VaultError { … }`.
+/// `catch let error as VaultError { … }` catches the errors an encrypted vault throws.
 ///
 /// Opening never modifies the vault file, whatever the error.
 public enum VaultError: Error, Sendable, Equatable {
-    /// A vault that could not be decrypted: either the key is wrong or the file was modified. The two are
-    /// indistinguishable by design.
+    /// `.authenticationFailed`: the vault could not be decrypted, because either the key is wrong or the file was
+    /// modified. The two are indistinguishable by design.
     case authenticationFailed
-    /// A vault written by a newer (or unknown) version of the format.
+    /// `.unsupportedFormatVersion(2)`: a vault written by a newer (or unknown) version of the format.
     case unsupportedFormatVersion(UInt16)
-    /// A file that is not a vault at all, or whose header is malformed.
+    /// `.notAVault(reason:)`: a file that is not a vault at all, or whose header is malformed.
     case notAVault(reason: String)
-    /// A vault file shorter than its header says it should be: `expected` bytes, `actual` found.
+    /// `.truncated(expected:actual:)`: a vault file shorter than its header says it should be.
     case truncated(expected: Int, actual: Int)
-    /// A key file that group or others can access in any way; the mode is the file's permission bits.
+    /// `.insecureKeyFile(path:mode:)`: a key file that group or others can access in any way; `mode` is the file's
+    /// permission bits.
     case insecureKeyFile(path: String, mode: UInt32)
-    /// A key that cannot be used: a key file or raw key that is not 32 bytes, an empty passphrase, or a key of the
-    /// wrong kind for the vault.
+    /// `.invalidKey(reason:)`: a key that cannot be used: a key file or raw key that is not 32 bytes, an empty
+    /// passphrase, or a key of the wrong kind for the vault.
     case invalidKey(reason: String)
-    /// A file-system operation that failed, with the `errno` text: permission denied, disk full, …
+    /// `.io(path:operation:errno:message:)`: a file-system operation that failed, with the `errno` text: permission
+    /// denied, disk full, …
     case io(path: String, operation: String, errno: Int32, message: String)
 }
 
 extension VaultError: LocalizedError, CustomStringConvertible {
-    /// A one-line message that says what went wrong and what to do about it: `print(error)`.
+    /// `print(error)` prints a one-line message that says what went wrong and what to do about it.
     public var description: String {
         switch self {
         case .authenticationFailed:
@@ -42,6 +44,6 @@ extension VaultError: LocalizedError, CustomStringConvertible {
         }
     }
 
-    /// The same text as ``description``, for `error.localizedDescription`.
+    /// `error.localizedDescription` is the same text as ``description``.
     public var errorDescription: String? { description }
 }

@@ -7,7 +7,7 @@ public import Foundation
     import Darwin
 #endif
 
-/// How a vault's key is obtained: `.keyFile(url)`, `.passphrase(text)` or `.raw(bytes)`.
+/// `.keyFile(url)`, `.passphrase(text)` or `.raw(bytes)`: where a vault's key comes from.
 public enum VaultKey: Sendable {
     /// `.keyFile(url)` reads the 32-byte vault key from the file at `url`.
     ///

@@ -11,7 +11,7 @@ public import Foundation
 /// Values JSON cannot express natively are tagged so they round-trip exactly:
 /// `{"$date": 786123456.789}` (seconds since 2001-01-01), `{"$data": "base64…"}` and `{"$float": 0.1}`.
 public final class FileStore: KeyValueStore {
-    /// The JSON file this store reads and writes.
+    /// `store.url` is the JSON file this store reads and writes.
     public let url: URL
     let storage: FileBackedStorage
 
@@ -33,21 +33,22 @@ public final class FileStore: KeyValueStore {
         }
     }
 
-    /// The value stored under `key`, served from memory.
+    /// `try store.value(forKey: "theme")` returns the stored value, served from memory.
     public func value(forKey key: String) throws -> PrefValue? { try storage.value(forKey: key) }
 
-    /// Durably stores `value` under `key` (nil removes it) before returning.
+    /// `try store.setValue(.bool(true), forKey: "flag")` stores a value (nil removes it) durably before returning.
     public func setValue(_ value: PrefValue?, forKey key: String) throws {
         try storage.update(forKey: key) { _ in value }
     }
 
-    /// Reads, transforms and writes one value while holding the file's cross-process lock.
+    /// `try store.updateValue(forKey: "count") { … }` reads, transforms and writes one value while holding the
+    /// file's cross-process lock.
     @discardableResult
     public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try storage.update(forKey: key, transform)
     }
 
-    /// Every key and value in the file.
+    /// `try store.allValues()` returns every key and value in the file.
     public func allValues() throws -> [String: PrefValue] { try storage.allValues() }
 
     /// `try store.replaceAll(values)` replaces the whole content in one atomic, durable write.

@@ -14,7 +14,7 @@ import Synchronization
 public final class InMemoryStore: KeyValueStore {
     private let storage: Mutex<[String: PrefValue]>
 
-    /// `ChangeFeed` on which this store announces changes.
+    /// `store.changes` is the ``ChangeFeed`` on which this store announces changes.
     public let changes = ChangeFeed()
 
     /// `InMemoryStore(["theme": .string("dark")])` creates a store, optionally seeded with values.
@@ -22,17 +22,17 @@ public final class InMemoryStore: KeyValueStore {
         storage = Mutex(values)
     }
 
-    /// The value stored under `key`, or nil.
+    /// `try store.value(forKey: "theme")` returns the stored value, or nil.
     public func value(forKey key: String) throws -> PrefValue? {
         storage.withLock { $0[key] }
     }
 
-    /// Stores `value` under `key`; nil removes it.
+    /// `try store.setValue(.bool(true), forKey: "flag")` stores a value; nil removes it.
     public func setValue(_ value: PrefValue?, forKey key: String) throws {
         try updateValue(forKey: key) { _ in value }
     }
 
-    /// Atomically replaces the value under `key` with `transform(current)`.
+    /// `try store.updateValue(forKey: "count") { … }` atomically replaces the value with `transform(current)`.
     @discardableResult
     public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try validateKey(key)
@@ -48,7 +48,7 @@ public final class InMemoryStore: KeyValueStore {
         return updated
     }
 
-    /// Every key and value currently held.
+    /// `try store.allValues()` returns every key and value currently held.
     public func allValues() throws -> [String: PrefValue] {
         storage.withLock { $0 }
     }

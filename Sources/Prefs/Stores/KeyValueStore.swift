@@ -32,8 +32,10 @@ public protocol KeyValueStore: AnyObject, Sendable {
 
     /// `try store.updateValue(forKey: "count") { … }` reads, transforms and writes one value atomically.
     ///
-    /// - Parameter transform: Receives the current value (nil when absent) and returns the new one (nil removes).
-    ///   If it throws, nothing is written and the error is rethrown.
+    /// - Parameters:
+    ///   - key: The key whose value is updated.
+    ///   - transform: Receives the current value (nil when absent) and returns the new one (nil removes). If it
+    ///     throws, nothing is written and the error is rethrown.
     /// - Returns: The value now stored.
     @discardableResult
     func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue?
@@ -46,7 +48,8 @@ public protocol KeyValueStore: AnyObject, Sendable {
 }
 
 extension KeyValueStore {
-    /// The default read-modify-write: atomic among callers in this process, not across processes.
+    /// `try store.updateValue(forKey: "count") { … }`, by default: a read-modify-write that is atomic among callers
+    /// in this process, not across processes.
     @discardableResult
     public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try changes.withUpdateLock {

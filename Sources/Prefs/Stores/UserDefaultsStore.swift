@@ -13,7 +13,8 @@ public import Foundation
 /// - refuses suite names that would write outside the preferences folder;
 /// - never overwrites a file it cannot read, and notices other processes' changes.
 public final class UserDefaultsStore: KeyValueStore {
-    /// The standard domain of this process: `<process name>.plist` in the preferences folder.
+    /// `UserDefaultsStore.standard` is the standard domain of this process: `<process name>.plist` in the
+    /// preferences folder.
     ///
     /// If the file cannot be read (for example it is corrupt), reads report the error and return defaults, and
     /// writes throw rather than replace the file.
@@ -23,11 +24,11 @@ public final class UserDefaultsStore: KeyValueStore {
         return UserDefaultsStore(suiteName: nil, storage: storage)
     }()
 
-    /// The suite's name, or nil for ``standard``.
+    /// `store.suiteName` is the suite's name, or nil for ``standard``.
     public let suiteName: String?
     let storage: FileBackedStorage
 
-    /// The property-list file behind this store.
+    /// `store.url` is the property-list file behind this store.
     public var url: URL { storage.file.url }
 
     /// `store.changes` announces every change, including those made by other processes.
@@ -73,7 +74,8 @@ public final class UserDefaultsStore: KeyValueStore {
         return FileBackedStorage(url: url, lockURL: lockURL, codec: PropertyListSnapshotCodec())
     }
 
-    /// The folder Foundation keeps UserDefaults files in: `$XDG_CONFIG_HOME`, or `~/.config`.
+    /// `UserDefaultsStore.preferencesDirectory()` returns the folder Foundation keeps UserDefaults files in:
+    /// `$XDG_CONFIG_HOME`, or `~/.config`.
     public static func preferencesDirectory() -> URL {
         if let config = ProcessInfo.processInfo.environment["XDG_CONFIG_HOME"], config.hasPrefix("/") {
             return URL(filePath: config, directoryHint: .isDirectory)
@@ -110,21 +112,22 @@ public final class UserDefaultsStore: KeyValueStore {
         }
     }
 
-    /// The value stored under `key`, served from memory.
+    /// `try store.value(forKey: "theme")` returns the stored value, served from memory.
     public func value(forKey key: String) throws -> PrefValue? { try storage.value(forKey: key) }
 
-    /// Durably stores `value` under `key` (nil removes it) before returning.
+    /// `try store.setValue(.bool(true), forKey: "flag")` stores a value (nil removes it) durably before returning.
     public func setValue(_ value: PrefValue?, forKey key: String) throws {
         try storage.update(forKey: key) { _ in value }
     }
 
-    /// Reads, transforms and writes one value while holding the suite's cross-process lock.
+    /// `try store.updateValue(forKey: "count") { … }` reads, transforms and writes one value while holding the
+    /// suite's cross-process lock.
     @discardableResult
     public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try storage.update(forKey: key, transform)
     }
 
-    /// Every key and value in the suite.
+    /// `try store.allValues()` returns every key and value in the suite.
     public func allValues() throws -> [String: PrefValue] { try storage.allValues() }
 
     /// `try store.replaceAll(values)` replaces the suite's whole content in one atomic, durable write.

@@ -11,9 +11,9 @@
 /// try store.set(true, for: .doTheThing)             // or straight through a store
 /// ```
 public struct PrefKey<Value: Sendable & Equatable>: Sendable {
-    /// The name the value is stored under.
+    /// `key.name` is the name the value is stored under.
     public let name: String
-    /// The value read when nothing is stored, or when what is stored cannot be decoded.
+    /// `key.defaultValue` is the value read when nothing is stored, or when what is stored cannot be decoded.
     public let defaultValue: Value
     let codec: ValueCodec<Value>
 

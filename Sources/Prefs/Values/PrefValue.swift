@@ -1,6 +1,6 @@
 public import Foundation
 
-/// A preference as a store keeps it: `.bool(true)`, `.int(42)`, `.string("dark")`, `.date(.now)`, …
+/// `.bool(true)`, `.int(42)`, `.string("dark")`, `.date(.now)`, …: a preference as a store keeps it.
 ///
 /// `PrefValue` is the common language between typed preferences and the stores that persist them.
 /// Each case maps to a native form in every backend (a property-list bool in a UserDefaults suite, a JSON
@@ -10,36 +10,36 @@ public import Foundation
 /// Conversions from a `PrefValue` back to a Swift type are exact: an `Int64.max` stays `Int64.max`, a `Float`
 /// comes back bit-for-bit, a `Date` keeps its sub-second part, a `URL` keeps its query.
 public enum PrefValue: Sendable, Hashable {
-    /// A Boolean: `.bool(true)`.
+    /// `.bool(true)`: a Boolean.
     case bool(Bool)
-    /// A signed integer of any width up to 64 bits: `.int(-3)`.
+    /// `.int(-3)`: a signed integer of any width up to 64 bits.
     case int(Int64)
-    /// An unsigned integer above `Int64.max`: `.unsignedInt(UInt64.max)`. Smaller values use ``int(_:)``.
+    /// `.unsignedInt(UInt64.max)`: an unsigned integer above `Int64.max`. Smaller values use ``int(_:)``.
     case unsignedInt(UInt64)
-    /// A single-precision float, kept apart from `Double` so it round-trips exactly: `.float(0.1)`.
+    /// `.float(0.1)`: a single-precision float, kept apart from `Double` so it round-trips exactly.
     case float(Float)
-    /// A double-precision float: `.double(0.5)`.
+    /// `.double(0.5)`: a double-precision float.
     case double(Double)
-    /// Text: `.string("dark")`. URLs and JSON-encoded values are stored as strings too.
+    /// `.string("dark")`: text. URLs and JSON-encoded values are stored as strings too.
     case string(String)
-    /// Raw bytes: `.data(Data([0xCA, 0xFE]))`.
+    /// `.data(Data([0xCA, 0xFE]))`: raw bytes.
     case data(Data)
-    /// A point in time, with its full sub-second precision: `.date(.now)`.
+    /// `.date(.now)`: a point in time, with its full sub-second precision.
     case date(Date)
-    /// An ordered list: `.array([.string("swift"), .string("linux")])`.
+    /// `.array([.string("swift"), .string("linux")])`: an ordered list.
     case array([PrefValue])
-    /// A string-keyed dictionary: `.dictionary(["darkMode": .bool(true)])`.
+    /// `.dictionary(["darkMode": .bool(true)])`: a string-keyed dictionary.
     case dictionary([String: PrefValue])
 }
 
 extension PrefValue {
-    /// Writes `PrefValue.integer(someUInt64)` to get the narrowest case that holds the value exactly.
+    /// `PrefValue.integer(someUInt64)` returns the narrowest case that holds the value exactly.
     public static func integer<T: BinaryInteger>(_ value: T) -> PrefValue {
         if let signed = Int64(exactly: value) { return .int(signed) }
         return .unsignedInt(UInt64(value))
     }
 
-    /// A short name for the kind of value, as tools print it: `"bool"`, `"int"`, `"string"`, …
+    /// `value.typeName` is a short name for the kind of value, as tools print it: `"bool"`, `"int"`, `"string"`, …
     public var typeName: String {
         switch self {
         case .bool: "bool"
@@ -56,7 +56,7 @@ extension PrefValue {
 }
 
 extension PrefValue: CustomStringConvertible {
-    /// A readable rendering of the value, as `prefs read` prints it: `true`, `42`, `dark`, `[1, 2]`.
+    /// `print(value)` prints a readable rendering of the value: `true`, `42`, `dark`, `[1, 2]`.
     public var description: String {
         switch self {
         case .bool(let value): String(value)

@@ -21,9 +21,9 @@ public import Foundation
 ///
 /// The conversion must round-trip: `try T(prefValue: value.prefValue) == value`.
 public protocol PrefValueConvertible: Sendable {
-    /// Creates the value from its stored form, throwing when the stored form does not fit.
+    /// `try Version(prefValue: stored)` creates the value from its stored form, throwing when it does not fit.
     init(prefValue: PrefValue) throws
-    /// The stored form of the value.
+    /// `try version.prefValue` is the stored form of the value.
     var prefValue: PrefValue { get throws }
 }
 
@@ -32,14 +32,14 @@ func mismatch(_ expected: String, _ found: PrefValue) -> PrefsError {
 }
 
 extension PrefValue: PrefValueConvertible {
-    /// `PrefValue` stores itself unchanged.
+    /// `PrefValue(prefValue: stored)` is the stored value itself, unchanged.
     public init(prefValue: PrefValue) { self = prefValue }
-    /// The value itself.
+    /// `value.prefValue` is the value itself.
     public var prefValue: PrefValue { self }
 }
 
 extension Bool: PrefValueConvertible {
-    /// Reads a stored bool (or the integers 0 and 1, which other tools sometimes write).
+    /// `try Bool(prefValue: .bool(true))` reads a stored bool (or the integers 0 and 1, which other tools write).
     public init(prefValue: PrefValue) throws {
         switch prefValue {
         case .bool(let value): self = value
@@ -53,7 +53,8 @@ extension Bool: PrefValueConvertible {
 }
 
 extension PrefValueConvertible where Self: FixedWidthInteger {
-    /// Reads a stored integer that fits this type exactly; anything else is a type mismatch.
+    /// `try Int(prefValue: .int(42))` reads a stored integer that fits this type exactly; anything else is a type
+    /// mismatch.
     public init(prefValue: PrefValue) throws {
         let converted: Self? =
             switch prefValue {
@@ -81,7 +82,7 @@ extension UInt32: PrefValueConvertible {}
 extension UInt64: PrefValueConvertible {}
 
 extension Double: PrefValueConvertible {
-    /// Reads a stored double, float or exactly representable integer.
+    /// `try Double(prefValue: .double(0.5))` reads a stored double, float or exactly representable integer.
     public init(prefValue: PrefValue) throws {
         switch prefValue {
         case .double(let value): self = value
@@ -97,7 +98,8 @@ extension Double: PrefValueConvertible {
 }
 
 extension Float: PrefValueConvertible {
-    /// Reads a stored float, or a double that is exactly a float (as a property list returns it after a reload).
+    /// `try Float(prefValue: .float(0.1))` reads a stored float, or a double that is exactly a float (as a property
+    /// list returns it after a reload).
     public init(prefValue: PrefValue) throws {
         switch prefValue {
         case .float(let value): self = value
@@ -117,7 +119,7 @@ extension Float: PrefValueConvertible {
 }
 
 extension String: PrefValueConvertible {
-    /// Reads a stored string.
+    /// `try String(prefValue: .string("dark"))` reads a stored string.
     public init(prefValue: PrefValue) throws {
         guard case .string(let value) = prefValue else { throw mismatch("String", prefValue) }
         self = value
@@ -127,7 +129,7 @@ extension String: PrefValueConvertible {
 }
 
 extension Data: PrefValueConvertible {
-    /// Reads stored bytes.
+    /// `try Data(prefValue: .data(bytes))` reads stored bytes.
     public init(prefValue: PrefValue) throws {
         guard case .data(let value) = prefValue else { throw mismatch("Data", prefValue) }
         self = value
@@ -137,7 +139,7 @@ extension Data: PrefValueConvertible {
 }
 
 extension Date: PrefValueConvertible {
-    /// Reads a stored date.
+    /// `try Date(prefValue: .date(date))` reads a stored date.
     public init(prefValue: PrefValue) throws {
         guard case .date(let value) = prefValue else { throw mismatch("Date", prefValue) }
         self = value
@@ -147,7 +149,8 @@ extension Date: PrefValueConvertible {
 }
 
 extension URL: PrefValueConvertible {
-    /// Reads a URL stored as its full string (scheme, host, path, query and fragment).
+    /// `try URL(prefValue: .string("https://example.com/a?b=c"))` reads a URL stored as its full string (scheme,
+    /// host, path, query and fragment).
     public init(prefValue: PrefValue) throws {
         guard case .string(let text) = prefValue, let url = URL(string: text) else {
             throw mismatch("URL", prefValue)
@@ -159,7 +162,7 @@ extension URL: PrefValueConvertible {
 }
 
 extension Array: PrefValueConvertible where Element: PrefValueConvertible {
-    /// Reads a stored array whose every element converts to `Element`.
+    /// `try [String](prefValue: .array(…))` reads a stored array whose every element converts to `Element`.
     public init(prefValue: PrefValue) throws {
         guard case .array(let values) = prefValue else { throw mismatch("array", prefValue) }
         self = try values.map(Element.init(prefValue:))
@@ -171,7 +174,8 @@ extension Array: PrefValueConvertible where Element: PrefValueConvertible {
 }
 
 extension Dictionary: PrefValueConvertible where Key == String, Value: PrefValueConvertible {
-    /// Reads a stored dictionary whose every value converts to `Value`.
+    /// `try [String: Bool](prefValue: .dictionary(…))` reads a stored dictionary whose every value converts to
+    /// `Value`.
     public init(prefValue: PrefValue) throws {
         guard case .dictionary(let values) = prefValue else { throw mismatch("dictionary", prefValue) }
         self = try values.mapValues(Value.init(prefValue:))

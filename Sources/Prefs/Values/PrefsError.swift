@@ -1,29 +1,33 @@
 public import Foundation
 
-/// The errors Prefs throws: `catch let error as PrefsError { … }`.
+/// `catch let error as PrefsError { … }` catches the errors Prefs throws.
 ///
 /// Every case says what went wrong and carries enough context to act on it. Reads through a property wrapper
-/// never throw: they fall back to the default and report the error to ``Prefs/errorHandler``.
+/// never throw: they fall back to the default and report the error to ``PrefsConfig/errorHandler``.
 public enum PrefsError: Error, Sendable, Equatable {
-    /// A suite name that Prefs refuses because Foundation would write outside the preferences folder:
-    /// empty, containing `/`, `..` or NUL, or longer than 255 bytes once `.plist` is added.
+    /// `.invalidSuiteName(_:reason:)`: a suite name that Prefs refuses because Foundation would write outside the
+    /// preferences folder: empty, containing `/`, `..` or NUL, or longer than 255 bytes once `.plist` is added.
     case invalidSuiteName(String, reason: String)
-    /// A key that no store can hold: empty or containing NUL.
+    /// `.invalidKey(_:reason:)`: a key that no store can hold: empty or containing NUL.
     case invalidKey(String, reason: String)
-    /// A stored value that does not have the shape the declared type expects. Nothing was overwritten.
+    /// `.typeMismatch(key:expected:found:)`: a stored value that does not have the shape the declared type expects.
+    /// Nothing was overwritten.
     case typeMismatch(key: String, expected: String, found: String)
-    /// A value that could not be encoded for storage (for example a `Double.nan` inside JSON).
+    /// `.encodingFailed(key:reason:)`: a value that could not be encoded for storage (for example a `Double.nan`
+    /// inside JSON).
     case encodingFailed(key: String, reason: String)
-    /// A value stored under `key` that could not be decoded as the declared type. Nothing was overwritten.
+    /// `.decodingFailed(key:reason:)`: a value stored under `key` that could not be decoded as the declared type.
+    /// Nothing was overwritten.
     case decodingFailed(key: String, reason: String)
-    /// A store file that is not in the expected format. The file was left untouched.
+    /// `.corruptFile(path:reason:)`: a store file that is not in the expected format. The file was left untouched.
     case corruptFile(path: String, reason: String)
-    /// A file-system operation that failed, with the `errno` text: permission denied, disk full, …
+    /// `.io(path:operation:errno:message:)`: a file-system operation that failed, with the `errno` text: permission
+    /// denied, disk full, …
     case io(path: String, operation: String, errno: Int32, message: String)
 }
 
 extension PrefsError: LocalizedError, CustomStringConvertible {
-    /// A one-line message that says what went wrong and where: `print(error)`.
+    /// `print(error)` prints a one-line message that says what went wrong and where.
     public var description: String {
         switch self {
         case .invalidSuiteName(let name, let reason): "invalid suite name \(String(reflecting: name)): \(reason)"
@@ -38,6 +42,6 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
         }
     }
 
-    /// The same text as ``description``, for `error.localizedDescription`.
+    /// `error.localizedDescription` is the same text as ``description``.
     public var errorDescription: String? { description }
 }

@@ -113,9 +113,9 @@ extension SecureStoredValue: CustomStringConvertible, CustomDebugStringConvertib
     /// `"authToken = <redacted>"`: the key only, never the secret.
     public var description: String { "\(key) = <redacted>" }
 
-    /// The same as ``description``: debugging output never shows the secret.
+    /// `debugPrint($authToken)` prints the key only, like ``description``: debugging output never shows the secret.
     public var debugDescription: String { "SecureStoredValue(\(key) = <redacted>)" }
 
-    /// A mirror without the secret, so `dump(model)` does not print it either.
+    /// `dump(model)` sees a mirror without the secret, so it does not print it either.
     public var customMirror: Mirror { Mirror(self, children: ["key": key, "value": "<redacted>"]) }
 }

@@ -1,0 +1,544 @@
+// The code samples of the DocC articles (Sources/Prefs/Prefs.docc), compiled and run so they cannot rot.
+// Each section names its article; the article shows the same declarations, without the enclosing namespace enum.
+// Samples use the public API only (no `@testable` member is touched here).
+
+import Foundation
+import Observation
+import Synchronization
+import Testing
+
+@testable import Prefs
+
+// MARK: - GettingStarted.md
+
+enum GettingStarted {
+    @Observable
+    final class Preferences {
+        @ObservationIgnored @StoredValue(key: "hasHapticsEnabled") var hasHapticsEnabled = false
+        @ObservationIgnored @StoredValue(key: "lastOpenedDate") var lastOpenedDate: Date? = nil
+        @ObservationIgnored @StoredValue(key: "currentTheme") var currentTheme: Theme = .light
+        @ObservationIgnored @StoredValue(key: "favoriteTags") var favoriteTags: [String] = []
+        @ObservationIgnored @StoredValue(.doTheThing) var doTheThing
+    }
+
+    final class Session {
+        @SecureStoredValue<String>(key: "authToken") var authToken
+    }
+}
+
+// MARK: - TypedKeys.md
+
+extension PrefKey where Value == Theme {
+    static let theme = PrefKey("theme", default: .light)
+}
+
+extension PrefKey where Value == Int {
+    static let fontSize = PrefKey("fontSize", default: 14)
+}
+
+extension PrefKey where Value == Date? {
+    static let lastSync = PrefKey("lastSync", default: nil)
+}
+
+enum TypedKeys {
+    struct SettingsScreen {
+        @StoredValue(.theme) var theme
+        @StoredValue(.fontSize) var fontSize
+    }
+
+    struct Renderer {
+        @StoredValue(.theme) var theme
+    }
+
+    struct Version: Codable, Sendable, Equatable, PrefValueConvertible {
+        var major: Int
+        var minor: Int
+
+        init(major: Int, minor: Int) {
+            self.major = major
+            self.minor = minor
+        }
+
+        init(prefValue: PrefValue) throws {
+            guard case .string(let text) = prefValue else {
+                throw PrefsError.typeMismatch(key: "", expected: "version string", found: prefValue.typeName)
+            }
+            let parts = text.split(separator: ".").compactMap { Int($0) }
+            guard parts.count == 2 else {
+                throw PrefsError.typeMismatch(key: "", expected: "major.minor", found: text)
+            }
+            self.init(major: parts[0], minor: parts[1])
+        }
+
+        var prefValue: PrefValue { .string("\(major).\(minor)") }
+    }
+}
+
+// MARK: - StoresAndBackends.md
+
+/// Feature flags downloaded from a server, with local overrides written through the usual API.
+final class RemoteConfigStore: KeyValueStore {
+    let changes = ChangeFeed()
+    private let values = Mutex<[String: PrefValue]>([:])
+
+    func value(forKey key: String) throws -> PrefValue? {
+        values.withLock { $0[key] }
+    }
+
+    func setValue(_ value: PrefValue?, forKey key: String) throws {
+        try updateValue(forKey: key) { _ in value }
+    }
+
+    @discardableResult
+    func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
+        let (old, new) = try values.withLock { values in
+            let old = values[key]
+            let new = try transform(old)
+            values[key] = new
+            return (old, new)
+        }
+        // Announce after the lock is released: observers may read the store from their callbacks.
+        if old != new { changes.publish(changedKeys: [key]) }
+        return new
+    }
+
+    func allValues() throws -> [String: PrefValue] {
+        values.withLock { $0 }
+    }
+
+    /// Replaces everything with a fresh download and announces exactly the keys whose values changed.
+    func apply(download: [String: PrefValue]) {
+        let changed = values.withLock { values in
+            let changed = Set(values.keys).union(download.keys).filter { values[$0] != download[$0] }
+            values = download
+            return changed
+        }
+        changes.publish(changedKeys: changed)
+    }
+}
+
+// MARK: - TestingWithInMemoryStore.md
+
+enum TestingExample {
+    final class ReaderSettings {
+        @StoredValue var fontSize: Int
+        @StoredValue var theme: Theme
+
+        init(store: any KeyValueStore = PrefsConfig.defaultStore) {
+            _fontSize = StoredValue(.fontSize, store: store)
+            _theme = StoredValue(.theme, store: store)
+        }
+
+        func enlarge() { $fontSize.update { $0 = min($0 + 2, 32) } }
+    }
+}
+
+// MARK: - MigratingFromUserDefaultsPersistor.md
+
+extension PrefKey where Value == Bool {
+    static let isOmnibarVisible = PrefKey("new-tab-page.omnibar.is-visible", default: true)
+}
+
+extension PrefKey where Value == [String: String] {
+    static let userPreferences = PrefKey("user.preferences", default: [:])
+}
+
+extension PrefKey where Value == Date {
+    static let lastUpdateCheck = PrefKey("last.update.check", default: .distantPast)
+}
+
+extension PrefKey where Value == Theme? {
+    static let selectedTheme = PrefKey("app.theme", default: nil)
+}
+
+enum PersistorMigration {
+    protocol AppearancePreferencesPersistor {
+        var isOmnibarVisible: Bool { get set }
+        var userPreferences: [String: String] { get set }
+        var lastUpdateCheck: Date { get set }
+        var selectedTheme: Theme? { get set }
+    }
+
+    struct AppearancePreferencesPersistorImpl: AppearancePreferencesPersistor {
+        @StoredValue var isOmnibarVisible: Bool
+        @StoredValue var userPreferences: [String: String]
+        @StoredValue var lastUpdateCheck: Date
+        @StoredValue var selectedTheme: Theme?
+
+        init(store: any KeyValueStore = PrefsConfig.defaultStore) {
+            _isOmnibarVisible = StoredValue(.isOmnibarVisible, store: store)
+            _userPreferences = StoredValue(.userPreferences, store: store)
+            _lastUpdateCheck = StoredValue(.lastUpdateCheck, store: store)
+            _selectedTheme = StoredValue(.selectedTheme, store: store)
+        }
+    }
+
+    /// The same persistor for callers that want to handle storage errors themselves.
+    struct ThrowingAppearancePersistor {
+        let store: any KeyValueStore
+
+        func isOmnibarVisible() throws -> Bool { try store.value(for: .isOmnibarVisible) }
+        func setOmnibarVisible(_ visible: Bool) throws { try store.set(visible, for: .isOmnibarVisible) }
+        func selectedTheme() throws -> Theme? { try store.value(for: .selectedTheme) }
+        func setSelectedTheme(_ theme: Theme?) throws { try store.set(theme, for: .selectedTheme) }
+    }
+}
+
+// MARK: - MigratingFromBoutique.md
+
+/// The envelope Boutique's `@StoredValue` wraps every value in before storing it as JSON data.
+private struct BoutiqueEnvelope<Value: Decodable>: Decodable {
+    let value: Value
+}
+
+/// Rewrites one value that Boutique stored (`{"value": …}` as JSON data) in Prefs' native form. Values already in
+/// native form are left alone, so running it at every launch is harmless.
+func migrateFromBoutique<Value: Codable & Sendable & Equatable>(
+    _ key: PrefKey<Value>, in store: any KeyValueStore
+) throws {
+    try store.updateValue(forKey: key.name) { stored in
+        guard case .data(let data)? = stored,
+            let envelope = try? JSONDecoder().decode(BoutiqueEnvelope<Value>.self, from: data)
+        else { return stored }
+        let migrated = InMemoryStore()
+        try migrated.set(envelope.value, for: key)
+        return try migrated.value(forKey: key.name)
+    }
+}
+
+enum BoutiqueMigration {
+    @Observable
+    final class Preferences {
+        @ObservationIgnored @StoredValue var hasHapticsEnabled: Bool
+        @ObservationIgnored @StoredValue var currentTheme: Theme
+
+        init(store: any KeyValueStore = PrefsConfig.defaultStore) {
+            _hasHapticsEnabled = StoredValue(key: "hasHapticsEnabled", default: false, store: store)
+            _currentTheme = StoredValue(key: "currentTheme", default: .light, store: store)
+        }
+    }
+
+    @Observable
+    final class SecurityManager {
+        @ObservationIgnored @SecureStoredValue<String> var authToken: String?
+        @ObservationIgnored @SecureStoredValue<[String]> var trustedDevices: [String]?
+
+        init(vault: any KeyValueStore = PrefsConfig.secureStore) {
+            _authToken = SecureStoredValue(key: "authToken", service: "com.example.auth", store: vault)
+            _trustedDevices = SecureStoredValue(key: "trustedDevices", store: vault)
+        }
+    }
+}
+
+// MARK: - MigratingFromAppStorage.md
+
+func importFromUserDefaults<Value: Codable & Sendable & Equatable>(
+    _ key: PrefKey<Value>, from defaults: UserDefaults = .standard, into store: any KeyValueStore
+) throws {
+    guard try store.value(forKey: key.name) == nil,
+        let old = defaults.object(forKey: key.name) as? Value
+    else { return }
+    try store.set(old, for: key)
+}
+
+// MARK: - MigratingFromDefaults.md
+
+extension PrefKey where Value == Bool {
+    static let isUnicornMode = PrefKey("isUnicornMode", default: false)
+}
+
+// MARK: - Tests
+
+/// True when the test process runs with private XDG folders (as `make test` and `make coverage` run it), so tests
+/// may use the default stores without touching the real ~/.config or ~/.local/share.
+private let privateXDGFolders: Bool = {
+    let environment = ProcessInfo.processInfo.environment
+    guard let config = environment["XDG_CONFIG_HOME"], let data = environment["XDG_DATA_HOME"] else { return false }
+    let home = FileManager.default.homeDirectoryForCurrentUser.path(percentEncoded: false)
+    return !config.hasPrefix(home + "/.config") && !data.hasPrefix(home + "/.local")
+}()
+
+struct DocumentationExamplesTests {
+    @Test(.enabled(if: privateXDGFolders, "needs private XDG folders: run through make test or make coverage"))
+    func gettingStartedWithTheDefaultStores() async throws {
+        let prefs = GettingStarted.Preferences()
+        prefs.$currentTheme.reset()
+        prefs.$favoriteTags.set([])
+
+        prefs.currentTheme = .dark
+        prefs.$lastOpenedDate.set(.now)
+        prefs.$hasHapticsEnabled.toggle()
+        prefs.$favoriteTags.append("swift")
+        #expect(prefs.currentTheme == .dark)
+        #expect(prefs.favoriteTags == ["swift"])
+
+        // The default store is the standard UserDefaults domain, in Foundation's folder and format.
+        let standard = try #require(prefs.$currentTheme.store as? UserDefaultsStore)
+        #expect(standard === UserDefaultsStore.standard)
+        #expect(standard.url.deletingLastPathComponent() == UserDefaultsStore.preferencesDirectory())
+        #expect(FileManager.default.fileExists(atPath: standard.url.path(percentEncoded: false)))
+        #expect(try standard.value(forKey: "currentTheme") == .string("dark"))
+
+        let seen = prefs.$currentTheme.values
+        prefs.$currentTheme.reset()
+        #expect(try await first(2, of: seen) == [.dark, .light])
+
+        // A secret goes to the default vault; its key file lives in the config folder, apart from the data.
+        let session = GettingStarted.Session()
+        try session.$authToken.set("eyJhbGciOiJIUzI1NiJ9")
+        #expect(session.authToken == "eyJhbGciOiJIUzI1NiJ9")
+        let location = EncryptedFileStore.defaultLocation(appIdentifier: PrefsConfig.appIdentifier)
+        let vaultBytes = try Data(contentsOf: location.vault)
+        #expect(vaultBytes.range(of: Data("eyJhbGciOiJIUzI1NiJ9".utf8)) == nil)
+        #expect(vaultBytes.range(of: Data("authToken".utf8)) == nil)
+        #expect(FileManager.default.fileExists(atPath: location.keyFile.path(percentEncoded: false)))
+        try session.$authToken.remove()
+        #expect(session.authToken == nil)
+    }
+
+    @Test func typedKeysAgreeEverywhere() throws {
+        let store = InMemoryStore()
+        let screen = TypedKeys.SettingsScreen(
+            theme: StoredValue(.theme, store: store), fontSize: .init(.fontSize, store: store))
+        let renderer = TypedKeys.Renderer(theme: StoredValue(.theme, store: store))
+        #expect(renderer.theme == .light)
+        screen.theme = .dark
+        #expect(renderer.theme == .dark)
+
+        #expect(try store.value(for: .fontSize) == 14)
+        try store.set(18, for: .fontSize)
+        #expect(screen.fontSize == 18)
+        try store.removeValue(for: .fontSize)
+        #expect(screen.fontSize == 14)
+
+        #expect(try store.value(for: .lastSync) == nil)
+        let now = Date.now
+        try store.set(now, for: .lastSync)
+        #expect(try store.value(forKey: "lastSync") == .date(now))
+        try store.set(nil, for: .lastSync)
+        #expect(try store.value(forKey: "lastSync") == nil)
+
+        // Enums with a raw value store the raw value.
+        #expect(try store.value(forKey: "theme") == .string("dark"))
+    }
+
+    @Test func customRepresentation() throws {
+        let store = InMemoryStore()
+        let key = PrefKey("minimumVersion", default: TypedKeys.Version(major: 1, minor: 0))
+        try store.set(TypedKeys.Version(major: 2, minor: 1), for: key)
+        #expect(try store.value(forKey: "minimumVersion") == .string("2.1"))
+        #expect(try store.value(for: key) == TypedKeys.Version(major: 2, minor: 1))
+
+        try store.setValue(.string("two"), forKey: "minimumVersion")
+        #expect(throws: PrefsError.typeMismatch(key: "minimumVersion", expected: "major.minor", found: "two")) {
+            try store.value(for: key)
+        }
+    }
+
+    @Test func customStoreWorksWithWrappersAndObservers() async throws {
+        let store = RemoteConfigStore()
+        @StoredValue(key: "newEditor", store: store) var newEditor: Bool = false
+        @StoredValue(key: "maxUploads", store: store) var maxUploads: Int = 3
+
+        let editorValues = $newEditor.values
+        let changedKeys = store.changes.keys()
+        store.apply(download: ["newEditor": .bool(true), "maxUploads": .int(3)])
+        #expect(newEditor)
+        #expect(maxUploads == 3)
+        // Only the keys whose values changed were announced: maxUploads still reads 3.
+        #expect(try await first(2, of: editorValues) == [false, true])
+        #expect(try await first(2, of: changedKeys).sorted() == ["maxUploads", "newEditor"])
+
+        // Local overrides go through the same protocol, including atomic updates.
+        $maxUploads.update { $0 += 2 }
+        #expect(maxUploads == 5)
+        #expect(try store.allValues() == ["newEditor": .bool(true), "maxUploads": .int(5)])
+    }
+
+    @Test func defaultUpdateIsAtomicWithinTheProcess() async throws {
+        // A store that implements only the three raw operations gets the default atomic update.
+        final class MinimalStore: KeyValueStore {
+            let changes = ChangeFeed()
+            private let values = Mutex<[String: PrefValue]>([:])
+            func value(forKey key: String) throws -> PrefValue? { values.withLock { $0[key] } }
+            func setValue(_ value: PrefValue?, forKey key: String) throws {
+                values.withLock { $0[key] = value }
+                changes.publish(changedKeys: [key])
+            }
+            func allValues() throws -> [String: PrefValue] { values.withLock { $0 } }
+        }
+        let store = MinimalStore()
+        let counter = StoredValue(key: "counter", default: 0, store: store)
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 {
+                group.addTask { for _ in 0..<50 { counter.update { $0 += 1 } } }
+            }
+        }
+        #expect(counter.wrappedValue == 400)
+        try store.removeValue(forKey: "counter")
+        #expect(counter.wrappedValue == 0)
+    }
+
+    @Test func observingChanges() async throws {
+        let store = InMemoryStore()
+        let theme = StoredValue(.theme, store: store)
+        let fontSize = StoredValue(.fontSize, store: store)
+
+        let themes = theme.values
+        let keys = store.changes.keys(["theme", "fontSize"])
+        theme.set(.dark)
+        theme.set(.dark)  // not repeated: values yields distinct changes only
+        try store.set(.system, for: .theme)
+        fontSize.set(16)
+        #expect(try await first(3, of: themes) == [.light, .dark, .system])
+        #expect(try await first(3, of: keys) == ["theme", "theme", "fontSize"])
+
+        let changed = Mutex(false)
+        withObservationTracking {
+            _ = theme.wrappedValue
+        } onChange: {
+            changed.withLock { $0 = true }
+        }
+        try store.set(.light, for: .theme)
+        #expect(changed.withLock { $0 })
+    }
+
+    @Test func secureValuesWithEveryKeySource() throws {
+        let folder = try TempDir()
+        defer { folder.cleanup() }
+        let vaultURL = folder.file("data/secrets.vault")
+        let keyURL = folder.file("config/secrets.key")
+
+        let vault = try EncryptedFileStore(url: vaultURL, key: .keyFile(keyURL))
+        @SecureStoredValue<String>(key: "authToken", store: vault) var authToken
+        @SecureStoredValue<Credentials>(key: "credentials", service: "api.example.com", store: vault) var credentials
+        try $authToken.set("eyJhbGciOi")
+        try $credentials.set(Credentials(accessToken: "a1", refreshToken: "r1"))
+        try $credentials.set(\.accessToken, to: "a2")
+        #expect(credentials?.accessToken == "a2")
+        #expect($credentials.key == "api.example.com.credentials")
+        #expect("\($authToken)" == "authToken = <redacted>")
+
+        let keyMode = try FileManager.default.attributesOfItem(atPath: keyURL.path(percentEncoded: false))[
+            .posixPermissions]
+        #expect((keyMode as? NSNumber)?.intValue == 0o600)
+
+        // Rekey to a passphrase; the key file no longer opens the vault.
+        try vault.rekey(to: .passphrase("correct horse battery staple"))
+        let reopened = try EncryptedFileStore(url: vaultURL, key: .passphrase("correct horse battery staple"))
+        #expect(try reopened.value(forKey: "authToken") == .string("eyJhbGciOi"))
+        #expect(throws: VaultError.authenticationFailed) {
+            try EncryptedFileStore(url: vaultURL, key: .passphrase("wrong horse"))
+        }
+
+        // A raw key from your own secret manager: exactly 32 bytes.
+        let raw = Data((0..<32).map { UInt8($0) })
+        let rawVault = try EncryptedFileStore(url: folder.file("data/raw.vault"), key: .raw(raw))
+        try rawVault.setValue(.string("s3cret"), forKey: "apiKey")
+        #expect(
+            try EncryptedFileStore(url: folder.file("data/raw.vault"), key: .raw(raw)).value(forKey: "apiKey")
+                == .string("s3cret"))
+    }
+
+    @Test func testingWithInMemoryStore() throws {
+        Reports.install()
+        let store = InMemoryStore(["fontSize": .int(30)])
+        let settings = TestingExample.ReaderSettings(store: store)
+        settings.enlarge()
+        #expect(settings.fontSize == 32)
+        settings.enlarge()
+        #expect(try store.value(for: .fontSize) == 32)
+
+        // A value of the wrong type reads as the default, is reported, and is never overwritten.
+        let broken = InMemoryStore(["fontSize": .string("large")])
+        let fallback = TestingExample.ReaderSettings(store: broken)
+        #expect(fallback.fontSize == 14)
+        #expect(Reports.for("fontSize").contains { $0.operation == .read && $0.error is PrefsError })
+        #expect(try broken.value(forKey: "fontSize") == .string("large"))
+    }
+
+    @Test func persistorMigrationKeepsKeyNamesAndData() throws {
+        let folder = try TempDir()
+        defer { folder.cleanup() }
+        // What the old persistor left in the UserDefaults suite it used.
+        let suite = "group.example.migration"
+        let store = try UserDefaultsStore(suiteName: suite, directory: folder.url)
+        try store.replaceAll([
+            "new-tab-page.omnibar.is-visible": .bool(false),
+            "user.preferences": .dictionary(["layout": .string("compact")]),
+        ])
+
+        var persistor: any PersistorMigration.AppearancePreferencesPersistor =
+            PersistorMigration.AppearancePreferencesPersistorImpl(store: store)
+        #expect(persistor.isOmnibarVisible == false)
+        #expect(persistor.userPreferences == ["layout": "compact"])
+        #expect(persistor.lastUpdateCheck == .distantPast)
+        persistor.selectedTheme = .dark
+        #expect(try store.value(forKey: "app.theme") == .string("dark"))
+        persistor.selectedTheme = nil
+        #expect(try store.value(forKey: "app.theme") == nil)
+
+        let throwing = PersistorMigration.ThrowingAppearancePersistor(store: store)
+        try throwing.setOmnibarVisible(true)
+        #expect(try throwing.isOmnibarVisible())
+        try throwing.setSelectedTheme(.system)
+        #expect(try throwing.selectedTheme() == .system)
+    }
+
+    @Test func boutiqueValuesAreMigratedInPlace() throws {
+        // What Boutique's @StoredValue leaves in UserDefaults: JSON data of {"value": …}.
+        let store = InMemoryStore([
+            "hasHapticsEnabled": .data(Data(#"{"value":true}"#.utf8)),
+            "currentTheme": .data(Data(#"{"value":"dark"}"#.utf8)),
+        ])
+        try migrateFromBoutique(PrefKey("hasHapticsEnabled", default: false), in: store)
+        try migrateFromBoutique(PrefKey("currentTheme", default: Theme.light), in: store)
+        try migrateFromBoutique(PrefKey("currentTheme", default: Theme.light), in: store)  // idempotent
+        #expect(try store.allValues() == ["hasHapticsEnabled": .bool(true), "currentTheme": .string("dark")])
+
+        let prefs = BoutiqueMigration.Preferences(store: store)
+        #expect(prefs.hasHapticsEnabled)
+        #expect(prefs.currentTheme == .dark)
+
+        let folder = try TempDir()
+        defer { folder.cleanup() }
+        let vault = try EncryptedFileStore(url: folder.file("secrets.vault"), key: .keyFile(folder.file("secrets.key")))
+        let security = BoutiqueMigration.SecurityManager(vault: vault)
+        try security.$authToken.set("eyJhbGciOi")
+        try security.$trustedDevices.append("device-abc")
+        try security.$trustedDevices.replace("device-abc", with: "device-xyz")
+        #expect(security.authToken == "eyJhbGciOi")
+        #expect(security.trustedDevices == ["device-xyz"])
+        #expect(try vault.value(forKey: "com.example.auth.authToken") == .string("eyJhbGciOi"))
+    }
+
+    @Test func appStorageValuesAreImportedOnce() throws {
+        // In-memory UserDefaults state only: the suite is never synchronised, so nothing reaches the disk.
+        let defaults = try #require(UserDefaults(suiteName: "doc-import-\(UUID().uuidString.prefix(8))"))
+        defaults.set(true, forKey: "doTheThing")
+        let store = InMemoryStore()
+        try importFromUserDefaults(.doTheThing, from: defaults, into: store)
+        #expect(try store.value(for: .doTheThing) == true)
+
+        // Once imported, the new store wins: a later import does not overwrite it.
+        try store.set(false, for: .doTheThing)
+        try importFromUserDefaults(.doTheThing, from: defaults, into: store)
+        #expect(try store.value(for: .doTheThing) == false)
+    }
+
+    @Test func defaultsStyleAccess() throws {
+        let store = InMemoryStore()
+        @StoredValue(.isUnicornMode, store: store) var isUnicornMode
+        #expect(!isUnicornMode)
+        try store.set(true, for: .isUnicornMode)
+        #expect(isUnicornMode)
+        $isUnicornMode.reset()
+        #expect(try store.value(for: .isUnicornMode) == false)
+
+        // Codable values that Defaults stored as JSON text read as they are.
+        try store.setValue(
+            .string(#"{"fontScale":1.5,"hasHapticsEnabled":false,"prefersDarkMode":true}"#), forKey: "prefs")
+        let prefs = StoredValue(key: "prefs", default: UserPreferences(), store: store)
+        #expect(prefs.wrappedValue == UserPreferences(hasHapticsEnabled: false, prefersDarkMode: true, fontScale: 1.5))
+    }
+}
