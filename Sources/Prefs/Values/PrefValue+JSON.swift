@@ -32,12 +32,14 @@ extension PrefValue {
     /// `try PrefValue.values(fromJSONDocument: data)` parses a document written by ``jsonDocument(_:)`` (or any
     /// JSON object of keys and values) in full before returning, so malformed input never yields partial results.
     ///
-    /// - Parameter source: Names the input in error messages, for example its path.
+    /// - Parameters:
+    ///   - data: The UTF-8 JSON text.
+    ///   - source: Names the input in error messages, for example its path.
     /// - Throws: ``PrefsError/corruptFile(path:reason:)`` for anything but a well-formed JSON object without
     ///   `null`s or duplicate keys.
-    public static func values(fromJSONDocument data: Data, source: String = "JSON document") throws -> [String:
-        PrefValue]
-    {
+    public static func values(
+        fromJSONDocument data: Data, source: String = "JSON document"
+    ) throws -> [String: PrefValue] {
         try JSONFormat.decode(data, path: source)
     }
 }
