@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "Prefs", targets: ["Prefs"]),
         .executable(name: "prefs-demo", targets: ["PrefsDemo"]),
+        .executable(name: "prefs-bench", targets: ["PrefsBench"]),
     ],
     targets: [
         .systemLibrary(
@@ -35,6 +36,10 @@ let package = Package(
         .testTarget(
             name: "PrefsTests",
             dependencies: ["Prefs", "PrefsTestSupport", "PrefsTestHelper"]
+        ),
+        .executableTarget(
+            name: "PrefsBench",
+            dependencies: ["Prefs", "CSodium"]
         ),
     ],
     swiftLanguageModes: [.v6]
