@@ -526,7 +526,20 @@ extension JSONFormat {
         private mutating func parseString() throws(SyntaxError) -> String {
             let start = position
             position += 1  // "
-            var buffer: [UInt8] = []
+            // Fast path for the common string without escapes: validate the bytes in place, no per-byte appends.
+            var end = position
+            while end < bytes.count, bytes[end] != ASCII.quote, bytes[end] != ASCII.backslash, bytes[end] >= 0x20 {
+                end += 1
+            }
+            if end < bytes.count, bytes[end] == ASCII.quote {
+                guard let text = String(validating: bytes[position..<end], as: UTF8.self) else {
+                    throw fail("string is not valid UTF-8", at: start)
+                }
+                position = end + 1
+                return text
+            }
+            var buffer = Array(bytes[position..<end])
+            position = end
             while true {
                 guard position < bytes.count else { throw fail("unterminated string", at: start) }
                 let byte = bytes[position]
