@@ -42,9 +42,15 @@ struct Budget {
     let runNanoseconds: Double
     /// Runs per side; the median is reported.
     let runs: Int
+    /// For profiling (`--side ours`): run only this side, in place of both.
+    var side: Side? = nil
 
-    static let full = Budget(runNanoseconds: 40_000_000, runs: 11)
-    static let quick = Budget(runNanoseconds: 8_000_000, runs: 5)
+    enum Side: String {
+        case ours, baseline
+    }
+
+    static let full = Budget(runNanoseconds: 15_000_000, runs: 31)
+    static let quick = Budget(runNanoseconds: 6_000_000, runs: 9)
 }
 
 /// Times one batch of `count` operations, in nanoseconds per operation.
@@ -69,11 +75,31 @@ func calibrate(_ body: Batch, budget: Budget, limit: Int) async throws -> Int {
     }
 }
 
+/// Both sides of a comparison. `ratio` is the median of the ratios of adjacent runs: a run of ours and the
+/// baseline's run next to it see the same machine load, so their ratio stays steady when the absolute times
+/// swing (other processes building, fsync latency of a shared disk).
+struct Comparison {
+    let ours: Stats
+    let baseline: Stats
+    let ratio: Double
+}
+
 /// Measures two bodies in the same process, interleaved run by run (alternating which goes first), after a
 /// calibration and a warm-up of each, so that machine noise hits both sides alike.
 func compare(
     ours: Batch, baseline: Batch, budget: Budget, limit: Int = 50_000_000
-) async throws -> (ours: Stats, baseline: Stats) {
+) async throws -> Comparison {
+    switch budget.side {
+    case .ours: return try await compareWithoutProfiling(ours: ours, baseline: ours, budget: budget, limit: limit)
+    case .baseline:
+        return try await compareWithoutProfiling(ours: baseline, baseline: baseline, budget: budget, limit: limit)
+    case nil: return try await compareWithoutProfiling(ours: ours, baseline: baseline, budget: budget, limit: limit)
+    }
+}
+
+private func compareWithoutProfiling(
+    ours: Batch, baseline: Batch, budget: Budget, limit: Int
+) async throws -> Comparison {
     let oursCount = try await calibrate(ours, budget: budget, limit: limit)
     let baselineCount = try await calibrate(baseline, budget: budget, limit: limit)
     _ = try await timePerOperation(oursCount, ours)
@@ -89,7 +115,8 @@ func compare(
             oursSamples.append(try await timePerOperation(oursCount, ours))
         }
     }
-    return (Stats(oursSamples), Stats(baselineSamples))
+    let ratios = zip(oursSamples, baselineSamples).map { $0 / $1 }
+    return Comparison(ours: Stats(oursSamples), baseline: Stats(baselineSamples), ratio: Stats(ratios).median)
 }
 
 /// Measures one body on its own (the scaling table).

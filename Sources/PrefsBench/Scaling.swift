@@ -59,11 +59,11 @@ func measureScaling(folders: Folders, budget: Budget, sizes: [Int], log: (String
                 }
             }, budget: budget, limit: 5_000)
 
-        let (open, decrypt) = try await compareSecureOpen(secretCount: size, folders: folders, budget: budget)
+        let opening = try await compareSecureOpen(secretCount: size, folders: folders, budget: budget)
         rows.append(
             ScalingRow(
                 keys: size, read: read, durableWrite: write, foundationSync: sync, secureWrite: secureWrite,
-                secureOpen: open, readAndDecrypt: decrypt))
+                secureOpen: opening.ours, readAndDecrypt: opening.baseline))
     }
     return rows
 }

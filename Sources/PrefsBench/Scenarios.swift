@@ -7,8 +7,9 @@ struct ComparisonResult {
     let name: String
     let ours: Stats
     let baseline: Stats
+    /// The median of the paired run ratios (see ``Comparison``).
+    let ratio: Double
     let target: Double
-    var ratio: Double { ours.median / baseline.median }
     var met: Bool { ratio <= target }
 }
 
@@ -18,7 +19,7 @@ struct Scenario {
     let target: Double
     let ours: String
     let baseline: String
-    let run: (Budget) async throws -> (ours: Stats, baseline: Stats)
+    let run: (Budget) async throws -> Comparison
 }
 
 /// The floor for a synchronized read.
@@ -183,7 +184,7 @@ func comparisonScenarios(folders: Folders) -> [Scenario] {
 /// Opening a vault of `secretCount` secrets and reading one, against reading and decrypting the same bytes.
 func compareSecureOpen(
     secretCount: Int, folders: Folders, budget: Budget
-) async throws -> (ours: Stats, baseline: Stats) {
+) async throws -> Comparison {
     let key = randomKey()
     let vaultURL = folders.data.appending(path: "bench/open-\(secretCount).vault")
     try EncryptedFileStore(url: vaultURL, key: .raw(Data(key))).replaceAll(secrets(secretCount))
@@ -209,7 +210,7 @@ func compareSecureOpen(
 
 /// One set reaching `subscribers` iterators of `values`, against the same number of bare yields and receives.
 /// Each operation sets a new value and then receives it on every iterator, in the same task.
-func compareFanout(subscribers: Int, budget: Budget) async throws -> (ours: Stats, baseline: Stats) {
+func compareFanout(subscribers: Int, budget: Budget) async throws -> Comparison {
     let store = InMemoryStore()
     let level = StoredValue(key: "level", default: 0, store: store)
     var ours: [AsyncStream<Int>.Iterator] = []

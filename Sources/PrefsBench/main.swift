@@ -18,8 +18,9 @@ struct Options {
     var json = false
     var scaling = false
     var only: Set<String>? = nil
+    var side: Budget.Side? = nil
 
-    static let usage = "usage: prefs-bench [--quick] [--json] [--scaling] [--only NAME[,NAME…]]"
+    static let usage = "usage: prefs-bench [--quick] [--json] [--scaling] [--only NAME[,NAME…]] [--side ours|baseline]"
 
     init(_ arguments: [String]) throws {
         var remaining = arguments[...]
@@ -31,6 +32,11 @@ struct Options {
             case "--only":
                 guard let names = remaining.popFirst() else { throw BenchError.failed("--only needs a name") }
                 only = (only ?? []).union(names.split(separator: ",").map(String.init))
+            case "--side":
+                guard let name = remaining.popFirst(), let side = Budget.Side(rawValue: name) else {
+                    throw BenchError.failed("--side needs ours or baseline")
+                }
+                self.side = side
             case "-h", "--help":
                 print(Self.usage)
                 exit(0)
@@ -102,7 +108,8 @@ func runBenchmarks(_ options: Options) async throws {
     let folders = try Folders.fromEnvironment()
     try FileManager.default.createDirectory(at: folders.config, withIntermediateDirectories: true)
     try FileManager.default.createDirectory(at: folders.data, withIntermediateDirectories: true)
-    let budget = options.quick ? Budget.quick : Budget.full
+    var budget = options.quick ? Budget.quick : Budget.full
+    budget.side = options.side
 
     if options.scaling {
         let sizes = [10, 100, 1_000, 10_000]
@@ -117,9 +124,11 @@ func runBenchmarks(_ options: Options) async throws {
     var results: [ComparisonResult] = []
     for scenario in comparisonScenarios(folders: folders) where options.includes(scenario.name) {
         log("running \(scenario.name)")
-        let (ours, baseline) = try await scenario.run(budget)
+        let comparison = try await scenario.run(budget)
         results.append(
-            ComparisonResult(name: scenario.name, ours: ours, baseline: baseline, target: scenario.target))
+            ComparisonResult(
+                name: scenario.name, ours: comparison.ours, baseline: comparison.baseline, ratio: comparison.ratio,
+                target: scenario.target))
     }
     var growth: Int? = nil
     if options.includes(RSSGrowth.name) {
