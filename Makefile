@@ -12,3 +12,14 @@ test: deps
 
 format:
 	swift format -i -r Sources Tests Package.swift
+
+# `make bench` runs every benchmark (about a minute), `make bench-quick` the CI smoke run (under a minute).
+.PHONY: bench bench-quick bench-scaling
+bench: deps
+	swift run -c release prefs-bench
+
+bench-quick: deps
+	swift run -c release prefs-bench --quick --json
+
+bench-scaling: deps
+	swift run -c release prefs-bench --scaling

@@ -49,7 +49,7 @@ struct Budget {
         case ours, baseline
     }
 
-    static let full = Budget(runNanoseconds: 15_000_000, runs: 31)
+    static let full = Budget(runNanoseconds: 20_000_000, runs: 41)
     static let quick = Budget(runNanoseconds: 6_000_000, runs: 9)
 }
 

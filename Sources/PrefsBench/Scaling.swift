@@ -5,14 +5,16 @@ import Prefs
 struct ScalingRow {
     let keys: Int
     let read: Stats
-    let durableWrite: Stats
-    let foundationSync: Stats
-    let secureWrite: Stats
-    let secureOpen: Stats
-    let readAndDecrypt: Stats
+    /// Our durable `set` against Foundation's `set` + `synchronize()`.
+    let write: Comparison
+    /// A secure `set` against a plain durable write of the same plaintext.
+    let secureWrite: Comparison
+    /// Opening the vault and reading one secret against reading the file and one AEAD decryption.
+    let secureOpen: Comparison
 }
 
-/// Measures reads, durable writes and secure opens with 10, 100, 1 000 and 10 000 keys.
+/// Measures reads, durable writes and secure opens with 10, 100, 1 000 and 10 000 keys; every write and open is
+/// measured interleaved with its baseline, as in the main table.
 func measureScaling(folders: Folders, budget: Budget, sizes: [Int], log: (String) -> Void) async throws -> [ScalingRow]
 {
     var rows: [ScalingRow] = []
@@ -29,17 +31,15 @@ func measureScaling(folders: Folders, budget: Budget, sizes: [Int], log: (String
             }, budget: budget)
 
         var next = 0
-        let write = try await measure(
-            { count in
+        let defaults = try foundationSuite("scaling-foundation-\(size)", keys: size, folders: folders)
+        let write = try await compare(
+            ours: { count in
                 for _ in 0..<count {
                     next += 1
                     value.set(next)
                 }
-            }, budget: budget, limit: 5_000)
-
-        let defaults = try foundationSuite("scaling-foundation-\(size)", keys: size, folders: folders)
-        let sync = try await measure(
-            { count in
+            },
+            baseline: { count in
                 for _ in 0..<count {
                     next += 1
                     defaults.set(next, forKey: "key-1")
@@ -51,35 +51,41 @@ func measureScaling(folders: Folders, budget: Budget, sizes: [Int], log: (String
             url: folders.data.appending(path: "scaling/write-\(size).vault"), key: .raw(Data(randomKey())))
         try vault.replaceAll(secrets(size))
         let secret = SecureStoredValue<String>(key: "secret-1", store: vault)
-        let secureWrite = try await measure(
-            { count in
+        let plaintext = try vaultPlaintext(secrets(size), scratch: folders.data)
+        let plain = PlainDurableWriter(path: folders.data.appending(path: "scaling/plain-\(size).json").path)
+        let secureWrite = try await compare(
+            ours: { count in
                 for _ in 0..<count {
                     next += 1
                     try secret.set(token(next))
                 }
+            },
+            baseline: { count in
+                for _ in 0..<count { try plain.write(plaintext) }
             }, budget: budget, limit: 5_000)
 
-        let opening = try await compareSecureOpen(secretCount: size, folders: folders, budget: budget)
-        rows.append(
-            ScalingRow(
-                keys: size, read: read, durableWrite: write, foundationSync: sync, secureWrite: secureWrite,
-                secureOpen: opening.ours, readAndDecrypt: opening.baseline))
+        let secureOpen = try await compareSecureOpen(secretCount: size, folders: folders, budget: budget)
+        rows.append(ScalingRow(keys: size, read: read, write: write, secureWrite: secureWrite, secureOpen: secureOpen))
     }
     return rows
 }
 
-/// The scaling table as Markdown, medians per operation.
+/// The scaling table as Markdown: medians per operation, and the median paired ratio.
 func scalingTable(_ rows: [ScalingRow]) -> String {
     var lines = [
-        "| keys | read | durable write | UserDefaults set + synchronize() | secure write | secure open + read"
-            + " | read file + AEAD decrypt |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| keys | read | durable write | UserDefaults set + synchronize() | ratio | secure write"
+            + " | plain durable write | ratio | secure open + read | read file + AEAD decrypt | ratio |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    func cells(_ comparison: Comparison) -> [String] {
+        [
+            formatDuration(comparison.ours.median), formatDuration(comparison.baseline.median),
+            String(format: "%.2f", comparison.ratio),
+        ]
+    }
     for row in rows {
-        let cells = [
-            row.read, row.durableWrite, row.foundationSync, row.secureWrite, row.secureOpen, row.readAndDecrypt,
-        ].map { formatDuration($0.median) }
-        lines.append("| \(row.keys) | " + cells.joined(separator: " | ") + " |")
+        let all = [formatDuration(row.read.median)] + cells(row.write) + cells(row.secureWrite) + cells(row.secureOpen)
+        lines.append("| \(row.keys) | " + all.joined(separator: " | ") + " |")
     }
     return lines.joined(separator: "\n")
 }

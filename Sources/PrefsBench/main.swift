@@ -19,8 +19,11 @@ struct Options {
     var scaling = false
     var only: Set<String>? = nil
     var side: Budget.Side? = nil
+    var sizes = [10, 100, 1_000, 10_000]
 
-    static let usage = "usage: prefs-bench [--quick] [--json] [--scaling] [--only NAME[,NAME…]] [--side ours|baseline]"
+    static let usage =
+        "usage: prefs-bench [--quick] [--json] [--scaling] [--only NAME[,NAME…]] [--side ours|baseline]"
+        + " [--sizes N,N…]"
 
     init(_ arguments: [String]) throws {
         var remaining = arguments[...]
@@ -37,6 +40,12 @@ struct Options {
                     throw BenchError.failed("--side needs ours or baseline")
                 }
                 self.side = side
+            case "--sizes":
+                let sizes = (remaining.popFirst() ?? "").split(separator: ",").compactMap { Int($0) }
+                guard !sizes.isEmpty, sizes.allSatisfy({ $0 > 1 }) else {
+                    throw BenchError.failed("--sizes needs key counts above 1, like 10,100")
+                }
+                self.sizes = sizes
             case "-h", "--help":
                 print(Self.usage)
                 exit(0)
@@ -112,8 +121,7 @@ func runBenchmarks(_ options: Options) async throws {
     budget.side = options.side
 
     if options.scaling {
-        let sizes = [10, 100, 1_000, 10_000]
-        let rows = try await measureScaling(folders: folders, budget: budget, sizes: sizes, log: log)
+        let rows = try await measureScaling(folders: folders, budget: budget, sizes: options.sizes, log: log)
         print(
             "Median cost per operation by number of keys in the suite or vault (\(ProcessInfo.processInfo.activeProcessorCount) cores):"
         )
