@@ -187,6 +187,12 @@ extension JSONFormat {
 
         mutating func writeString(_ text: String) {
             output.append("\"")
+            // Fast path for the common string that needs no escaping: append it whole, not scalar by scalar.
+            if !text.utf8.contains(where: { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 }) {
+                output.append(text)
+                output.append("\"")
+                return
+            }
             for scalar in text.unicodeScalars {
                 switch scalar {
                 case "\"": output.append("\\\"")
