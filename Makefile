@@ -13,7 +13,7 @@ test: deps
 format:
 	swift format -i -r Sources Tests Package.swift
 
-# `make bench` runs every benchmark (about a minute), `make bench-quick` the CI smoke run (under a minute).
+# `make bench` runs every benchmark (about 25 s), `make bench-quick` the CI smoke run (a few seconds).
 .PHONY: bench bench-quick bench-scaling
 bench: deps
 	swift run -c release prefs-bench
