@@ -28,3 +28,14 @@ docs: deps
 
 coverage: deps
 	scripts/coverage.sh
+
+# `make bench` runs every benchmark (about 25 s), `make bench-quick` the CI smoke run (a few seconds).
+.PHONY: bench bench-quick bench-scaling
+bench: deps
+	swift run -c release prefs-bench
+
+bench-quick: deps
+	swift run -c release prefs-bench --quick --json
+
+bench-scaling: deps
+	swift run -c release prefs-bench --scaling

@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "Prefs", targets: ["Prefs"]),
         .executable(name: "prefs-demo", targets: ["PrefsDemo"]),
         .executable(name: "prefs", targets: ["PrefsCLI"]),
+        .executable(name: "prefs-bench", targets: ["PrefsBench"]),
     ],
     targets: [
         .systemLibrary(
@@ -48,6 +49,10 @@ let package = Package(
         .testTarget(
             name: "PrefsCLITests",
             dependencies: ["Prefs", "PrefsCLICore", "PrefsCLI"]
+        ),
+        .executableTarget(
+            name: "PrefsBench",
+            dependencies: ["Prefs", "CSodium"]
         ),
     ],
     swiftLanguageModes: [.v6]

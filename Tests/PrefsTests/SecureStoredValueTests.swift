@@ -218,6 +218,25 @@ struct SecureStoredValueTests {
         #expect(try mode("config/com.example.helper/secrets.key") == 0o600)
         #expect(try mode("config/com.example.helper") == 0o700)
     }
+
+    @Test func replaceAllSealsEverySecretAtOnceAndAnnouncesOnlyChangedKeys() async throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        try vault.store.setValue(.string("old"), forKey: "kept")
+        try vault.store.setValue(.string("gone"), forKey: "removed")
+        let token = SecureStoredValue<String>(key: "kept", store: vault.store)
+        #expect(token.wrappedValue == "old")
+        var changes = vault.store.changes.keys().makeAsyncIterator()
+
+        try vault.store.replaceAll(["kept": .string("new"), "added": .int(7)])
+
+        #expect(token.wrappedValue == "new")
+        let reopened = try vault.reopen()
+        #expect(try reopened.allValues() == ["kept": .string("new"), "added": .int(7)])
+        var announced: Set<String> = []
+        for _ in 0..<3 { if let key = await changes.next() { announced.insert(key) } }
+        #expect(announced == ["kept", "added", "removed"])
+    }
 }
 
 struct VaultTamperingTests {

@@ -179,6 +179,8 @@ final class FileBackedStorage: Sendable {
     }
 
     static func diff(_ old: [String: PrefValue], _ new: [String: PrefValue]) -> Set<String> {
+        // The first load of a file: everything is new, and there is nothing to compare.
+        if old.isEmpty { return Set(new.keys) }
         var changed = Set<String>()
         for (key, value) in old where new[key] != value { changed.insert(key) }
         for key in new.keys where old[key] == nil { changed.insert(key) }

@@ -85,6 +85,10 @@ public final class EncryptedFileStore: KeyValueStore {
     /// `try vault.allValues()` returns every secret's name and value.
     public func allValues() throws -> [String: PrefValue] { try storage.allValues() }
 
+    /// `try vault.replaceAll(secrets)` replaces every secret at once (an import, a migration) in one atomic,
+    /// durable seal, announcing exactly the keys whose values changed.
+    public func replaceAll(_ values: [String: PrefValue]) throws { try storage.replaceAll(values) }
+
     /// `try vault.rekey(to: .passphrase(newPassphrase))` re-encrypts the vault under a new key.
     ///
     /// The vault is replaced in one atomic rename: at every instant the file opens with exactly one of the two

@@ -187,6 +187,12 @@ extension JSONFormat {
 
         mutating func writeString(_ text: String) {
             output.append("\"")
+            // Fast path for the common string that needs no escaping: append it whole, not scalar by scalar.
+            if !text.utf8.contains(where: { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 }) {
+                output.append(text)
+                output.append("\"")
+                return
+            }
             for scalar in text.unicodeScalars {
                 switch scalar {
                 case "\"": output.append("\\\"")
@@ -526,7 +532,20 @@ extension JSONFormat {
         private mutating func parseString() throws(SyntaxError) -> String {
             let start = position
             position += 1  // "
-            var buffer: [UInt8] = []
+            // Fast path for the common string without escapes: validate the bytes in place, no per-byte appends.
+            var end = position
+            while end < bytes.count, bytes[end] != ASCII.quote, bytes[end] != ASCII.backslash, bytes[end] >= 0x20 {
+                end += 1
+            }
+            if end < bytes.count, bytes[end] == ASCII.quote {
+                guard let text = String(validating: bytes[position..<end], as: UTF8.self) else {
+                    throw fail("string is not valid UTF-8", at: start)
+                }
+                position = end + 1
+                return text
+            }
+            var buffer = Array(bytes[position..<end])
+            position = end
             while true {
                 guard position < bytes.count else { throw fail("unterminated string", at: start) }
                 let byte = bytes[position]
