@@ -586,3 +586,101 @@ extension FormatTests {
         }
     }
 }
+
+// MARK: - Vault payload
+
+extension FormatTests {
+    private func payloadDecodes(_ bytes: [UInt8]) throws(PrefsError) -> [String: PrefValue] {
+        try VaultPayload.decode(Data(bytes), path: "test.vault")
+    }
+
+    @Test func vaultPayloadRoundTripsEveryKindExactly() throws {
+        for store in [sampleStore, writerEdgeCases, [:]] {
+            let decoded = try VaultPayload.decode(try VaultPayload.encode(store), path: "test.vault")
+            #expect(identical(.dictionary(decoded), .dictionary(store)))
+        }
+        // Non-finite numbers and NaN payloads too: nothing in the payload goes through Foundation.
+        let odd: [String: PrefValue] = [
+            "a": .float(.infinity), "b": .float(Float(bitPattern: 0x7FC0_0001)), "c": .double(-.infinity),
+            "d": .double(Double(bitPattern: 0x7FF8_0000_0000_0001)), "e": .unsignedInt(3), "f": .date(.distantPast),
+        ]
+        #expect(identical(.dictionary(try VaultPayload.decode(VaultPayload.encode(odd), path: "v")), .dictionary(odd)))
+        var random = SplitMix64(state: fuzzSeed ?? 0xFA_11_0AD)
+        for _ in 0..<200 {
+            var values: [String: PrefValue] = [:]
+            for _ in 0..<random.below(12) { values[randomString(&random)] = randomValue(&random, depth: 3) }
+            let decoded = try VaultPayload.decode(try VaultPayload.encode(values), path: "v")
+            #expect(identical(.dictionary(decoded), .dictionary(values)))
+        }
+    }
+
+    @Test func vaultPayloadLayout() throws {
+        let bytes = Array(try VaultPayload.encode(["k": .int(-2)]))
+        #expect(bytes == [1, 1, 0, 0, 0, 1, 0, 0, 0, 0x6B, 2, 0xFE, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
+    }
+
+    @Test func vaultPayloadRefusesEveryTruncation() throws {
+        let full = Array(try VaultPayload.encode(sampleStore))
+        for length in 0..<full.count {
+            #expect(throws: PrefsError.self) { try payloadDecodes(Array(full.prefix(length))) }
+        }
+    }
+
+    @Test func vaultPayloadRefusesMalformedInput() throws {
+        let malformed: [(String, [UInt8])] = [
+            ("unknown version", [2, 0, 0, 0, 0]),
+            ("bytes after the payload", [1, 0, 0, 0, 0, 0]),
+            ("unknown tag", [1, 1, 0, 0, 0, 1, 0, 0, 0, 0x6B, 11]),
+            ("repeated key", [1, 2, 0, 0, 0, 1, 0, 0, 0, 0x6B, 1, 1, 0, 0, 0, 0x6B, 0]),
+            ("invalid UTF-8 key", [1, 1, 0, 0, 0, 1, 0, 0, 0, 0xFF, 1]),
+            ("invalid UTF-8 value", [1, 1, 0, 0, 0, 1, 0, 0, 0, 0x6B, 7, 2, 0, 0, 0, 0xC3, 0x28]),
+            ("huge entry count", [1, 0xFF, 0xFF, 0xFF, 0xFF]),
+            ("huge array count", [1, 1, 0, 0, 0, 1, 0, 0, 0, 0x6B, 9, 0xFF, 0xFF, 0xFF, 0xFF, 1]),
+            ("huge data length", [1, 1, 0, 0, 0, 1, 0, 0, 0, 0x6B, 8, 0xFF, 0xFF, 0xFF, 0x7F, 1]),
+            ("empty", []),
+        ]
+        for (name, bytes) in malformed {
+            #expect(throws: PrefsError.self, "\(name)") { try payloadDecodes(bytes) }
+            do {
+                _ = try payloadDecodes(bytes)
+            } catch {
+                #expect(isCorruptFile(error), "\(name): \(error)")
+            }
+        }
+    }
+
+    @Test func vaultPayloadDepthLimitOnBothSides() throws {
+        var nested = PrefValue.int(1)
+        for _ in 0..<(VaultPayload.maximumDepth - 1) { nested = .array([nested]) }
+        let deepest = try VaultPayload.encode(["k": nested])
+        #expect(try VaultPayload.decode(deepest, path: "v")["k"] == nested)
+        #expect(throws: PrefsError.self) { _ = try VaultPayload.encode(["k": .array([nested])]) }
+        // A hand-made payload one level deeper than the limit, which the encoder refuses to write.
+        var tooDeep: [UInt8] = [1, 1, 0, 0, 0, 1, 0, 0, 0, 0x6B]
+        for _ in 0..<VaultPayload.maximumDepth { tooDeep += [9, 1, 0, 0, 0] }
+        tooDeep += [1]
+        #expect(throws: PrefsError.self) { try payloadDecodes(tooDeep) }
+    }
+
+    @Test func vaultPayloadMutationFuzzNeverCrashes() throws {
+        let seeds = [
+            Array(try VaultPayload.encode(sampleStore)),
+            Array(try VaultPayload.encode(writerEdgeCases.filter { $0.key != "manyObjects" })),
+        ]
+        var random = SplitMix64(state: fuzzSeed ?? 0x5AFE)
+        var accepted = 0
+        for index in 0..<(fuzzIterations ?? 4000) {
+            let input = mutate(seeds[index % seeds.count], &random)
+            do {
+                let values = try payloadDecodes(input)
+                accepted += 1
+                // What is accepted re-encodes to a payload that decodes to the same values.
+                let again = try? VaultPayload.decode(try VaultPayload.encode(values), path: "again")
+                #expect(again.map { identical(.dictionary($0), .dictionary(values)) } == true)
+            } catch {
+                #expect(isCorruptFile(error), "unexpected error \(error)")
+            }
+        }
+        #expect(accepted > 0)
+    }
+}
