@@ -27,7 +27,17 @@ enum VaultPayload {
     static let maximumDepth = 512
 
     private enum Tag: UInt8 {
-        case boolFalse = 0, boolTrue, int, unsignedInt, float, double, date, string, data, array, dictionary
+        case boolFalse = 0
+        case boolTrue = 1
+        case int = 2
+        case unsignedInt = 3
+        case float = 4
+        case double = 5
+        case date = 6
+        case string = 7
+        case data = 8
+        case array = 9
+        case dictionary = 10
     }
 
     // MARK: Encoding
