@@ -448,3 +448,239 @@ private func binaryPlist(_ objects: [[UInt8]], top: UInt64 = 0) -> Data {
     }
     return Data(bytes)
 }
+
+// MARK: - Binary property-list writer
+
+/// Values that exercise every branch of `BinaryPropertyListWriter`: each kind, integer and length boundaries,
+/// counts of 15 and more, non-ASCII text and enough objects for 2-byte references and 4-byte offsets.
+private let writerEdgeCases: [String: PrefValue] = {
+    var values: [String: PrefValue] = [
+        "ints": .array(
+            [0, 1, 14, 15, 16, 255, 256, 65_535, 65_536, 4_294_967_295, 4_294_967_296, -1, -256, .min, .max].map {
+                PrefValue.int($0)
+            }),
+        "unsigned": .array([.unsignedInt(UInt64(Int64.max) + 1), .unsignedInt(.max)]),
+        "reals": .array([
+            .float(-0.0), .float(.greatestFiniteMagnitude), .float(.leastNonzeroMagnitude), .float(1.5),
+            .double(-0.0), .double(.greatestFiniteMagnitude), .double(.leastNonzeroMagnitude), .double(1e-300),
+        ]),
+        "dates": .array([
+            .date(Date(timeIntervalSinceReferenceDate: 0)), .date(Date(timeIntervalSinceReferenceDate: -1.25e9)),
+            .date(Date(timeIntervalSinceReferenceDate: 7.123456789)),
+        ]),
+        "data": .array(
+            [14, 15, 16, 255, 256, 70_000].map { .data(Data((0..<$0).map { UInt8(truncatingIfNeeded: $0) })) }),
+        "ascii": .array([14, 15, 16, 300, 70_000].map { .string(String(repeating: "a", count: $0)) }),
+        "nonASCII": .array([
+            .string("é"), .string("€uro"), .string("👋🏽 emoji"), .string("👨‍👩‍👧"), .string("中文テキスト"),
+            .string(String(repeating: "ü", count: 15)), .string(String(repeating: "🙂", count: 40)),
+            .string("\u{7F}\u{80}"),
+        ]),
+        "asciiControl": .string("nul\u{0}tab\t\u{7F}"),
+        "emptyString": .string(""),
+        "emptyArray": .array([]),
+        "emptyDictionary": .dictionary([:]),
+        "emptyData": .data(Data()),
+        "nestedEmpty": .array([.array([]), .dictionary([:]), .array([.dictionary(["": .array([])])])]),
+        "sharedStrings": .array([.string("same"), .string("same"), .dictionary(["same": .string("same")])]),
+        "bigDictionary": .dictionary(
+            Dictionary(uniqueKeysWithValues: (0..<20).map { ("key \($0) ✓", PrefValue.int(Int64($0))) })),
+        "manyObjects": .array((0..<400).map { .string("element \($0)") }),
+        "booleans": .array([.bool(true), .bool(false), .int(0), .int(1), .double(1), .double(0)]),
+    ]
+    for index in 0..<17 { values["top \(index)"] = .bool(index % 2 == 0) }
+    return values
+}()
+
+/// A random value tree of at most `depth` levels.
+private func randomValue(_ random: inout SplitMix64, depth: Int) -> PrefValue {
+    let kinds = depth > 0 ? 10 : 8
+    switch random.below(kinds) {
+    case 0: return .bool(random.below(2) == 0)
+    case 1:
+        let raw = random.next()
+        return .int(Int64(bitPattern: raw) >> Int64(random.below(64)))
+    case 2: return .integer(random.next() | (random.below(2) == 0 ? 1 << 63 : 0))
+    // Finite only: Foundation turns every non-finite number into a canonical double (see the test below).
+    case 3: return .float(Float(bitPattern: UInt32(truncatingIfNeeded: random.next()) & 0xBF7F_FFFF))
+    case 4: return .double(Double(bitPattern: random.next() & 0xBFEF_FFFF_FFFF_FFFF))
+    case 5: return .date(Date(timeIntervalSinceReferenceDate: Double(Int64(bitPattern: random.next()) >> 30) / 1024))
+    case 6: return .data(Data((0..<random.below(40)).map { _ in UInt8(truncatingIfNeeded: random.next()) }))
+    case 7: return .string(randomString(&random))
+    case 8: return .array((0..<random.below(20)).map { _ in randomValue(&random, depth: depth - 1) })
+    default:
+        var members: [String: PrefValue] = [:]
+        for _ in 0..<random.below(20) { members[randomString(&random)] = randomValue(&random, depth: depth - 1) }
+        return .dictionary(members)
+    }
+}
+
+private func randomString(_ random: inout SplitMix64) -> String {
+    let alphabet: [Character] = ["a", "Z", "0", " ", "\u{0}", "é", "€", "中", "👋", "🏽", "\u{7F}", "\n"]
+    return String((0..<random.below(24)).map { _ in alphabet[random.below(alphabet.count)] })
+}
+
+/// What Foundation's own binary reader makes of `data`, bypassing `PropertyListFormat`'s validator.
+private func foundationDecode(_ data: Data) throws -> [String: PrefValue]? {
+    var format = PropertyListSerialization.PropertyListFormat.xml
+    let root = try PropertyListSerialization.propertyList(from: data, options: [], format: &format)
+    guard format == .binary, case .dictionary(let values)? = PropertyListFormat.fromFoundation(root) else {
+        return nil
+    }
+    return values
+}
+
+extension FormatTests {
+    @Test func foundationReadsTheBinaryWriterExactly() throws {
+        let data = BinaryPropertyListWriter.encode(writerEdgeCases)
+        #expect(data.starts(with: Array("bplist00".utf8)))
+        let decoded = try #require(try foundationDecode(data))
+        #expect(identical(.dictionary(decoded), .dictionary(writerEdgeCases)))
+        // Through the validator too, and for the sample store.
+        #expect(
+            identical(.dictionary(try PropertyListFormat.decode(data, path: "w.plist")), .dictionary(writerEdgeCases)))
+        let sample = try #require(try foundationDecode(BinaryPropertyListWriter.encode(sampleStore)))
+        #expect(identical(.dictionary(sample), .dictionary(sampleStore)))
+        #expect(try foundationDecode(BinaryPropertyListWriter.encode([:])) == [:])
+    }
+
+    @Test func nonFiniteNumbersReadBackAsWithFoundationsOwnWriter() throws {
+        let values: [String: PrefValue] = [
+            "a": .float(.infinity), "b": .float(-.infinity), "c": .float(.nan), "d": .double(.infinity),
+            "e": .double(-.infinity), "f": .double(Double(bitPattern: 0x7FF8_0000_0000_0001)),
+        ]
+        let ours = try #require(try foundationDecode(BinaryPropertyListWriter.encode(values)))
+        let foundationBytes = try PropertyListSerialization.data(
+            fromPropertyList: values.mapValues(PropertyListFormat.toFoundation), format: .binary, options: 0)
+        let theirs = try #require(try foundationDecode(foundationBytes))
+        #expect(identical(.dictionary(ours), .dictionary(theirs)))
+        #expect(ours["a"] == .double(.infinity) && ours["b"] == .double(-.infinity))
+    }
+
+    @Test func binaryWriterUsesCompactEncodings() throws {
+        let bytes = Array(BinaryPropertyListWriter.encode(["k": .int(300)]))
+        // Header, dictionary of one pair, "k", a 2-byte integer, three 1-byte offsets, the trailer.
+        #expect(bytes.count == 8 + 3 + 2 + 3 + 3 + 32)
+        #expect(Array(bytes[8..<19]) == [0xD1, 1, 2, 0x51, 0x6B, 0x11, 0x01, 0x2C, 8, 11, 13])
+        let trailer = Array(bytes.suffix(32))
+        #expect(trailer[6] == 1 && trailer[7] == 1)
+        // Repeated strings are stored once: two keys, one shared value string.
+        let shared = BinaryPropertyListWriter.encode(["a": .string("v"), "b": .string("v")])
+        #expect(shared.suffix(32)[shared.count - 32 + 15] == 4)
+        // Every offset fits in one byte, but the table starts at 266: Foundation wants 2-byte offsets then.
+        let long: [String: PrefValue] = ["k": .string(String(repeating: "x", count: 250))]
+        let longBytes = BinaryPropertyListWriter.encode(long)
+        #expect(Array(longBytes.suffix(32))[6] == 2)
+        #expect(try foundationDecode(longBytes) == long)
+    }
+
+    @Test func binaryWriterRandomValuesRoundTripThroughFoundation() throws {
+        var random = SplitMix64(state: fuzzSeed ?? 0xB1_A7_17)
+        for _ in 0..<(fuzzIterations.map { $0 / 20 } ?? 300) {
+            var values: [String: PrefValue] = [:]
+            for _ in 0..<random.below(12) { values[randomString(&random)] = randomValue(&random, depth: 3) }
+            let data = BinaryPropertyListWriter.encode(values)
+            let decoded = try #require(try foundationDecode(data))
+            #expect(identical(.dictionary(decoded), .dictionary(values)), "\(values)")
+            #expect(identical(.dictionary(try PropertyListFormat.decode(data, path: "r.plist")), .dictionary(values)))
+        }
+    }
+}
+
+// MARK: - Vault payload
+
+extension FormatTests {
+    private func payloadDecodes(_ bytes: [UInt8]) throws(PrefsError) -> [String: PrefValue] {
+        try VaultPayload.decode(Data(bytes), path: "test.vault")
+    }
+
+    @Test func vaultPayloadRoundTripsEveryKindExactly() throws {
+        for store in [sampleStore, writerEdgeCases, [:]] {
+            let decoded = try VaultPayload.decode(try VaultPayload.encode(store), path: "test.vault")
+            #expect(identical(.dictionary(decoded), .dictionary(store)))
+        }
+        // Non-finite numbers and NaN payloads too: nothing in the payload goes through Foundation.
+        let odd: [String: PrefValue] = [
+            "a": .float(.infinity), "b": .float(Float(bitPattern: 0x7FC0_0001)), "c": .double(-.infinity),
+            "d": .double(Double(bitPattern: 0x7FF8_0000_0000_0001)), "e": .unsignedInt(3), "f": .date(.distantPast),
+        ]
+        #expect(identical(.dictionary(try VaultPayload.decode(VaultPayload.encode(odd), path: "v")), .dictionary(odd)))
+        var random = SplitMix64(state: fuzzSeed ?? 0xFA_11_0AD)
+        for _ in 0..<200 {
+            var values: [String: PrefValue] = [:]
+            for _ in 0..<random.below(12) { values[randomString(&random)] = randomValue(&random, depth: 3) }
+            let decoded = try VaultPayload.decode(try VaultPayload.encode(values), path: "v")
+            #expect(identical(.dictionary(decoded), .dictionary(values)))
+        }
+    }
+
+    @Test func vaultPayloadLayout() throws {
+        let bytes = Array(try VaultPayload.encode(["k": .int(-2)]))
+        #expect(bytes == [1, 1, 0, 0, 0, 1, 0, 0, 0, 0x6B, 2, 0xFE, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
+    }
+
+    @Test func vaultPayloadRefusesEveryTruncation() throws {
+        let full = Array(try VaultPayload.encode(sampleStore))
+        for length in 0..<full.count {
+            #expect(throws: PrefsError.self) { try payloadDecodes(Array(full.prefix(length))) }
+        }
+    }
+
+    @Test func vaultPayloadRefusesMalformedInput() throws {
+        let malformed: [(String, [UInt8])] = [
+            ("unknown version", [2, 0, 0, 0, 0]),
+            ("bytes after the payload", [1, 0, 0, 0, 0, 0]),
+            ("unknown tag", [1, 1, 0, 0, 0, 1, 0, 0, 0, 0x6B, 11]),
+            ("repeated key", [1, 2, 0, 0, 0, 1, 0, 0, 0, 0x6B, 1, 1, 0, 0, 0, 0x6B, 0]),
+            ("invalid UTF-8 key", [1, 1, 0, 0, 0, 1, 0, 0, 0, 0xFF, 1]),
+            ("invalid UTF-8 value", [1, 1, 0, 0, 0, 1, 0, 0, 0, 0x6B, 7, 2, 0, 0, 0, 0xC3, 0x28]),
+            ("huge entry count", [1, 0xFF, 0xFF, 0xFF, 0xFF]),
+            ("huge array count", [1, 1, 0, 0, 0, 1, 0, 0, 0, 0x6B, 9, 0xFF, 0xFF, 0xFF, 0xFF, 1]),
+            ("huge data length", [1, 1, 0, 0, 0, 1, 0, 0, 0, 0x6B, 8, 0xFF, 0xFF, 0xFF, 0x7F, 1]),
+            ("empty", []),
+        ]
+        for (name, bytes) in malformed {
+            #expect(throws: PrefsError.self, "\(name)") { try payloadDecodes(bytes) }
+            do {
+                _ = try payloadDecodes(bytes)
+            } catch {
+                #expect(isCorruptFile(error), "\(name): \(error)")
+            }
+        }
+    }
+
+    @Test func vaultPayloadDepthLimitOnBothSides() throws {
+        var nested = PrefValue.int(1)
+        for _ in 0..<(VaultPayload.maximumDepth - 1) { nested = .array([nested]) }
+        let deepest = try VaultPayload.encode(["k": nested])
+        #expect(try VaultPayload.decode(deepest, path: "v")["k"] == nested)
+        #expect(throws: PrefsError.self) { _ = try VaultPayload.encode(["k": .array([nested])]) }
+        // A hand-made payload one level deeper than the limit, which the encoder refuses to write.
+        var tooDeep: [UInt8] = [1, 1, 0, 0, 0, 1, 0, 0, 0, 0x6B]
+        for _ in 0..<VaultPayload.maximumDepth { tooDeep += [9, 1, 0, 0, 0] }
+        tooDeep += [1]
+        #expect(throws: PrefsError.self) { try payloadDecodes(tooDeep) }
+    }
+
+    @Test func vaultPayloadMutationFuzzNeverCrashes() throws {
+        let seeds = [
+            Array(try VaultPayload.encode(sampleStore)),
+            Array(try VaultPayload.encode(writerEdgeCases.filter { $0.key != "manyObjects" })),
+        ]
+        var random = SplitMix64(state: fuzzSeed ?? 0x5AFE)
+        var accepted = 0
+        for index in 0..<(fuzzIterations ?? 4000) {
+            let input = mutate(seeds[index % seeds.count], &random)
+            do {
+                let values = try payloadDecodes(input)
+                accepted += 1
+                // What is accepted re-encodes to a payload that decodes to the same values.
+                let again = try? VaultPayload.decode(try VaultPayload.encode(values), path: "again")
+                #expect(again.map { identical(.dictionary($0), .dictionary(values)) } == true)
+            } catch {
+                #expect(isCorruptFile(error), "unexpected error \(error)")
+            }
+        }
+        #expect(accepted > 0)
+    }
+}

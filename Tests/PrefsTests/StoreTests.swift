@@ -256,6 +256,18 @@ struct UserDefaultsStoreTests {
         #expect(url.lines == ["String https://example.com/a?b=c"])
         let theme = try ChildProcess.run(["foundation-read", "group.interop", "theme"], environment: environment)
         #expect(theme.lines == ["String dark"])
+        // Non-ASCII text is written as UTF-16, counts of 15 and more with an extended length, big integers wide.
+        let text = "héllo wörld, 👋🏽 中文"
+        try store.set(text, for: PrefKey("text", default: ""))
+        try store.set(Array(0..<20), for: PrefKey("list", default: [Int]()))
+        try store.set(70_000, for: PrefKey("number", default: 0))
+        let read = try ChildProcess.run(["foundation-read", "group.interop", "text"], environment: environment)
+        #expect(read.lines == ["String \(text)"])
+        let number = try ChildProcess.run(["foundation-read", "group.interop", "number"], environment: environment)
+        #expect(number.lines.first?.hasSuffix(" 70000") == true, "\(number.lines)")
+        let list = try ChildProcess.run(["foundation-read", "group.interop", "list"], environment: environment)
+        // All 20 elements, the last one 19.
+        #expect(list.lines.first.map { $0.hasSuffix("19]") || $0.hasSuffix("19)]") } == true, "\(list.lines)")
     }
 
     @Test func prefsReadsWhatFoundationWrites() async throws {

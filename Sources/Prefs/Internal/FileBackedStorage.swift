@@ -44,8 +44,12 @@ final class FileBackedStorage: Sendable {
     }
 
     /// Loads the file now (missing is an empty store) and starts watching it for other processes' writes.
+    ///
+    /// The first load takes no lock (so opening creates no lock file): files are only ever replaced by an atomic
+    /// rename, so reading the current file always gets one complete version, and its identity comes from the
+    /// descriptor that was read. Nothing in this process can write this storage before `open` returns.
     func open(watching: Bool = true) throws {
-        _ = try refresh(lock: .shared)
+        _ = try refreshLocked(announcing: false)
         if watching { startWatching() }
     }
 
@@ -151,9 +155,10 @@ final class FileBackedStorage: Sendable {
         try file.withLock(kind) { try refreshLocked() }
     }
 
-    /// Must hold the file lock. A file that cannot be decoded marks the storage damaged and throws, leaving the
-    /// file and the last good snapshot in memory as they were.
-    private func refreshLocked() throws -> Set<String> {
+    /// Must hold the file lock (except for the first load, see `open`). A file that cannot be decoded marks the
+    /// storage damaged and throws, leaving the file and the last good snapshot in memory as they were. Returns no
+    /// keys when `announcing` is false, which saves building the set nobody will publish.
+    private func refreshLocked(announcing: Bool = true) throws -> Set<String> {
         let current = try file.identity()
         let known = snapshot.withLock { $0.damage == nil ? $0.identity : nil }
         if let current, current == known { return [] }
@@ -175,7 +180,7 @@ final class FileBackedStorage: Sendable {
             defer { state = Snapshot(values: values, identity: identity) }
             return state.values
         }
-        return Self.diff(old, values)
+        return announcing ? Self.diff(old, values) : []
     }
 
     static func diff(_ old: [String: PrefValue], _ new: [String: PrefValue]) -> Set<String> {

@@ -82,6 +82,8 @@ struct KDFParameters: Sendable, Equatable {
 /// magic "PREFSVLT" (8) | version u16 LE | kdf id u8 | opslimit u64 LE | memlimit u64 LE | salt (16) | nonce (24)
 /// | ciphertext length u64 LE | ciphertext (plaintext + 16-byte tag)
 /// ```
+///
+/// The plaintext is a ``VaultPayload``: the store's values in a compact, versioned binary encoding.
 struct VaultHeader: Sendable, Equatable {
     static let magic: [UInt8] = Array("PREFSVLT".utf8)
     static let currentVersion: UInt16 = 1

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 
-/// Seals a store snapshot (as JSON) into a vault file and opens it again, resolving the key once per vault
+/// Seals a store snapshot (as a ``VaultPayload``) into a vault file and opens it again, resolving the key once per vault
 /// header: a passphrase is derived when the vault is opened, not on every save.
 final class VaultSnapshotCodec: SnapshotCodec {
     private struct State {
@@ -27,7 +27,7 @@ final class VaultSnapshotCodec: SnapshotCodec {
         }
         var plaintext = try VaultFormat.open(data, key: key)
         defer { plaintext.withUnsafeMutableBytes { secureZero($0) } }
-        return try JSONFormat.decode(plaintext, path: path)
+        return try VaultPayload.decode(plaintext, path: path)
     }
 
     func encode(_ values: [String: PrefValue]) throws -> Data {
@@ -37,7 +37,7 @@ final class VaultSnapshotCodec: SnapshotCodec {
             state.resolved = resolved
             return resolved
         }
-        var plaintext = try JSONFormat.encode(values)
+        var plaintext = try VaultPayload.encode(values)
         defer { plaintext.withUnsafeMutableBytes { secureZero($0) } }
         return VaultFormat.seal(plaintext, key: resolved.key, kdf: resolved.kdf)
     }

@@ -10,13 +10,9 @@ enum PropertyListFormat {
     // MARK: Whole store
 
     /// The store as a binary property list whose top level is a dictionary.
+    /// Written by ``BinaryPropertyListWriter``, which Foundation reads back as the same values.
     static func encode(_ values: [String: PrefValue]) throws(PrefsError) -> Data {
-        let plist = values.mapValues(toFoundation)
-        do {
-            return try PropertyListSerialization.data(fromPropertyList: plist, format: .binary, options: 0)
-        } catch {
-            throw .encodingFailed(key: "", reason: "property list serialization failed: \(error)")
-        }
+        BinaryPropertyListWriter.encode(values)
     }
 
     /// Reads a binary or XML property list whose top level is a dictionary; anything else throws
