@@ -1,6 +1,6 @@
 // prefs-bench: Prefs against raw Foundation, Synchronization and libsodium, measured side by side in one run.
 //
-//   swift run -c release prefs-bench [--quick] [--json] [--scaling] [--only NAME[,NAME…]]
+//   swift run -c release prefs-bench [--quick] [--json] [--scaling] [--latency] [--only NAME[,NAME…]]
 //                                    [--side ours|baseline] [--sizes N,N…]
 //
 // The process first re-launches itself with XDG_CONFIG_HOME and XDG_DATA_HOME pointing into a fresh scratch
@@ -18,12 +18,14 @@ struct Options {
     var quick = false
     var json = false
     var scaling = false
+    var latency = false
+    var latencyWriter: (path: String, count: Int)? = nil
     var only: Set<String>? = nil
     var side: Budget.Side? = nil
     var sizes = [10, 100, 1_000, 10_000]
 
     static let usage =
-        "usage: prefs-bench [--quick] [--json] [--scaling] [--only NAME[,NAME…]] [--side ours|baseline]"
+        "usage: prefs-bench [--quick] [--json] [--scaling] [--latency] [--only NAME[,NAME…]] [--side ours|baseline]"
         + " [--sizes N,N…]"
 
     init(_ arguments: [String]) throws {
@@ -33,6 +35,12 @@ struct Options {
             case "--quick": quick = true
             case "--json": json = true
             case "--scaling": scaling = true
+            case "--latency": latency = true
+            case "--latency-writer":
+                guard let path = remaining.popFirst(), let count = remaining.popFirst().flatMap({ Int($0) }) else {
+                    throw BenchError.failed("--latency-writer needs a path and a count")
+                }
+                latencyWriter = (path, count)
             case "--only":
                 guard let names = remaining.popFirst() else { throw BenchError.failed("--only needs a name") }
                 only = (only ?? []).union(names.split(separator: ",").map(String.init))
@@ -194,11 +202,18 @@ do {
     printError("prefs-bench: \(error)\n")
     exit(2)
 }
+if let writer = options.latencyWriter {
+    do { try runLatencyWriter(path: writer.path, count: writer.count) } catch {
+        printError("prefs-bench: latency writer failed: \(error)\n")
+        exit(1)
+    }
+    exit(0)
+}
 if ProcessInfo.processInfo.environment["PREFS_BENCH_CHILD"] == nil {
     exit(relaunchInScratchFolders())
 }
 do {
-    try await runBenchmarks(options)
+    if options.latency { try await runLatency(quick: options.quick) } else { try await runBenchmarks(options) }
 } catch {
     printError("prefs-bench: failed: \(error)\n")
     exit(1)
