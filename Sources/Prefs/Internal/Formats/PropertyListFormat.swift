@@ -10,12 +10,29 @@ enum PropertyListFormat {
     // MARK: Whole store
 
     /// The store as a binary property list whose top level is a dictionary.
+    ///
+    /// Refuses a value nested deeper than the reader accepts, so the store never writes a file it cannot open.
     static func encode(_ values: [String: PrefValue]) throws(PrefsError) -> Data {
+        let limit = BinaryPropertyListValidator.maximumDepth
+        for (key, value) in values where !fits(value, atDepth: 2, limit: limit) {
+            throw .encodingFailed(key: key, reason: "nested deeper than \(limit) levels")
+        }
         let plist = values.mapValues(toFoundation)
         do {
             return try PropertyListSerialization.data(fromPropertyList: plist, format: .binary, options: 0)
         } catch {
             throw .encodingFailed(key: "", reason: "property list serialization failed: \(error)")
+        }
+    }
+
+    /// Whether `value`, placed at `depth` (the top-level dictionary is depth 1), stays within `limit` levels.
+    /// Stops descending at the limit, so its own recursion is bounded whatever the value.
+    private static func fits(_ value: PrefValue, atDepth depth: Int, limit: Int) -> Bool {
+        guard depth <= limit else { return false }
+        switch value {
+        case .array(let elements): return elements.allSatisfy { fits($0, atDepth: depth + 1, limit: limit) }
+        case .dictionary(let members): return members.values.allSatisfy { fits($0, atDepth: depth + 1, limit: limit) }
+        default: return true
         }
     }
 
