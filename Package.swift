@@ -36,6 +36,10 @@ let package = Package(
             name: "PrefsTests",
             dependencies: ["Prefs", "PrefsTestSupport", "PrefsTestHelper"]
         ),
+        .testTarget(
+            name: "PrefsReliabilityTests",
+            dependencies: ["Prefs", "PrefsTestSupport", "PrefsTestHelper"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
