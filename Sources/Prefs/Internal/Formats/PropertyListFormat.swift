@@ -25,6 +25,18 @@ enum PropertyListFormat {
         }
     }
 
+    /// Whether `data` can be an XML property list: after an optional byte-order mark and white space it starts
+    /// with `<`, or it is UTF-16 or UTF-32 text (marked by a byte-order mark or NUL bytes), which Foundation decodes.
+    private static func looksLikeXML(_ data: Data) -> Bool {
+        var bytes = data.prefix(64)[...]
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
+        if bytes.starts(with: [0xFE, 0xFF]) || bytes.starts(with: [0xFF, 0xFE]) || bytes.prefix(4).contains(0) {
+            return true
+        }
+        let whitespace: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0D]
+        return bytes.first { !whitespace.contains($0) } == UInt8(ascii: "<")
+    }
+
     /// Whether `value`, placed at `depth` (the top-level dictionary is depth 1), stays within `limit` levels.
     /// Stops descending at the limit, so its own recursion is bounded whatever the value.
     private static func fits(_ value: PrefValue, atDepth depth: Int, limit: Int) -> Bool {
@@ -43,6 +55,9 @@ enum PropertyListFormat {
 
         guard !data.isEmpty else { throw corrupt("empty file") }
         let isBinary = data.starts(with: BinaryPropertyListValidator.magic.prefix(6))
+        // Only binary and XML are accepted; refusing anything else here, before Foundation parses it, also avoids
+        // the error objects Foundation on Linux leaks for every input it fails to parse as a text property list.
+        guard isBinary || looksLikeXML(data) else { throw corrupt("not a binary or XML property list") }
         if isBinary {
             do {
                 try BinaryPropertyListValidator.validate([UInt8](data))
