@@ -305,7 +305,7 @@ enum Mutator {
                 let version = UInt16.random(in: 2...UInt16.max, using: &random)
                 bytes[8] = UInt8(version & 0xFF)
                 bytes[9] = UInt8(version >> 8)
-            case "plist" where bytes.starts(with: Array("bplist0".utf8)):
+            case "plist" where bytes.count >= 8 && bytes.starts(with: Array("bplist0".utf8)):
                 bytes[7] = UInt8.random(in: 0...255, using: &random)
             default:
                 let tokens = [
