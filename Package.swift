@@ -54,6 +54,10 @@ let package = Package(
             name: "PrefsBench",
             dependencies: ["Prefs", "CSodium"]
         ),
+        .testTarget(
+            name: "PrefsReliabilityTests",
+            dependencies: ["Prefs", "PrefsTestSupport", "PrefsTestHelper"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -85,12 +85,6 @@ private struct TemporaryDirectory {
     }
 }
 
-#if os(Linux)
-    private let fileSizeResource = Int32(RLIMIT_FSIZE.rawValue)
-#else
-    private let fileSizeResource = RLIMIT_FSIZE
-#endif
-
 private func permissions(of url: URL) -> mode_t {
     var info = stat()
     guard stat(url.path(percentEncoded: false), &info) == 0 else { return 0 }
@@ -136,21 +130,21 @@ struct FileLayerTests {
     @Test func modesIgnoreUmaskAndDirectoriesAreCreated0700() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
-        let file = LockedFile(url: directory.file("a/b/prefs.json"))
-        let other = LockedFile(url: directory.file("c/prefs.json"))
-
-        let previous = umask(0)
-        defer { umask(previous) }
-        try file.writeAtomically(Data("x".utf8))
-        umask(0o077)
-        try other.writeAtomically(Data("y".utf8), mode: 0o644)
-        umask(previous)
-
-        #expect(permissions(of: file.url) == 0o600)
+        // The umask is per process: change it in a child so tests running in parallel here are not affected.
+        for (mask, folder) in [("0", "a/b"), ("077", "c"), ("777", "d/e")] {
+            let spec = "json:" + directory.file(folder + "/prefs.json").path(percentEncoded: false)
+            let result = try ChildProcess.run(["umask-write", spec, mask, "key"])
+            #expect(result.lines == ["ok"], "umask \(mask): \(result.error)")
+            #expect(permissions(of: directory.file(folder + "/prefs.json")) == 0o600, "umask \(mask)")
+            #expect(permissions(of: directory.file(folder)) == 0o700, "umask \(mask)")
+        }
         #expect(permissions(of: directory.file("a")) == 0o700)
-        #expect(permissions(of: directory.file("a/b")) == 0o700)
+        #expect(permissions(of: directory.file("d")) == 0o700)
+
+        let other = LockedFile(url: directory.file("f/prefs.json"))
+        try other.writeAtomically(Data("y".utf8), mode: 0o644)
         #expect(permissions(of: other.url) == 0o644)
-        #expect(permissions(of: directory.file("c")) == 0o700)
+        #expect(permissions(of: directory.file("f")) == 0o700)
     }
 
     @Test func failedWriteThrowsIOError() throws {
@@ -187,32 +181,24 @@ struct FileLayerTests {
     @Test func oldContentSurvivesFileSizeLimit() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
-        let file = LockedFile(url: directory.file("prefs.json"))
-        let old = Data("old contents".utf8)
-        let written = try file.writeAtomically(old)
+        let url = directory.file("prefs.json")
+        let spec = "json:" + url.path(percentEncoded: false)
+        #expect(try ChildProcess.run(["set-string", spec, "old", "old contents"]).lines == ["ok"])
+        let file = LockedFile(url: url)
+        let before = try #require(try file.read())
 
-        var saved = rlimit()
-        try #require(getrlimit(fileSizeResource, &saved) == 0)
-        var limited = saved
-        limited.rlim_cur = 1024 * 1024
-        try #require(setrlimit(fileSizeResource, &limited) == 0)
-        var failure: PrefsError?
-        do {
-            try file.writeAtomically(Data(count: 2 * 1024 * 1024))
-        } catch {
-            failure = error
-        }
-        setrlimit(fileSizeResource, &saved)
+        // RLIMIT_FSIZE is per process: the child lowers it to 1 MiB and tries to store 2 MiB.
+        let result = try ChildProcess.run(["fsize", spec, "big", String(2 << 20), String(1 << 20)])
+        #expect(result.status == 0, "\(result.error)")
+        #expect(result.lines == ["refused write \(EFBIG)", "kept 1", "small ok"])
 
-        guard case .io(_, "write", let code, _) = failure else {
-            Issue.record("expected a write error, got \(String(describing: failure))")
-            return
-        }
-        #expect(code == EFBIG)
-        let read = try #require(try file.read())
-        #expect(read.data == old)
-        #expect(read.identity == written)
-        #expect(try directory.contents() == ["prefs.json"])
+        // The refused write left nothing behind; the small one that followed kept the old value.
+        #expect(try directory.contents() == ["prefs.json", "prefs.json.lock"])
+        let after = try #require(try file.read())
+        #expect(after.identity != before.identity)
+        let store = try JSONFormat.decode(after.data, path: "prefs.json")
+        #expect(store["old"] == .string("old contents"))
+        #expect(store["big"] == nil)
     }
 
     @Test func writesLeaveNoTemporaryFilesAndChangeIdentity() throws {

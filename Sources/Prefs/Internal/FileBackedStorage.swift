@@ -27,6 +27,8 @@ final class FileBackedStorage: Sendable {
     private let writer = NSRecursiveLock()
     /// How deep the current writer thread is nested; only touched while holding `writer`.
     nonisolated(unsafe) private var writerDepth = 0
+    /// Whether the first write has swept temporary files left by killed writers; only touched under `writer`.
+    nonisolated(unsafe) private var sweptTemporaryFiles = false
     private let watch = Mutex<FileWatchToken?>(nil)
 
     var path: String { file.url.path }
@@ -135,6 +137,11 @@ final class FileBackedStorage: Sendable {
 
     private func write(_ values: [String: PrefValue]) throws {
         let data = try codec.encode(values)
+        if !sweptTemporaryFiles {
+            // Holding the exclusive lock: no writer can be mid-write, so any temporary file is a killed one's.
+            sweptTemporaryFiles = true
+            file.removeStaleTemporaryFiles()
+        }
         let identity = try file.writeAtomically(data)
         snapshot.withLock { $0 = Snapshot(values: values, identity: identity) }
     }

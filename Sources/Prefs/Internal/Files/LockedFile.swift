@@ -152,6 +152,28 @@ final class LockedFile: Sendable {
         return identity
     }
 
+    /// Removes the temporary files that writers killed between creating and renaming them left behind
+    /// (`.<name>.tmp-<hex>` beside the file), and returns how many it removed. Best effort: errors are ignored.
+    ///
+    /// Call only while holding `withLock(.exclusive)`: then no writer of this file, in any process, can be
+    /// between creating and renaming its temporary file, so every match is stale.
+    @discardableResult
+    func removeStaleTemporaryFiles() -> Int {
+        let prefix = Array(temporaryPrefix.utf8)
+        let hexDigits = Set("0123456789abcdef".utf8)
+        guard let directory = opendir(directoryPath) else { return 0 }
+        defer { closedir(directory) }
+        var stale: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
+            guard name.starts(with: prefix) else { continue }
+            let suffix = name.dropFirst(prefix.count)
+            guard (1...16).contains(suffix.count), suffix.allSatisfy(hexDigits.contains) else { continue }
+            stale.append(String(decoding: name, as: UTF8.self))
+        }
+        return stale.filter { unlink(directoryPath + "/" + $0) == 0 }.count
+    }
+
     /// Removes the file; a missing file is fine. The directory is synced so the removal is durable.
     func remove() throws(PrefsError) {
         if unlink(path) != 0 {
@@ -162,13 +184,18 @@ final class LockedFile: Sendable {
         try POSIX.syncDirectory(atPath: directoryPath)
     }
 
+    /// `.<name>.tmp-`, the start of every temporary file name; the name is cut to 200 bytes so the whole stays
+    /// within the 255-byte limit even when the target's own name is near it.
+    private var temporaryPrefix: String {
+        "." + String(decoding: POSIX.lastComponent(of: path).utf8.prefix(200), as: UTF8.self) + ".tmp-"
+    }
+
     private func createTemporaryFile(mode: mode_t) throws(PrefsError) -> (fd: Int32, path: String) {
-        // Keep the temporary name within the 255-byte limit even when the target's own name is near it.
-        let name = String(decoding: POSIX.lastComponent(of: path).utf8.prefix(200), as: UTF8.self)
+        let prefix = temporaryPrefix
         var attempts = 0
         while true {
             let suffix = String(UInt64.random(in: .min ... .max), radix: 16)
-            let candidate = directoryPath + "/." + name + ".tmp-" + suffix
+            let candidate = directoryPath + "/" + prefix + suffix
             let fd = POSIX.retrying { open(candidate, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, mode) }
             if fd >= 0 { return (fd, candidate) }
             let code = errno

@@ -11,8 +11,37 @@ enum PropertyListFormat {
 
     /// The store as a binary property list whose top level is a dictionary.
     /// Written by ``BinaryPropertyListWriter``, which Foundation reads back as the same values.
+    ///
+    /// Refuses a value nested deeper than the reader accepts, so the store never writes a file it cannot open.
     static func encode(_ values: [String: PrefValue]) throws(PrefsError) -> Data {
-        BinaryPropertyListWriter.encode(values)
+        let limit = BinaryPropertyListValidator.maximumDepth
+        for (key, value) in values where !fits(value, atDepth: 2, limit: limit) {
+            throw .encodingFailed(key: key, reason: "nested deeper than \(limit) levels")
+        }
+        return BinaryPropertyListWriter.encode(values)
+    }
+
+    /// Whether `data` can be an XML property list: after an optional byte-order mark and white space it starts
+    /// with `<`, or it is UTF-16 or UTF-32 text (marked by a byte-order mark or NUL bytes), which Foundation decodes.
+    private static func looksLikeXML(_ data: Data) -> Bool {
+        var bytes = data.prefix(64)[...]
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
+        if bytes.starts(with: [0xFE, 0xFF]) || bytes.starts(with: [0xFF, 0xFE]) || bytes.prefix(4).contains(0) {
+            return true
+        }
+        let whitespace: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0D]
+        return bytes.first { !whitespace.contains($0) } == UInt8(ascii: "<")
+    }
+
+    /// Whether `value`, placed at `depth` (the top-level dictionary is depth 1), stays within `limit` levels.
+    /// Stops descending at the limit, so its own recursion is bounded whatever the value.
+    private static func fits(_ value: PrefValue, atDepth depth: Int, limit: Int) -> Bool {
+        guard depth <= limit else { return false }
+        switch value {
+        case .array(let elements): return elements.allSatisfy { fits($0, atDepth: depth + 1, limit: limit) }
+        case .dictionary(let members): return members.values.allSatisfy { fits($0, atDepth: depth + 1, limit: limit) }
+        default: return true
+        }
     }
 
     /// Reads a binary or XML property list whose top level is a dictionary; anything else throws
@@ -22,6 +51,9 @@ enum PropertyListFormat {
 
         guard !data.isEmpty else { throw corrupt("empty file") }
         let isBinary = data.starts(with: BinaryPropertyListValidator.magic.prefix(6))
+        // Only binary and XML are accepted; refusing anything else here, before Foundation parses it, also avoids
+        // the error objects Foundation on Linux leaks for every input it fails to parse as a text property list.
+        guard isBinary || looksLikeXML(data) else { throw corrupt("not a binary or XML property list") }
         if isBinary {
             do {
                 try BinaryPropertyListValidator.validate([UInt8](data))

@@ -1,0 +1,27 @@
+// libFuzzer entry point, compiled into the Prefs module itself by scripts/fuzz.sh (`make fuzz`) so it can call
+// the snapshot decoders that FileStore, UserDefaultsStore and EncryptedFileStore run on every file they open.
+// Each input goes through all three; any error that is not a PrefsError or VaultError, and any crash, is a
+// finding.
+import Foundation
+
+private let vaultCodec: VaultSnapshotCodec = {
+    let keyPath = ProcessInfo.processInfo.environment["PREFS_FUZZ_KEY"] ?? "/nonexistent"
+    return VaultSnapshotCodec(key: .keyFile(URL(filePath: keyPath)), cost: .testing)
+}()
+
+private let codecs: [any SnapshotCodec] = [JSONSnapshotCodec(), PropertyListSnapshotCodec(), vaultCodec]
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func prefsFuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    let bytes = Data(bytes: data, count: size)
+    for codec in codecs {
+        do {
+            _ = try codec.decode(bytes, path: "fuzz-input")
+        } catch is PrefsError {
+        } catch is VaultError {
+        } catch {
+            fatalError("\(type(of: codec)) threw an untyped error: \(error)")
+        }
+    }
+    return 0
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The main test suite under AddressSanitizer, which on Linux includes LeakSanitizer: memory errors and leaks
+# fail the run. Separate build folder so the normal build is not invalidated.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scratch_path=".build/asan"
+swift build --build-tests --sanitize=address --scratch-path "$scratch_path"
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+export ASAN_OPTIONS="detect_leaks=1 ${ASAN_OPTIONS:-}"
+export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp ${LSAN_OPTIONS:-}"
+XDG_CONFIG_HOME="$scratch/config" XDG_DATA_HOME="$scratch/data" \
+    swift test --skip-build --sanitize=address --scratch-path "$scratch_path" "$@"
