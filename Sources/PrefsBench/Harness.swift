@@ -17,6 +17,15 @@ func blackHole<T>(_ value: T) {
     withExtendedLifetime(value) {}
 }
 
+/// A batch that reads `read()` once per operation and keeps the sum alive, so the reads are not optimised away.
+func reading(_ read: @escaping () throws -> Int) -> Batch {
+    { count in
+        var sum = 0
+        for _ in 0..<count { sum &+= try read() }
+        blackHole(sum)
+    }
+}
+
 /// A body that runs its operation `count` times; loops live inside the body so no closure call sits between
 /// two operations.
 typealias Batch = (_ count: Int) async throws -> Void

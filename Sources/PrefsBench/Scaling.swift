@@ -24,11 +24,7 @@ func measureScaling(folders: Folders, budget: Budget, sizes: [Int], log: (String
         try store.replaceAll(integerKeys(size))
         let value = StoredValue(key: "key-1", default: 0, store: store)
         let read = try await measure(
-            { count in
-                var sum = 0
-                for _ in 0..<count { sum &+= value.wrappedValue }
-                blackHole(sum)
-            }, budget: budget)
+            reading { value.wrappedValue }, budget: budget)
 
         var next = 0
         let defaults = try foundationSuite("scaling-foundation-\(size)", keys: size, folders: folders)

@@ -40,16 +40,8 @@ func comparisonScenarios(folders: Folders) -> [Scenario] {
             let defaults = try foundationSuite("bench-foundation-read", keys: 10, folders: folders)
             defaults.set(42, forKey: "answer")
             return try await compare(
-                ours: { count in
-                    var sum = 0
-                    for _ in 0..<count { sum &+= answer.wrappedValue }
-                    blackHole(sum)
-                },
-                baseline: { count in
-                    var sum = 0
-                    for _ in 0..<count { sum &+= defaults.object(forKey: "answer") as? Int ?? 0 }
-                    blackHole(sum)
-                }, budget: budget)
+                ours: reading { answer.wrappedValue },
+                baseline: reading { defaults.object(forKey: "answer") as? Int ?? 0 }, budget: budget)
         },
         Scenario(
             name: "read_vs_mutex", target: 3, ours: "cached StoredValue<Int> read", baseline: "Mutex<Int> read"
@@ -58,16 +50,8 @@ func comparisonScenarios(folders: Folders) -> [Scenario] {
             let answer = StoredValue(key: "answer", default: 0, store: store)
             let floor = MutexFloor()
             return try await compare(
-                ours: { count in
-                    var sum = 0
-                    for _ in 0..<count { sum &+= answer.wrappedValue }
-                    blackHole(sum)
-                },
-                baseline: { count in
-                    var sum = 0
-                    for _ in 0..<count { sum &+= floor.value.withLock { $0 } }
-                    blackHole(sum)
-                }, budget: budget)
+                ours: reading { answer.wrappedValue },
+                baseline: reading { floor.value.withLock { $0 } }, budget: budget)
         },
         Scenario(
             name: "read_10k_keys_vs_10_keys", target: 1.5, ours: "read, 10 000 keys in the suite",
@@ -80,16 +64,8 @@ func comparisonScenarios(folders: Folders) -> [Scenario] {
             let inLarge = StoredValue(key: "key-7", default: 0, store: large)
             let inSmall = StoredValue(key: "key-7", default: 0, store: small)
             return try await compare(
-                ours: { count in
-                    var sum = 0
-                    for _ in 0..<count { sum &+= inLarge.wrappedValue }
-                    blackHole(sum)
-                },
-                baseline: { count in
-                    var sum = 0
-                    for _ in 0..<count { sum &+= inSmall.wrappedValue }
-                    blackHole(sum)
-                }, budget: budget)
+                ours: reading { inLarge.wrappedValue },
+                baseline: reading { inSmall.wrappedValue }, budget: budget)
         },
         Scenario(
             name: "codable_read_vs_json_decode", target: 0.05, ours: "cached read of a Codable struct",
@@ -103,16 +79,8 @@ func comparisonScenarios(folders: Folders) -> [Scenario] {
             let data = try JSONEncoder().encode(changed)
             let decoder = JSONDecoder()
             return try await compare(
-                ours: { count in
-                    var sum = 0
-                    for _ in 0..<count { sum &+= appearance.wrappedValue.fontSize }
-                    blackHole(sum)
-                },
-                baseline: { count in
-                    var sum = 0
-                    for _ in 0..<count { sum &+= try decoder.decode(Appearance.self, from: data).fontSize }
-                    blackHole(sum)
-                }, budget: budget)
+                ours: reading { appearance.wrappedValue.fontSize },
+                baseline: reading { try decoder.decode(Appearance.self, from: data).fontSize }, budget: budget)
         },
         Scenario(
             name: "durable_write_vs_userdefaults_sync", target: 1.25, ours: "set on a 100-key suite",
@@ -201,11 +169,7 @@ func compareSecureOpen(
             }
             blackHole(sum)
         },
-        baseline: { count in
-            var sum = 0
-            for _ in 0..<count { sum &+= try sealed.readAndDecrypt() }
-            blackHole(sum)
-        }, budget: budget, limit: 100_000)
+        baseline: reading { try sealed.readAndDecrypt() }, budget: budget, limit: 100_000)
 }
 
 /// One set reaching `subscribers` iterators of `values`, against the same number of bare yields and receives.
