@@ -50,9 +50,15 @@ final class FileBackedStorage: Sendable {
     /// The first load takes no lock (so opening creates no lock file): files are only ever replaced by an atomic
     /// rename, so reading the current file always gets one complete version, and its identity comes from the
     /// descriptor that was read. Nothing in this process can write this storage before `open` returns.
+    ///
+    /// A write by another process between that load and the start of watching would raise no event, so once the
+    /// watch is in place the file's identity is checked again and a changed file is reloaded under the lock.
     func open(watching: Bool = true) throws {
         _ = try refreshLocked(announcing: false)
-        if watching { startWatching() }
+        guard watching else { return }
+        startWatching()
+        let loaded = snapshot.withLock { $0.identity }
+        if try file.identity() != loaded { reloadFromDisk() }
     }
 
     private func startWatching() {
