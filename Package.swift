@@ -48,7 +48,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PrefsCLITests",
-            dependencies: ["Prefs", "PrefsCLICore", "PrefsCLI"]
+            dependencies: ["Prefs", "PrefsCLICore", "PrefsCLI", "PrefsTestSupport"]
         ),
         .executableTarget(
             name: "PrefsBench",

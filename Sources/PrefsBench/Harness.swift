@@ -1,4 +1,5 @@
 import Foundation
+import Prefs
 
 #if canImport(Glibc)
     import Glibc
@@ -15,6 +16,28 @@ func monotonicNanoseconds() -> UInt64 {
 @inline(never)
 func blackHole<T>(_ value: T) {
     withExtendedLifetime(value) {}
+}
+
+/// Compares `set` on a `StoredValue<Int>` with Foundation's `set` + `synchronize()` of the same key, each operation
+/// writing a new number: the durable-write scenario and the scaling table share it.
+func compareDurableWrites(
+    _ value: StoredValue<Int>, _ defaults: UserDefaults, key: String, budget: Budget
+) async throws -> Comparison {
+    var next = 0
+    return try await compare(
+        ours: { count in
+            for _ in 0..<count {
+                next += 1
+                value.set(next)
+            }
+        },
+        baseline: { count in
+            for _ in 0..<count {
+                next += 1
+                defaults.set(next, forKey: key)
+                defaults.synchronize()
+            }
+        }, budget: budget, limit: 5_000)
 }
 
 /// A batch that reads `read()` once per operation and keeps the sum alive, so the reads are not optimised away.

@@ -26,22 +26,9 @@ func measureScaling(folders: Folders, budget: Budget, sizes: [Int], log: (String
         let read = try await measure(
             reading { value.wrappedValue }, budget: budget)
 
-        var next = 0
         let defaults = try foundationSuite("scaling-foundation-\(size)", keys: size, folders: folders)
-        let write = try await compare(
-            ours: { count in
-                for _ in 0..<count {
-                    next += 1
-                    value.set(next)
-                }
-            },
-            baseline: { count in
-                for _ in 0..<count {
-                    next += 1
-                    defaults.set(next, forKey: "key-1")
-                    defaults.synchronize()
-                }
-            }, budget: budget, limit: 5_000)
+        let write = try await compareDurableWrites(value, defaults, key: "key-1", budget: budget)
+        var next = 0
 
         let vault = try EncryptedFileStore(
             url: folders.data.appending(path: "scaling/write-\(size).vault"), key: .raw(Data(randomKey())))

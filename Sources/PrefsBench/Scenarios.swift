@@ -90,21 +90,7 @@ func comparisonScenarios(folders: Folders) -> [Scenario] {
             try store.replaceAll(integerKeys(100))
             let counter = StoredValue(key: "counter", default: 0, store: store)
             let defaults = try foundationSuite("bench-foundation-write", keys: 100, folders: folders)
-            var next = 0
-            return try await compare(
-                ours: { count in
-                    for _ in 0..<count {
-                        next += 1
-                        counter.set(next)
-                    }
-                },
-                baseline: { count in
-                    for _ in 0..<count {
-                        next += 1
-                        defaults.set(next, forKey: "counter")
-                        defaults.synchronize()
-                    }
-                }, budget: budget, limit: 5_000)
+            return try await compareDurableWrites(counter, defaults, key: "counter", budget: budget)
         },
         Scenario(
             name: "secure_write_vs_plain_durable_write", target: 1.3, ours: "secure set, 100 secrets",

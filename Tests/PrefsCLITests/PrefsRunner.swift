@@ -1,4 +1,5 @@
 import Foundation
+import PrefsTestSupport
 import Synchronization
 
 #if canImport(Glibc)
@@ -63,18 +64,7 @@ struct PrefsResult: CustomStringConvertible {
 /// The real `prefs` binary run as a child process.
 struct PrefsProcess {
     /// The `prefs` binary, built next to the test bundle (the test target depends on it).
-    static let binary: URL = {
-        let exe =
-            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-            ?? CommandLine.arguments[0]
-        var directory = URL(filePath: exe).deletingLastPathComponent()
-        while !FileManager.default.isExecutableFile(atPath: directory.appending(path: "prefs").path),
-            directory.path != "/"
-        {
-            directory = directory.deletingLastPathComponent()
-        }
-        return directory.appending(path: "prefs")
-    }()
+    static let binary = builtExecutable(named: "prefs")
 
     let process: Process
     let output: Pipe

@@ -1,4 +1,5 @@
 import Foundation
+import PrefsTestSupport
 import Synchronization
 
 #if canImport(Glibc)
@@ -10,19 +11,7 @@ import Synchronization
 /// Runs the `PrefsTestHelper` executable as a real child process.
 struct ChildProcess {
     /// The helper binary, built next to the test bundle.
-    static let helperURL: URL = {
-        let exe =
-            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-            ?? CommandLine.arguments[0]
-        var directory = URL(filePath: exe).deletingLastPathComponent()
-        // On macOS the test binary sits inside PrefsPackageTests.xctest/Contents/MacOS.
-        while !FileManager.default.fileExists(atPath: directory.appending(path: "PrefsTestHelper").path),
-            directory.path != "/"
-        {
-            directory = directory.deletingLastPathComponent()
-        }
-        return directory.appending(path: "PrefsTestHelper")
-    }()
+    static let helperURL = builtExecutable(named: "PrefsTestHelper")
 
     struct Result {
         let status: Int32
