@@ -38,7 +38,8 @@ struct Failure: Error, Equatable {
             return failure
         case let error as PrefsError:
             switch error {
-            case .invalidSuiteName, .invalidKey, .typeMismatch, .encodingFailed, .decodingFailed:
+            case .invalidSuiteName, .invalidKey, .typeMismatch, .encodingFailed, .decodingFailed, .invalidAppIdentifier,
+                .unidentifiedUserDefaults, .conflictingDeclarations:
                 return Failure(.usage, error.description)
             case .corruptFile:
                 return Failure(.integrity, error.description + "; repair or delete it")

@@ -52,4 +52,28 @@ public final class InMemoryStore: KeyValueStore {
     public func allValues() throws -> [String: PrefValue] {
         storage.withLock { $0 }
     }
+
+    /// `try store.replaceAll(values)` makes `values` the whole content at once, announcing the keys that changed.
+    public func replaceAll(_ values: [String: PrefValue]) throws {
+        for key in values.keys { try validateKey(key) }
+        try edit { $0 = values }
+    }
+
+    /// `try store.removeValues(forKeys: ["a", "b"])` removes several keys at once.
+    public func removeValues(forKeys keys: some Sequence<String>) throws {
+        try edit { values in
+            for key in keys { values.removeValue(forKey: key) }
+        }
+    }
+
+    private func edit(_ change: (inout [String: PrefValue]) throws -> Void) throws {
+        let changed = try changes.withUpdateLock {
+            try storage.withLock { values in
+                let old = values
+                try change(&values)
+                return Set(old.keys).union(values.keys).filter { old[$0] != values[$0] }
+            }
+        }
+        changes.publish(changedKeys: changed)
+    }
 }

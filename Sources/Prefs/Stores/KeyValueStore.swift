@@ -43,6 +43,17 @@ public protocol KeyValueStore: AnyObject, Sendable {
     /// `try store.allValues()` returns every key and value in the store.
     func allValues() throws -> [String: PrefValue]
 
+    /// `try store.replaceAll(values)` makes `values` the store's whole content: keys not in it are removed.
+    ///
+    /// The stores Prefs ships do it in one atomic write. The default implementation, for a custom store, removes
+    /// and sets key by key while holding the update lock of ``changes``: atomic among callers in this process only.
+    func replaceAll(_ values: [String: PrefValue]) throws
+
+    /// `try store.removeValues(forKeys: ["theme", "zoom"])` removes several keys, so they read as their defaults.
+    ///
+    /// The stores Prefs ships do it in one atomic write; the default implementation removes key by key.
+    func removeValues(forKeys keys: some Sequence<String>) throws
+
     /// `store.changes` is the feed on which the store announces every change to its values.
     var changes: ChangeFeed { get }
 }
@@ -56,6 +67,54 @@ extension KeyValueStore {
             let updated = try transform(try value(forKey: key))
             try setValue(updated, forKey: key)
             return updated
+        }
+    }
+
+    /// `try store.replaceAll(values)`, by default: removes the keys `values` lacks and sets the others, one key at a
+    /// time, while holding the update lock of ``changes``.
+    public func replaceAll(_ values: [String: PrefValue]) throws {
+        for key in values.keys { try validateKey(key) }
+        try changes.withUpdateLock {
+            let current = try allValues()
+            for key in current.keys where values[key] == nil { try setValue(nil, forKey: key) }
+            for (key, value) in values where current[key] != value { try setValue(value, forKey: key) }
+        }
+    }
+
+    /// `try store.removeValues(forKeys: keys)`, by default: removes one key at a time.
+    public func removeValues(forKeys keys: some Sequence<String>) throws {
+        for key in keys { try setValue(nil, forKey: key) }
+    }
+
+    /// `try store.removeAll()` removes every key, so every preference of the store reads as its default.
+    public func removeAll() throws {
+        try removeValues(forKeys: Array(try allValues().keys))
+    }
+
+    /// `try store.reset(.theme, .fontSize)` removes the values of several typed keys, so they read as their defaults.
+    public func reset<each Value>(_ keys: repeat PrefKey<each Value>) throws {
+        var names: [String] = []
+        for key in repeat each keys { names.append(key.name) }
+        try removeValues(forKeys: names)
+    }
+
+    /// `store[.theme]` reads a typed value and `store[.theme] = .dark` writes one, without `try`: errors are
+    /// reported to ``PrefsConfig/errorHandler`` as a property wrapper reports them, and a read that fails returns
+    /// the key's default.
+    ///
+    /// For code that is not a property, the way `Defaults[.key]` is used. A failing read of the same stored value is
+    /// reported once; use ``value(for:)`` and ``set(_:for:)`` to handle errors yourself.
+    public subscript<Value>(key: PrefKey<Value>) -> Value {
+        get {
+            do {
+                return try value(for: key)
+            } catch {
+                ErrorReporter.reportOnce(error, key: key.name, operation: .read, source: changes.cell(for: key.name))
+                return key.defaultValue
+            }
+        }
+        set {
+            ErrorReporter.reporting(key: key.name, operation: .write) { try set(newValue, for: key) }
         }
     }
 

@@ -12,33 +12,15 @@ public import Foundation
 /// - keeps every value exactly: fractional dates, full URLs, `Int.max`, `Float`s;
 /// - refuses suite names that would write outside the preferences folder;
 /// - never overwrites a file it cannot read, and notices other processes' changes.
-public final class UserDefaultsStore: KeyValueStore {
-    /// `UserDefaultsStore.standard` is the standard domain of this process: `<process name>.plist` in the
-    /// preferences folder.
-    ///
-    /// If the file cannot be read (for example it is corrupt), reads report the error and return defaults, and
-    /// writes throw rather than replace the file.
-    public static let standard: UserDefaultsStore = {
-        let name = ProcessInfo.processInfo.processName
-        let storage = UserDefaultsStore.openStorage(url: preferencesDirectory().appending(path: name + ".plist"))
-        return UserDefaultsStore(suiteName: nil, storage: storage)
-    }()
-
+public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
     /// `store.suiteName` is the suite's name, or nil for ``standard``.
     public let suiteName: String?
-    let storage: FileBackedStorage
-
-    /// `store.url` is the property-list file behind this store.
-    public var url: URL { storage.file.url }
-
-    /// `store.changes` announces every change, including those made by other processes.
-    public var changes: ChangeFeed { storage.changes }
 
     /// `try UserDefaultsStore(suiteName: "group.example")` opens a named suite.
     ///
     /// - Parameters:
     ///   - suiteName: The suite, as given to `UserDefaults(suiteName:)`.
-    ///   - directory: The preferences folder; by default `$XDG_CONFIG_HOME`, or `~/.config` when it is unset.
+    ///   - directory: The preferences folder; by default ``preferencesDirectory()``.
     /// - Throws: ``PrefsError/invalidSuiteName(_:reason:)`` for a name that is empty, contains `/`, `..` or NUL, or
     ///   is longer than 255 bytes with `.plist`; ``PrefsError/corruptFile(path:reason:)`` when the suite's file
     ///   exists but is not a property list (it is left untouched).
@@ -55,17 +37,20 @@ public final class UserDefaultsStore: KeyValueStore {
 
     private init(suiteName: String?, storage: FileBackedStorage) {
         self.suiteName = suiteName
-        self.storage = storage
+        super.init(url: storage.file.url, storage: storage)
     }
 
-    /// Opens without throwing: a storage whose file cannot be read stays damaged and reports on access.
-    private static func openStorage(url: URL) -> FileBackedStorage {
-        let made = try? StorageRegistry.storage(at: url, kind: "plist") {
-            let storage = makeStorage(url: url)
-            do { try storage.open() } catch { PrefsConfig.report(error, key: "", operation: .read) }
-            return storage
-        }
-        return made ?? makeStorage(url: url)
+    /// Opens the domain file at `url` without throwing, for the standard domain: a file that cannot be read leaves
+    /// the store damaged (reads throw, writes are refused, the file is untouched) and the error is returned for the
+    /// caller to report once it holds no lock.
+    static func openDomain(url: URL) -> (store: UserDefaultsStore, error: (any Error)?) {
+        let storage =
+            (try? StorageRegistry.storage(at: url, kind: "plist") {
+                let storage = makeStorage(url: url)
+                try? storage.open()  // a damaged file stays damaged (and watched); its error is returned below
+                return storage
+            }) ?? makeStorage(url: url)
+        return (UserDefaultsStore(suiteName: nil, storage: storage), storage.damage)
     }
 
     /// The lock file is `<suite>.lock`, so that it fits the file-name limit whenever `<suite>.plist` does.
@@ -75,61 +60,14 @@ public final class UserDefaultsStore: KeyValueStore {
     }
 
     /// `UserDefaultsStore.preferencesDirectory()` returns the folder Foundation keeps UserDefaults files in:
-    /// `$XDG_CONFIG_HOME`, or `~/.config`.
-    public static func preferencesDirectory() -> URL {
-        if let config = ProcessInfo.processInfo.environment["XDG_CONFIG_HOME"], config.hasPrefix("/") {
-            return URL(filePath: config, directoryHint: .isDirectory)
-        }
-        return FileManager.default.homeDirectoryForCurrentUser.appending(path: ".config", directoryHint: .isDirectory)
-    }
+    /// `$XDG_CONFIG_HOME`, or `$HOME/.config` when it is unset, read once when Prefs first needs it.
+    public static func preferencesDirectory() -> URL { Locations.current.configHome }
 
-    /// `try UserDefaultsStore.validate(suiteName: name)` checks a suite name without opening or creating anything.
-    ///
-    /// - Throws: ``PrefsError/invalidSuiteName(_:reason:)`` for the names ``init(suiteName:directory:)`` refuses.
-    public static func validate(suiteName: String) throws(PrefsError) {
-        func refuse(_ reason: String) -> PrefsError { .invalidSuiteName(suiteName, reason: reason) }
-        if suiteName.isEmpty { throw refuse("a suite name cannot be empty") }
-        if suiteName.contains("/") { throw refuse("a suite name cannot contain '/'") }
-        if suiteName.contains("..") { throw refuse("a suite name cannot contain '..'") }
-        if suiteName.utf8.contains(0) { throw refuse("a suite name cannot contain NUL") }
-        if suiteName.utf8.count + ".plist".utf8.count > 255 {
-            throw refuse("a suite name must fit a 255-byte file name with '.plist'")
+    /// Checks a suite name without opening or creating anything: the names ``init(suiteName:directory:)`` refuses
+    /// throw ``PrefsError/invalidSuiteName(_:reason:)``.
+    package static func validate(suiteName: String) throws(PrefsError) {
+        if let problem = Locations.fileNameProblem(suiteName, what: "a suite name", suffix: ".plist") {
+            throw .invalidSuiteName(suiteName, reason: problem)
         }
     }
-
-    /// The store behind a `UserDefaults` instance, for the `@StoredValue(key:storage:)` form.
-    ///
-    /// An invalid suite is refused: the wrapper then keeps its values in memory only and reports the error.
-    static func store(for defaults: UserDefaults) -> any KeyValueStore {
-        if defaults === UserDefaults.standard { return standard }
-        let suite = Mirror(reflecting: defaults).children.first { $0.label == "suite" }?.value as? String
-        guard let suite else { return standard }
-        do {
-            return try UserDefaultsStore(suiteName: suite)
-        } catch {
-            PrefsConfig.report(error, key: "", operation: .write)
-            return InMemoryStore()
-        }
-    }
-
-    /// `try store.value(forKey: "theme")` returns the stored value, served from memory.
-    public func value(forKey key: String) throws -> PrefValue? { try storage.value(forKey: key) }
-
-    /// `try store.setValue(.bool(true), forKey: "flag")` stores a value (nil removes it) durably before returning.
-    public func setValue(_ value: PrefValue?, forKey key: String) throws {
-        try storage.update(forKey: key) { _ in value }
-    }
-
-    /// `try store.updateValue(forKey: "count") { … }` reads, transforms and writes one value while holding the
-    /// suite's cross-process lock.
-    @discardableResult
-    public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
-        try storage.update(forKey: key, transform)
-    }
-
-    /// `try store.allValues()` returns every key and value in the suite.
-    public func allValues() throws -> [String: PrefValue] { try storage.allValues() }
-
-    /// `try store.replaceAll(values)` replaces the suite's whole content in one atomic, durable write.
-    public func replaceAll(_ values: [String: PrefValue]) throws { try storage.replaceAll(values) }
 }

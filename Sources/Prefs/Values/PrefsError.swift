@@ -8,6 +8,15 @@ public enum PrefsError: Error, Sendable, Equatable {
     /// `.invalidSuiteName(_:reason:)`: a suite name that Prefs refuses because Foundation would write outside the
     /// preferences folder: empty, containing `/`, `..` or NUL, or longer than 255 bytes once `.plist` is added.
     case invalidSuiteName(String, reason: String)
+    /// `.invalidAppIdentifier(_:reason:)`: a ``PrefsConfig/appIdentifier`` that was refused, because it cannot be a
+    /// file name or because the default stores are already open under another identifier. The previous one stays.
+    case invalidAppIdentifier(String, reason: String)
+    /// `.unidentifiedUserDefaults(reason:)`: a `UserDefaults` instance whose domain Prefs cannot tell, given to
+    /// `@StoredValue(key:storage:)`; the wrapper keeps its value in memory only rather than write another domain.
+    case unidentifiedUserDefaults(reason: String)
+    /// `.conflictingDeclarations(key:first:second:)`: two wrappers of one key on one store declared with different
+    /// types or defaults, so they would disagree about the value. Both still work; fix the declarations.
+    case conflictingDeclarations(key: String, first: String, second: String)
     /// `.invalidKey(_:reason:)`: a key that no store can hold: empty or containing NUL.
     case invalidKey(String, reason: String)
     /// `.typeMismatch(key:expected:found:)`: a stored value that does not have the shape the declared type expects.
@@ -31,6 +40,13 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
     public var description: String {
         switch self {
         case .invalidSuiteName(let name, let reason): "invalid suite name \(String(reflecting: name)): \(reason)"
+        case .invalidAppIdentifier(let name, let reason):
+            "app identifier \(String(reflecting: name)) refused: \(reason)"
+        case .unidentifiedUserDefaults(let reason):
+            "cannot tell which domain this UserDefaults instance uses (\(reason)); its values are kept in memory only"
+        case .conflictingDeclarations(let key, let first, let second):
+            "\(String(reflecting: key)) is declared twice on one store, as \(first) and as \(second); "
+                + "the wrappers will disagree"
         case .invalidKey(let key, let reason): "invalid key \(String(reflecting: key)): \(reason)"
         case .typeMismatch(let key, let expected, let found):
             "value for \(String(reflecting: key)) is \(found), expected \(expected); left unchanged"

@@ -33,7 +33,7 @@ public struct SecureStoredValue<Value: Codable & Sendable & Equatable>: Sendable
         let name = service.map { "\($0).\(key)" } ?? key
         box = StoredValueBox(
             key: name, defaultValue: nil, codec: ValueCodec(codable: Value?.self),
-            store: store ?? PrefsConfig.secureStore)
+            store: store ?? DefaultStores.secureStore)
     }
 
     /// `authToken` reads the secret, or nil when none is stored (or the vault cannot be opened, which is reported
@@ -64,49 +64,10 @@ public struct SecureStoredValue<Value: Codable & Sendable & Equatable>: Sendable
 
     /// `for await token in $authToken.values { … }` yields the current secret, then each change (nil on removal).
     public var values: AsyncStream<Value?> { box.stream() }
-}
 
-extension SecureStoredValue where Value == Bool {
-    /// `try $biometricsEnabled.toggle()` flips a stored Bool; an absent value counts as false.
-    public func toggle() throws { try box.modify { $0 = !($0 ?? false) } }
-}
-
-extension SecureStoredValue {
-    /// `try $trustedDevices.append("device-abc")` adds an element, starting an array if none is stored.
-    public func append<Element>(_ element: Element) throws where Value == [Element] {
-        try box.modify { $0 = ($0 ?? []) + [element] }
-    }
-
-    /// `try $trustedDevices.togglePresence("device-abc")` removes the element if present and appends it otherwise.
-    public func togglePresence<Element: Equatable>(_ element: Element) throws where Value == [Element] {
-        try box.modify { stored in
-            var array = stored ?? []
-            if array.contains(element) { array.removeAll { $0 == element } } else { array.append(element) }
-            stored = array
-        }
-    }
-
-    /// `try $trustedDevices.replace("old", with: "new")` replaces the first occurrence of an element.
-    public func replace<Element: Equatable>(_ element: Element, with replacement: Element) throws
-    where Value == [Element] {
-        try box.modify { stored in
-            if let index = stored?.firstIndex(of: element) { stored?[index] = replacement }
-        }
-    }
-
-    /// `try $trustedDevices.remove("device-abc")` removes every occurrence of an element.
-    public func remove<Element: Equatable>(_ element: Element) throws where Value == [Element] {
-        try box.modify { $0?.removeAll { $0 == element } }
-    }
-
-    /// `try $apiKeys.update(key: "github", value: "ghp_…")` sets one entry of a stored dictionary; nil removes it.
-    public func update<Key, Entry>(key: Key, value: Entry?) throws where Value == [Key: Entry] {
-        try box.modify { stored in
-            var dictionary = stored ?? [:]
-            dictionary[key] = value
-            stored = dictionary
-        }
-    }
+    /// `for await (old, new) in $authToken.changes { … }` yields each distinct change as the secret before and after
+    /// it (nil while absent), starting with the first change after the call.
+    public var changes: AsyncStream<(old: Value?, new: Value?)> { box.transitions() }
 }
 
 extension SecureStoredValue: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {

@@ -27,7 +27,8 @@ public import Foundation
 /// Writes never throw here: a failure keeps the stored value and is sent to ``PrefsConfig/errorHandler``. Use a
 /// store's typed API (`try store.set(_:for:)`) when you need to handle the error yourself.
 ///
-/// `StoredValue` is `Sendable` and lock-protected: use it from any thread, task or actor.
+/// `StoredValue` itself is `Sendable` and lock-protected: pass `$theme` to any thread, task or actor and use it
+/// there. A class that holds wrappers is another matter; see <doc:Concurrency> for the patterns that compile.
 @propertyWrapper
 public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     let box: StoredValueBox<Value>
@@ -50,6 +51,12 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
         self.init(PrefKey(key, default: wrappedValue), store: UserDefaultsStore.store(for: storage))
     }
 
+    /// `@StoredValue(key: "lastExport") var lastExport: Date?` declares an optional preference without `= nil`: it
+    /// reads nil until something is stored, as with `@AppStorage`.
+    public init<Wrapped>(key: String, store: (any KeyValueStore)? = nil) where Value == Wrapped?, Wrapped: Codable {
+        self.init(PrefKey(key, default: nil), store: store)
+    }
+
     /// `StoredValue(key: "hasHapticsEnabled", default: false)` creates the wrapper without property syntax.
     public init(key: String, default defaultValue: Value, store: (any KeyValueStore)? = nil) where Value: Codable {
         self.init(PrefKey(key, default: defaultValue), store: store)
@@ -62,13 +69,13 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     ///   - store: Where to keep it; ``PrefsConfig/defaultStore`` when nil.
     public init(_ key: PrefKey<Value>, store: (any KeyValueStore)? = nil) {
         box = StoredValueBox(
-            key: key.name, defaultValue: key.defaultValue, codec: key.codec, store: store ?? PrefsConfig.defaultStore)
+            key: key.name, defaultValue: key.defaultValue, codec: key.codec, store: store ?? DefaultStores.defaultStore)
     }
 
     /// `theme` reads the current value; `theme = .dark` stores a new one.
     public var wrappedValue: Value {
         get { box.value }
-        nonmutating set { box.set(newValue) }
+        nonmutating set { set(newValue) }
     }
 
     /// `$theme` gives the helpers: `set`, `reset`, `toggle`, `append`, `values`, …
@@ -84,11 +91,13 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     public var store: any KeyValueStore { box.store }
 
     /// `$theme.set(.dark)` stores a new value.
-    public func set(_ value: Value) { box.set(value) }
+    public func set(_ value: Value) {
+        ErrorReporter.reporting(key: box.key, operation: .write) { try box.write(value) }
+    }
 
     /// `$theme.reset()` removes the stored value, so the property reads as its declared default again.
     public func reset() {
-        do { try box.remove() } catch { PrefsConfig.report(error, key: box.key, operation: .write) }
+        ErrorReporter.reporting(key: box.key, operation: .write) { try box.remove() }
     }
 
     /// `$counter.update { $0 += 1 }` reads, changes and writes the value as one atomic step.
@@ -96,11 +105,13 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     /// The update is atomic against other threads and, for file-backed stores, other processes: concurrent
     /// updates never lose each other's changes. If the stored value cannot be decoded, nothing is written and the
     /// error is reported.
-    public func update(_ transform: (inout Value) -> Void) { box.update(transform) }
+    public func update(_ transform: (inout Value) -> Void) {
+        ErrorReporter.reporting(key: box.key, operation: .write) { try box.modify(transform) }
+    }
 
     /// `$preferences.set(\.prefersDarkMode, to: true)` changes one property of a stored value, atomically.
     public func set<Member>(_ keyPath: WritableKeyPath<Value, Member>, to member: Member) {
-        box.update { $0[keyPath: keyPath] = member }
+        update { $0[keyPath: keyPath] = member }
     }
 
     /// `for await theme in $theme.values { … }` yields the current value, then every distinct change.
@@ -109,47 +120,10 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     /// another process. Equal consecutive values are not repeated. Each call returns an independent stream; it is
     /// released as soon as the iterating task is cancelled or the stream is dropped.
     public var values: AsyncStream<Value> { box.stream() }
-}
 
-extension StoredValue where Value == Bool {
-    /// `$isEnabled.toggle()` flips a stored Bool atomically.
-    public func toggle() { box.update { $0.toggle() } }
-}
-
-extension StoredValue {
-    /// `$tags.append("swift")` adds an element to a stored array.
-    public func append<Element>(_ element: Element) where Value == [Element] {
-        box.update { $0.append(element) }
-    }
-
-    /// `$tags.append(contentsOf: ["swift", "linux"])` adds several elements to a stored array.
-    public func append<Element>(contentsOf elements: [Element]) where Value == [Element] {
-        box.update { $0.append(contentsOf: elements) }
-    }
-
-    /// `$tags.togglePresence("swift")` removes the element if the array holds it, and appends it otherwise.
-    public func togglePresence<Element: Equatable>(_ element: Element) where Value == [Element] {
-        box.update { array in
-            if array.contains(element) { array.removeAll { $0 == element } } else { array.append(element) }
-        }
-    }
-
-    /// `$tags.replace("swfit", with: "swift")` replaces the first occurrence of an element; does nothing if absent.
-    public func replace<Element: Equatable>(_ element: Element, with replacement: Element) where Value == [Element] {
-        box.update { array in
-            if let index = array.firstIndex(of: element) { array[index] = replacement }
-        }
-    }
-
-    /// `$tags.remove("swift")` removes every occurrence of an element from a stored array.
-    public func remove<Element: Equatable>(_ element: Element) where Value == [Element] {
-        box.update { $0.removeAll { $0 == element } }
-    }
-
-    /// `$featureFlags.update(key: "darkMode", value: true)` sets one entry of a stored dictionary; nil removes it.
-    public func update<Key, Entry>(key: Key, value: Entry?) where Value == [Key: Entry] {
-        box.update { $0[key] = value }
-    }
+    /// `for await (old, new) in $theme.changes { … }` yields each distinct change as the value before and after it,
+    /// from any source, starting with the first change after the call (not the current value).
+    public var changes: AsyncStream<(old: Value, new: Value)> { box.transitions() }
 }
 
 extension StoredValue: CustomStringConvertible {

@@ -9,8 +9,9 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     let store: any KeyValueStore
     let cell: KeyCell
 
+    /// A `values` subscriber (yields each new value) or a `changes` subscriber (yields the old and new value).
     private struct Subscriber {
-        let continuation: AsyncStream<Value>.Continuation
+        let yield: @Sendable (_ old: Value, _ new: Value) -> Void
         var last: Value
     }
 
@@ -37,6 +38,11 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         self.store = store
         self.cell = store.changes.cell(for: key)
         self.cachedValue = defaultValue
+        if let conflict = cell.declare(KeyDeclaration(type: Value.self, defaultValue: defaultValue)) {
+            ErrorReporter.report(
+                PrefsError.conflictingDeclarations(key: key, first: conflict.first, second: conflict.second),
+                key: key, operation: .read)
+        }
     }
 
     deinit {
@@ -67,19 +73,24 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         return fresh
     }
 
-    /// Reads and decodes from the store; failures read as the default and are reported, never thrown.
+    /// Reads and decodes from the store; failures read as the default and are reported, never thrown. A store that
+    /// cannot be read at all (a damaged file) is reported once for all its keys; a value that cannot be decoded is
+    /// reported once per stored version.
     private func load() -> Value {
+        let stored: PrefValue?
         do {
-            guard let stored = try store.value(forKey: key) else { return defaultValue }
-            return try codec.decode(stored, key: key)
+            stored = try store.value(forKey: key)
         } catch {
-            PrefsConfig.report(error, key: key, operation: .read)
+            ErrorReporter.reportOnce(error, key: key, operation: .read, source: store.changes)
             return defaultValue
         }
-    }
-
-    func set(_ newValue: Value) {
-        do { try write(newValue) } catch { PrefsConfig.report(error, key: key, operation: .write) }
+        guard let stored else { return defaultValue }
+        do {
+            return try codec.decode(stored, key: key)
+        } catch {
+            ErrorReporter.report(error, key: key, operation: .read)
+            return defaultValue
+        }
     }
 
     func write(_ newValue: Value) throws {
@@ -88,11 +99,6 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
 
     func remove() throws {
         try store.removeValue(forKey: key)
-    }
-
-    /// Atomic read-modify-write through the store, reporting instead of throwing.
-    func update(_ transform: (inout Value) -> Void) {
-        do { try modify(transform) } catch { PrefsConfig.report(error, key: key, operation: .write) }
     }
 
     /// Atomic read-modify-write through the store. A stored value that cannot be decoded aborts the update, so it
@@ -107,20 +113,37 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
 
     // MARK: Streams
 
+    /// The current value, then each distinct change.
     func stream() -> AsyncStream<Value> {
         let (stream, continuation) = AsyncStream.makeStream(of: Value.self)
+        let unsubscribe = subscribe(yieldingCurrent: { continuation.yield($0) }, { _, new in continuation.yield(new) })
+        continuation.onTermination = { _ in unsubscribe() }
+        return stream
+    }
+
+    /// Each distinct change as the value before and after it.
+    func transitions() -> AsyncStream<(old: Value, new: Value)> {
+        let (stream, continuation) = AsyncStream.makeStream(of: (old: Value, new: Value).self)
+        let unsubscribe = subscribe(yieldingCurrent: nil, { old, new in continuation.yield((old, new)) })
+        continuation.onTermination = { _ in unsubscribe() }
+        return stream
+    }
+
+    /// Registers a subscriber whose `last` is the current value, optionally yielding it first, under the lock that
+    /// orders deliveries, so nothing between the current value and the live changes is lost. Returns what removes
+    /// the subscriber.
+    private func subscribe(
+        yieldingCurrent: ((Value) -> Void)?, _ yield: @escaping @Sendable (Value, Value) -> Void
+    ) -> @Sendable () -> Void {
         startListening()
         let token = subscribers.withLock { subscribers in
             let current = currentValue()
             subscribers.nextToken += 1
-            subscribers.byToken[subscribers.nextToken] = Subscriber(continuation: continuation, last: current)
-            continuation.yield(current)
+            subscribers.byToken[subscribers.nextToken] = Subscriber(yield: yield, last: current)
+            yieldingCurrent?(current)
             return subscribers.nextToken
         }
-        continuation.onTermination = { _ in
-            self.subscribers.withLock { _ = $0.byToken.removeValue(forKey: token) }
-        }
-        return stream
+        return { self.subscribers.withLock { _ = $0.byToken.removeValue(forKey: token) } }
     }
 
     private func startListening() {
@@ -139,7 +162,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
             guard !subscribers.byToken.isEmpty else { return }
             let current = currentValue()
             for (token, subscriber) in subscribers.byToken where subscriber.last != current {
-                subscriber.continuation.yield(current)
+                subscriber.yield(subscriber.last, current)
                 subscribers.byToken[token]?.last = current
             }
         }

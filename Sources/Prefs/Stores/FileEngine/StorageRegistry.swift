@@ -11,28 +11,20 @@ enum StorageRegistry {
 
     private static let entries = Mutex<[String: Entry]>([:])
 
+    /// The storage of the file at `url`, opened with `make` if this process has none yet. `make` runs without the
+    /// registry's lock (opening reads the file and may report errors); if two threads open the same file at once,
+    /// the first to finish wins and the other's storage is dropped.
     static func storage(
         at url: URL, kind: String, make: () throws -> FileBackedStorage
     ) throws -> FileBackedStorage {
         let id = kind + ":" + url.standardizedFileURL.path
-        return try entries.withLock { entries in
+        if let existing = entries.withLock({ $0[id]?.storage }) { return existing }
+        let made = try make()
+        return entries.withLock { entries in
             if let existing = entries[id]?.storage { return existing }
             entries = entries.filter { $0.value.storage != nil }
-            let storage = try make()
-            entries[id] = Entry(storage)
-            return storage
+            entries[id] = Entry(made)
+            return made
         }
-    }
-}
-
-struct JSONSnapshotCodec: SnapshotCodec {
-    func encode(_ values: [String: PrefValue]) throws -> Data { try JSONFormat.encode(values) }
-    func decode(_ data: Data, path: String) throws -> [String: PrefValue] { try JSONFormat.decode(data, path: path) }
-}
-
-struct PropertyListSnapshotCodec: SnapshotCodec {
-    func encode(_ values: [String: PrefValue]) throws -> Data { try PropertyListFormat.encode(values) }
-    func decode(_ data: Data, path: String) throws -> [String: PrefValue] {
-        try PropertyListFormat.decode(data, path: path)
     }
 }

@@ -1,12 +1,6 @@
 import Foundation
 import Synchronization
 
-/// Turns a whole store snapshot into file bytes and back: JSON, a property list, or an encrypted vault.
-protocol SnapshotCodec: Sendable {
-    func encode(_ values: [String: PrefValue]) throws -> Data
-    func decode(_ data: Data, path: String) throws -> [String: PrefValue]
-}
-
 /// The machinery shared by every file-backed store: an in-memory snapshot that serves reads, durable atomic
 /// writes under a cross-process lock, reloads when another process replaces the file, and change announcements
 /// of exactly the keys whose values changed.
@@ -15,14 +9,7 @@ final class FileBackedStorage: Sendable {
     let codec: any SnapshotCodec
     let changes: ChangeFeed
 
-    private struct Snapshot {
-        var values: [String: PrefValue] = [:]
-        var identity: FileIdentity?
-        /// Set while the file on disk cannot be decoded; writes are refused so it is never overwritten.
-        var damage: (any Error)?
-    }
-
-    private let snapshot = Mutex(Snapshot())
+    private let snapshot = Mutex(SnapshotState())
     /// Serialises writers in this process; recursive so a transform may itself write to the same store.
     private let writer = NSRecursiveLock()
     /// How deep the current writer thread is nested; only touched while holding `writer`.
@@ -45,7 +32,9 @@ final class FileBackedStorage: Sendable {
         watch.withLock { $0?.cancel() }
     }
 
-    /// Loads the file now (missing is an empty store) and starts watching it for other processes' writes.
+    /// Loads the file now (missing is an empty store) and starts watching it for other processes' writes. A file
+    /// that cannot be decoded is watched all the same, so the store recovers when it is repaired; the error is
+    /// thrown after the watch is in place.
     ///
     /// The first load takes no lock (so opening creates no lock file): files are only ever replaced by an atomic
     /// rename, so reading the current file always gets one complete version, and its identity comes from the
@@ -53,13 +42,22 @@ final class FileBackedStorage: Sendable {
     ///
     /// A write by another process between that load and the start of watching would raise no event, so once the
     /// watch is in place the file's identity is checked again and a changed file is reloaded under the lock.
-    func open(watching: Bool = true) throws {
-        _ = try refreshLocked(announcing: false)
-        guard watching else { return }
+    func open() throws {
+        let failure: (any Error)?
+        do {
+            _ = try refreshLocked(announcing: false)
+            failure = nil
+        } catch {
+            failure = error
+        }
         startWatching()
+        if let failure { throw failure }
         let loaded = snapshot.withLock { $0.identity }
         if try file.identity() != loaded { reloadFromDisk() }
     }
+
+    /// The error that keeps the file from being read, if any.
+    var damage: (any Error)? { snapshot.withLock { $0.damage } }
 
     private func startWatching() {
         let token = DirectoryWatcher.shared.watch(fileAt: file.url) { [weak self] in
@@ -74,7 +72,7 @@ final class FileBackedStorage: Sendable {
             let changed = try refresh(lock: .shared)
             changes.publish(changedKeys: changed)
         } catch {
-            PrefsConfig.report(error, key: "", operation: .read)
+            ErrorReporter.reportOnce(error, key: "", operation: .read, source: changes)
         }
     }
 
@@ -115,15 +113,31 @@ final class FileBackedStorage: Sendable {
         return result
     }
 
-    /// Replaces every value at once (imports, rekeying), durably and atomically.
+    /// Replaces every value at once (imports), durably and atomically.
     func replaceAll(_ values: [String: PrefValue]) throws {
         for key in values.keys { try validateKey(key) }
+        try edit { $0 = values }
+    }
+
+    /// Removes several keys in one durable, atomic write.
+    func removeValues(forKeys keys: some Sequence<String>) throws {
+        try edit { values in
+            for key in keys { values.removeValue(forKey: key) }
+        }
+    }
+
+    /// Applies `change` to the latest values under the cross-process lock and writes the result in one atomic,
+    /// durable write (none if nothing changed), then announces exactly the keys whose values changed.
+    func edit(_ change: (inout [String: PrefValue]) throws -> Void) throws {
         var changed: Set<String> = []
         try withWriteLock {
-            _ = try refreshLocked()
+            changed = try refreshLocked()
             let old = snapshot.withLock { $0.values }
-            try write(values)
-            changed = Self.diff(old, values)
+            var new = old
+            try change(&new)
+            guard new != old else { return }
+            try write(new)
+            changed.formUnion(SnapshotState.diff(old, new))
         }
         changes.publish(changedKeys: changed)
     }
@@ -149,7 +163,7 @@ final class FileBackedStorage: Sendable {
             file.removeStaleTemporaryFiles()
         }
         let identity = try file.writeAtomically(data)
-        snapshot.withLock { $0 = Snapshot(values: values, identity: identity) }
+        snapshot.withLock { $0 = SnapshotState(values: values, identity: identity) }
     }
 
     private func withWriteLock<T>(_ body: () throws -> T) throws -> T {
@@ -173,14 +187,18 @@ final class FileBackedStorage: Sendable {
     /// keys when `announcing` is false, which saves building the set nobody will publish.
     private func refreshLocked(announcing: Bool = true) throws -> Set<String> {
         let current = try file.identity()
-        let known = snapshot.withLock { $0.damage == nil ? $0.identity : nil }
-        if let current, current == known { return [] }
+        switch snapshot.withLock({ $0.refresh(currentIdentity: current) }) {
+        case .upToDate:
+            return []
+        case .cleared:
+            let changed = snapshot.withLock { $0.load([:], identity: nil) }
+            return announcing ? changed : []
+        case .read:
+            break
+        }
         guard let (data, identity) = try file.read() else {
-            let old = snapshot.withLock { state in
-                defer { state = Snapshot() }
-                return state.values
-            }
-            return Set(old.keys)
+            let changed = snapshot.withLock { $0.load([:], identity: nil) }
+            return announcing ? changed : []
         }
         let values: [String: PrefValue]
         do {
@@ -189,19 +207,11 @@ final class FileBackedStorage: Sendable {
             snapshot.withLock { $0.damage = error }
             throw error
         }
-        let old = snapshot.withLock { state in
-            defer { state = Snapshot(values: values, identity: identity) }
-            return state.values
+        let (changed, recovered) = snapshot.withLock { state in
+            let recovered = state.damage != nil
+            return (state.load(values, identity: identity), recovered)
         }
-        return announcing ? Self.diff(old, values) : []
-    }
-
-    static func diff(_ old: [String: PrefValue], _ new: [String: PrefValue]) -> Set<String> {
-        // The first load of a file: everything is new, and there is nothing to compare.
-        if old.isEmpty { return Set(new.keys) }
-        var changed = Set<String>()
-        for (key, value) in old where new[key] != value { changed.insert(key) }
-        for key in new.keys where old[key] == nil { changed.insert(key) }
-        return changed
+        if recovered { ErrorReporter.forgetIncidents(of: changes) }
+        return announcing ? changed : []
     }
 }

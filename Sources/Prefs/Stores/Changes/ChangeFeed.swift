@@ -28,7 +28,8 @@ public final class ChangeFeed: Sendable {
     }
 
     private let state = Mutex(State())
-    private let updateLock = NSRecursiveLock()
+    /// Serialises the default read-modify-write of custom stores; see `ChangeFeed+UpdateLock.swift`.
+    let updateLock = NSRecursiveLock()
 
     /// `let changes = ChangeFeed()` creates the feed a custom store exposes as ``KeyValueStore/changes``.
     public init() {}
@@ -68,13 +69,6 @@ public final class ChangeFeed: Sendable {
         return stream
     }
 
-    /// Runs `body` while holding the lock that serialises read-modify-write updates of a custom store.
-    func withUpdateLock<T>(_ body: () throws -> T) rethrows -> T {
-        updateLock.lock()
-        defer { updateLock.unlock() }
-        return try body()
-    }
-
     /// The shared per-key state that wrappers of the same key and store use to agree.
     func cell(for key: String) -> KeyCell {
         state.withLock { state in
@@ -87,39 +81,4 @@ public final class ChangeFeed: Sendable {
 
     /// The number of live `keys(_:)` subscribers, for leak tests.
     var keySubscriberCount: Int { state.withLock { $0.keySubscribers.count } }
-}
-
-/// One key of one store: a version counter bumped on every change, the Observation registrar that lets
-/// `withObservationTracking` see reads of this key, and the listeners that feed `values` streams.
-final class KeyCell: Observable, Sendable {
-    let key: String
-    private let versionCounter = Atomic<UInt64>(1)
-    private let registrar = ObservationRegistrar()
-    private let listeners = Mutex<[ObjectIdentifier: @Sendable () -> Void]>([:])
-    // Key paths are immutable; the stored one only avoids re-forming it on every read.
-    nonisolated(unsafe) private static let versionPath: KeyPath<KeyCell, UInt64> = \KeyCell.version
-
-    init(key: String) { self.key = key }
-
-    /// Increases with every change of the key's value; starts at 1.
-    var version: UInt64 { versionCounter.load(ordering: .acquiring) }
-
-    /// Tells Observation that the current tracking scope read this key.
-    func trackAccess() { registrar.access(self, keyPath: Self.versionPath) }
-
-    func didChange() {
-        versionCounter.add(1, ordering: .releasing)
-        registrar.withMutation(of: self, keyPath: Self.versionPath) {}
-        for listener in listeners.withLock({ Array($0.values) }) { listener() }
-    }
-
-    func addListener(_ owner: ObjectIdentifier, _ listener: @escaping @Sendable () -> Void) {
-        listeners.withLock { $0[owner] = listener }
-    }
-
-    func removeListener(_ owner: ObjectIdentifier) {
-        listeners.withLock { _ = $0.removeValue(forKey: owner) }
-    }
-
-    var listenerCount: Int { listeners.withLock { $0.count } }
 }

@@ -1,0 +1,75 @@
+import Foundation
+import Synchronization
+
+/// The process-wide state behind ``PrefsConfig``: the app identifier, the default stores once opened, the stores
+/// set in their place, and the task-local scopes of `withDefaultStore`.
+///
+/// Stores are opened outside the lock and errors are reported after releasing it, so an error handler (user code)
+/// may read preferences, or even the default stores, without deadlocking.
+enum DefaultStores {
+    struct State {
+        var appIdentifier = ProcessInfo.processInfo.processName
+        /// Set once a default store has been opened under `appIdentifier`; later changes are refused.
+        var appIdentifierInUse = false
+        var standard: UserDefaultsStore?
+        var vault: (any KeyValueStore)?
+        var defaultStore: (any KeyValueStore)?
+        var secureStore: (any KeyValueStore)?
+    }
+
+    static let state = Mutex(State())
+
+    @TaskLocal static var scopedDefaultStore: (any KeyValueStore)?
+    @TaskLocal static var scopedSecureStore: (any KeyValueStore)?
+
+    /// The store of wrappers without `store:`: the innermost `withDefaultStore` scope, else the store set through
+    /// `PrefsConfig.defaultStore`, else the standard domain.
+    static var defaultStore: any KeyValueStore {
+        if let scoped = scopedDefaultStore { return scoped }
+        if let configured = state.withLock({ $0.defaultStore }) { return configured }
+        return standard
+    }
+
+    /// The vault of secure wrappers without `store:`, resolved like ``defaultStore``.
+    static var secureStore: any KeyValueStore {
+        if let scoped = scopedSecureStore { return scoped }
+        if let configured = state.withLock({ $0.secureStore ?? $0.vault }) { return configured }
+        return openOnce(\.vault) { app in
+            let location = EncryptedFileStore.defaultLocation(appIdentifier: app)
+            do {
+                return (try EncryptedFileStore(url: location.vault, key: .keyFile(location.keyFile)), nil)
+            } catch {
+                return (UnavailableStore(error), error)
+            }
+        }
+    }
+
+    /// The standard domain, `<app identifier>.plist` in the preferences folder, opened on first use.
+    static var standard: UserDefaultsStore {
+        if let standard = state.withLock({ $0.standard }) { return standard }
+        return openOnce(\.standard) { app in
+            UserDefaultsStore.openDomain(url: Locations.current.configHome.appending(path: app + ".plist"))
+        }
+    }
+
+    /// Opens a default store with the app identifier (which this freezes), without holding the lock, then keeps
+    /// the first one opened. The opening error, if any, is reported once the lock is released.
+    private static func openOnce<Store>(
+        _ slot: WritableKeyPath<State, Store?>, open: (String) -> (store: Store, error: (any Error)?)
+    ) -> Store where Store: Sendable {
+        let app = state.withLock { state in
+            state.appIdentifierInUse = true
+            return state.appIdentifier
+        }
+        let opened = open(app)
+        let (store, isFirst) = state.withLock { state in
+            if let existing = state[keyPath: slot] { return (existing, false) }
+            state[keyPath: slot] = opened.store
+            return (opened.store, true)
+        }
+        if isFirst, let error = opened.error, let source = store as? any KeyValueStore {
+            ErrorReporter.reportOnce(error, key: "", operation: .read, source: source.changes)
+        }
+        return store
+    }
+}

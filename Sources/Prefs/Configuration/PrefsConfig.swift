@@ -1,0 +1,119 @@
+import Foundation
+import Synchronization
+
+/// `PrefsConfig.appIdentifier = "com.example.notes"` and the other settings here configure Prefs for the whole
+/// process, once at startup; `PrefsConfig.withDefaultStore(_:operation:)` scopes the default store to one task.
+///
+/// Property wrappers declared without a `store:` argument use ``defaultStore`` (secrets: ``secureStore``); errors
+/// that a wrapper cannot throw go to ``errorHandler``.
+public enum PrefsConfig {
+    /// `PrefsConfig.defaultStore = InMemoryStore()` sets the store used by wrappers without a `store:` argument.
+    ///
+    /// Defaults to ``UserDefaultsStore/standard``. A wrapper keeps the store it was created with, so set it before
+    /// creating any wrapper. Inside `withDefaultStore(_:operation:)` the getter returns that scope's store.
+    public static var defaultStore: any KeyValueStore {
+        get { DefaultStores.defaultStore }
+        set { DefaultStores.state.withLock { $0.defaultStore = newValue } }
+    }
+
+    /// `PrefsConfig.secureStore = try EncryptedFileStore(url: …, key: .passphrase(…))` sets the vault used by
+    /// `@SecureStoredValue` without a `store:` argument.
+    ///
+    /// By default it is opened on first use at ``EncryptedFileStore/defaultLocation(appIdentifier:)``:
+    /// `$XDG_DATA_HOME/<app>/secrets.vault` (or `$HOME/.local/share/…`), with its key file at
+    /// `$XDG_CONFIG_HOME/<app>/secrets.key` (or `$HOME/.config/…`), both created on first write with private
+    /// permissions. If it cannot be opened, the error is reported once, secrets read as nil, and writes throw it.
+    public static var secureStore: any KeyValueStore {
+        get { DefaultStores.secureStore }
+        set { DefaultStores.state.withLock { $0.secureStore = newValue } }
+    }
+
+    /// `PrefsConfig.appIdentifier = "com.example.notes"` names the app's standard domain
+    /// (`com.example.notes.plist`) and the folders of its default vault.
+    ///
+    /// Defaults to the process name, as Foundation's `UserDefaults.standard` does; setting it keeps settings when
+    /// the executable is renamed. Set it first thing at startup: once ``UserDefaultsStore/standard`` or the default
+    /// vault has been opened, a different identifier is refused and reported (the getter keeps returning the one in
+    /// use). An identifier that cannot be a file name (empty, containing `/`, `..` or NUL, too long) is refused and
+    /// reported too.
+    public static var appIdentifier: String {
+        get { DefaultStores.state.withLock { $0.appIdentifier } }
+        set {
+            if let problem = Locations.fileNameProblem(newValue, what: "an app identifier", suffix: ".plist") {
+                ErrorReporter.report(
+                    PrefsError.invalidAppIdentifier(newValue, reason: problem), key: "", operation: .write)
+                return
+            }
+            let refused = DefaultStores.state.withLock { state -> String? in
+                if state.appIdentifier == newValue { return nil }
+                if state.appIdentifierInUse { return state.appIdentifier }
+                state.appIdentifier = newValue
+                return nil
+            }
+            if let inUse = refused {
+                let reason = "the default stores are already open under \(String(reflecting: inUse))"
+                ErrorReporter.report(
+                    PrefsError.invalidAppIdentifier(newValue, reason: reason + "; set it before first use"),
+                    key: "", operation: .write)
+            }
+        }
+    }
+
+    /// `PrefsConfig.errorHandler = { report in logger.error("\(report)") }` receives every error a wrapper
+    /// could not throw.
+    ///
+    /// A read that fails (for example a stored value of the wrong type) returns the default and reports here;
+    /// nothing stored is overwritten. A failed write leaves the old value in place and reports here. A store that
+    /// cannot be read at all is reported once, not on every read. The default handler prints one line to standard
+    /// error. The handler is called without any Prefs lock held, so it may itself use preferences.
+    public static var errorHandler: @Sendable (PrefsReport) -> Void {
+        get { ErrorReporter.current }
+        set { ErrorReporter.current = newValue }
+    }
+
+    // MARK: Scoped default stores
+
+    /// `PrefsConfig.withDefaultStore(InMemoryStore()) { … }` runs `operation` with `store` as the default store of
+    /// every wrapper created inside it without `store:`, in this task and the child tasks it creates.
+    ///
+    /// The scope is task-local: other tasks and threads, such as tests running in parallel, keep their own
+    /// default. A model declared the README way can so be tested without changing its declarations:
+    ///
+    /// ```swift
+    /// PrefsConfig.withDefaultStore(InMemoryStore()) {
+    ///     let settings = Settings()      // @StoredValue(key: "zoom") var zoom = 1.0
+    ///     settings.zoom = 2
+    /// }
+    /// ```
+    ///
+    /// A wrapper keeps the store it was created with, also after the scope ends.
+    public static func withDefaultStore<Result>(
+        _ store: any KeyValueStore, operation: () throws -> Result
+    ) rethrows -> Result {
+        try DefaultStores.$scopedDefaultStore.withValue(store, operation: operation)
+    }
+
+    /// `await PrefsConfig.withDefaultStore(InMemoryStore()) { await … }`: the same for asynchronous code.
+    public static func withDefaultStore<Result>(
+        _ store: any KeyValueStore, isolation: isolated (any Actor)? = #isolation,
+        operation: () async throws -> Result
+    ) async rethrows -> Result {
+        try await DefaultStores.$scopedDefaultStore.withValue(store, operation: operation)
+    }
+
+    /// `PrefsConfig.withDefaultSecureStore(InMemoryStore()) { … }` runs `operation` with `store` as the vault of
+    /// every `@SecureStoredValue` created inside it without `store:`, in this task and its child tasks.
+    public static func withDefaultSecureStore<Result>(
+        _ store: any KeyValueStore, operation: () throws -> Result
+    ) rethrows -> Result {
+        try DefaultStores.$scopedSecureStore.withValue(store, operation: operation)
+    }
+
+    /// `await PrefsConfig.withDefaultSecureStore(InMemoryStore()) { await … }`: the same for asynchronous code.
+    public static func withDefaultSecureStore<Result>(
+        _ store: any KeyValueStore, isolation: isolated (any Actor)? = #isolation,
+        operation: () async throws -> Result
+    ) async rethrows -> Result {
+        try await DefaultStores.$scopedSecureStore.withValue(store, operation: operation)
+    }
+}

@@ -1,0 +1,85 @@
+import Observation
+import Synchronization
+
+/// One key of one store: a version counter bumped on every change, the Observation registrar that lets
+/// `withObservationTracking` see reads of this key, and the listeners that feed `values` streams.
+final class KeyCell: Observable, Sendable {
+    let key: String
+    private let versionCounter = Atomic<UInt64>(1)
+    private let registrar = ObservationRegistrar()
+    private let listeners = Mutex<[ObjectIdentifier: @Sendable () -> Void]>([:])
+    /// The first declaration of the key by a wrapper, and the conflicting ones already reported.
+    let declarations = Mutex<(first: KeyDeclaration?, reported: Set<String>)>((nil, []))
+    // Key paths are immutable; the stored one only avoids re-forming it on every read.
+    nonisolated(unsafe) private static let versionPath: KeyPath<KeyCell, UInt64> = \KeyCell.version
+
+    init(key: String) { self.key = key }
+
+    /// Increases with every change of the key's value; starts at 1.
+    var version: UInt64 { versionCounter.load(ordering: .acquiring) }
+
+    /// Tells Observation that the current tracking scope read this key.
+    func trackAccess() { registrar.access(self, keyPath: Self.versionPath) }
+
+    func didChange() {
+        versionCounter.add(1, ordering: .releasing)
+        // Errors reported about the old value (see the typed subscript of KeyValueStore) may be reported afresh.
+        ErrorReporter.forgetIncidents(of: self)
+        registrar.withMutation(of: self, keyPath: Self.versionPath) {}
+        for listener in listeners.withLock({ Array($0.values) }) { listener() }
+    }
+
+    func addListener(_ owner: ObjectIdentifier, _ listener: @escaping @Sendable () -> Void) {
+        listeners.withLock { $0[owner] = listener }
+    }
+
+    func removeListener(_ owner: ObjectIdentifier) {
+        listeners.withLock { _ = $0.removeValue(forKey: owner) }
+    }
+
+    var listenerCount: Int { listeners.withLock { $0.count } }
+}
+
+/// How one wrapper declared a key: its type and default, so two declarations of one key on one store that would
+/// disagree can be told apart and reported.
+struct KeyDeclaration: Sendable {
+    let type: ObjectIdentifier
+    let typeName: String
+    let defaultDescription: String
+    /// Whether another declaration's default equals this one's (false when the types differ).
+    let hasSameDefault: @Sendable (KeyDeclaration) -> Bool
+    let defaultValue: any Sendable
+
+    init<Value: Sendable & Equatable>(type: Value.Type, defaultValue: Value) {
+        self.type = ObjectIdentifier(Value.self)
+        self.typeName = String(reflecting: Value.self)
+        self.defaultDescription = String(describing: defaultValue)
+        self.defaultValue = defaultValue
+        self.hasSameDefault = { other in (other.defaultValue as? Value) == defaultValue }
+    }
+
+    /// How this declaration differs from `other`, as the two descriptions to report; nil when they agree.
+    func conflict(with other: KeyDeclaration) -> (String, String)? {
+        if type != other.type { return (other.typeName, typeName) }
+        if !hasSameDefault(other) {
+            return ("\(other.typeName) = \(other.defaultDescription)", "\(typeName) = \(defaultDescription)")
+        }
+        return nil
+    }
+}
+
+extension KeyCell {
+    /// Records how a wrapper declares this key. Returns the conflict with the first declaration, once per distinct
+    /// conflicting declaration, so it is reported once however many wrappers repeat it.
+    func declare(_ declaration: KeyDeclaration) -> (first: String, second: String)? {
+        declarations.withLock { state in
+            guard let first = state.first else {
+                state.first = declaration
+                return nil
+            }
+            guard let conflict = declaration.conflict(with: first) else { return nil }
+            guard state.reported.insert(conflict.1).inserted else { return nil }
+            return (conflict.0, conflict.1)
+        }
+    }
+}
