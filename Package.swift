@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "Prefs", targets: ["Prefs"]),
+        .library(name: "PrefsTesting", targets: ["PrefsTesting"]),
         .executable(name: "prefs-demo", targets: ["PrefsDemo"]),
         .executable(name: "prefs", targets: ["PrefsCLI"]),
         .executable(name: "prefs-bench", targets: ["PrefsBench"]),
@@ -19,6 +20,14 @@ let package = Package(
         .target(
             name: "Prefs",
             dependencies: ["CSodium"]
+        ),
+        .target(
+            name: "PrefsTesting",
+            dependencies: ["Prefs"]
+        ),
+        .testTarget(
+            name: "PrefsTestingTests",
+            dependencies: ["Prefs", "PrefsTesting"]
         ),
         .executableTarget(
             name: "PrefsDemo",

@@ -20,9 +20,14 @@ struct ChildProcess {
         var lines: [String] { output.split(separator: "\n").map(String.init) }
     }
 
-    /// Runs the helper to completion.
+    /// Runs the helper to completion, with `environment` added to this process's environment.
     static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
-        let child = try start(arguments, environment: environment)
+        try run(arguments, replacingEnvironment: ProcessInfo.processInfo.environment.merging(environment) { $1 })
+    }
+
+    /// Runs the helper to completion with exactly `environment`.
+    static func run(_ arguments: [String], replacingEnvironment environment: [String: String]) throws -> Result {
+        let child = try start(arguments, replacingEnvironment: environment)
         let output = child.output.fileHandleForReading.readDataToEndOfFile()
         let error = child.errors.fileHandleForReading.readDataToEndOfFile()
         child.process.waitUntilExit()
@@ -37,10 +42,14 @@ struct ChildProcess {
 
     /// Starts the helper and returns at once; read its output with `lines()`.
     static func start(_ arguments: [String], environment: [String: String] = [:]) throws -> ChildProcess {
+        try start(arguments, replacingEnvironment: ProcessInfo.processInfo.environment.merging(environment) { $1 })
+    }
+
+    static func start(_ arguments: [String], replacingEnvironment environment: [String: String]) throws -> ChildProcess {
         let process = Process()
         process.executableURL = helperURL
         process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.environment = environment
         let output = Pipe()
         let errors = Pipe()
         process.standardOutput = output

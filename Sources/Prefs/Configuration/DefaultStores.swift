@@ -35,9 +35,11 @@ enum DefaultStores {
         if let scoped = scopedSecureStore { return scoped }
         if let configured = state.withLock({ $0.secureStore ?? $0.vault }) { return configured }
         return openOnce(\.vault) { app in
-            let location = EncryptedFileStore.defaultLocation(appIdentifier: app)
+            // The folders resolved once for the whole process, like the standard domain's.
+            let vault = Locations.current.dataHome.appending(path: app).appending(path: "secrets.vault")
+            let keyFile = Locations.current.configHome.appending(path: app).appending(path: "secrets.key")
             do {
-                return (try EncryptedFileStore(url: location.vault, key: .keyFile(location.keyFile)), nil)
+                return (try EncryptedFileStore(url: vault, key: .keyFile(keyFile)), nil)
             } catch {
                 return (UnavailableStore(error), error)
             }

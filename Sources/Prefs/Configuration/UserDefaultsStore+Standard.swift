@@ -18,20 +18,28 @@ extension UserDefaultsStore {
     /// error is reported, rather than writing another domain's file.
     static func store(for defaults: UserDefaults) -> any KeyValueStore {
         if defaults === UserDefaults.standard { return standard }
-        guard let field = Mirror(reflecting: defaults).children.first(where: { $0.label == "suite" }),
-            let suite = field.value as? String?
-        else {
-            let error = PrefsError.unidentifiedUserDefaults(
-                reason: "this Foundation's UserDefaults does not expose its suite name")
-            ErrorReporter.report(error, key: "", operation: .write)
-            return InMemoryStore()
+        return store(identifiedBy: Mirror(reflecting: defaults))
+    }
+
+    /// Finds Foundation's private `suite` field in `mirror` or the mirrors of its superclasses (so subclasses of
+    /// `UserDefaults` are identified too).
+    static func store(identifiedBy mirror: Mirror) -> any KeyValueStore {
+        var current: Mirror? = mirror
+        while let level = current {
+            if let field = level.children.first(where: { $0.label == "suite" }), let suite = field.value as? String? {
+                guard let suite else { return standard }
+                do {
+                    return try UserDefaultsStore(suiteName: suite)
+                } catch {
+                    ErrorReporter.report(error, key: "", operation: .write)
+                    return InMemoryStore()
+                }
+            }
+            current = level.superclassMirror
         }
-        guard let suite else { return standard }
-        do {
-            return try UserDefaultsStore(suiteName: suite)
-        } catch {
-            ErrorReporter.report(error, key: "", operation: .write)
-            return InMemoryStore()
-        }
+        let error = PrefsError.unidentifiedUserDefaults(
+            reason: "this Foundation's UserDefaults does not expose its suite name")
+        ErrorReporter.report(error, key: "", operation: .write)
+        return InMemoryStore()
     }
 }

@@ -182,7 +182,7 @@ final class FileBackedStorage: Sendable {
         try file.withLock(kind) { try refreshLocked() }
     }
 
-    /// Must hold the file lock (except for the first load, see `open`). A file that cannot be decoded marks the
+    /// Must hold the file lock (except for the first load, see `open`). A file that cannot be read or decoded marks the
     /// storage damaged and throws, leaving the file and the last good snapshot in memory as they were. Returns no
     /// keys when `announcing` is false, which saves building the set nobody will publish.
     private func refreshLocked(announcing: Bool = true) throws -> Set<String> {
@@ -196,13 +196,15 @@ final class FileBackedStorage: Sendable {
         case .read:
             break
         }
-        guard let (data, identity) = try file.read() else {
-            let changed = snapshot.withLock { $0.load([:], identity: nil) }
-            return announcing ? changed : []
-        }
         let values: [String: PrefValue]
+        let identity: FileIdentity?
         do {
+            guard let (data, readIdentity) = try file.read() else {
+                let changed = snapshot.withLock { $0.load([:], identity: nil) }
+                return announcing ? changed : []
+            }
             values = try codec.decode(data, path: path)
+            identity = readIdentity
         } catch {
             snapshot.withLock { $0.damage = error }
             throw error

@@ -1,0 +1,76 @@
+import Foundation
+import Observation
+import Prefs
+import Synchronization
+
+/// A settings model declared the README way: wrappers without `store:`, so they use the default stores.
+@Observable
+final class AppSettings {
+    @ObservationIgnored @StoredValue(key: "zoom") var zoom = 1.0
+    @ObservationIgnored @StoredValue(key: "theme") var theme = "light"
+    @ObservationIgnored @StoredValue(key: "lastExport") var lastExport: Date?
+    @ObservationIgnored @SecureStoredValue<String>(key: "token") var token
+}
+
+/// Commands for the adoption tests: a fresh app process meeting damaged files, relocated homes and renamed binaries
+/// through the default stores, printing what it saw.
+enum AdoptionCommands {
+    static let reports = Mutex<[String]>([])
+
+    static func run(_ arguments: [String]) -> Bool {
+        guard let command = arguments.first else { return false }
+        switch command {
+        case "launch":
+            // launch [APP]: starts like an app (appIdentifier first when given), reads and writes through the
+            // default stores, then prints each value and every report.
+            installCountingHandler()
+            if arguments.count > 1 { PrefsConfig.appIdentifier = arguments[1] }
+            let settings = AppSettings()
+            print("zoom=\(settings.zoom) theme=\(settings.theme) lastExport=\(String(describing: settings.lastExport))")
+            print("token=\(settings.token ?? "nil")")
+            settings.zoom = 2
+            print("after-set zoom=\(settings.zoom)")
+            print("standard=\(UserDefaultsStore.standard.url.path)")
+            finish()
+        case "rename-late":
+            // rename-late APP: opens the standard domain, then tries to rename the app.
+            installCountingHandler()
+            let before = UserDefaultsStore.standard.url.lastPathComponent
+            PrefsConfig.appIdentifier = arguments[1]
+            print("before=\(before) identifier=\(PrefsConfig.appIdentifier)")
+            print("standard=\(UserDefaultsStore.standard.url.lastPathComponent)")
+            finish()
+        case "move-xdg":
+            // move-xdg DIR: opens the standard domain, then points the XDG variables elsewhere and opens a suite
+            // and the default vault: every default store must stay where the first one was resolved.
+            installCountingHandler()
+            let standard = UserDefaultsStore.standard.url.deletingLastPathComponent().path
+            setenv("XDG_CONFIG_HOME", arguments[1], 1)
+            setenv("XDG_DATA_HOME", arguments[1], 1)
+            do {
+                let suite = try UserDefaultsStore(suiteName: "moved.suite")
+                try SecureStoredValue<String>(key: "secret").set("s")
+                print("standard=\(standard)")
+                print("suite=\(suite.url.deletingLastPathComponent().path)")
+            } catch {
+                print("error=\(error)")
+            }
+            finish()
+        default:
+            return false
+        }
+        return true
+    }
+
+    private static func installCountingHandler() {
+        PrefsConfig.errorHandler = { report in
+            reports.withLock { $0.append("\(report)") }
+        }
+    }
+
+    private static func finish() {
+        let all = reports.withLock { $0 }
+        for report in all { print("report: \(report)") }
+        print("reports=\(all.count)")
+    }
+}

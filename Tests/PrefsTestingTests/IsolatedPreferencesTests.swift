@@ -1,0 +1,64 @@
+import Foundation
+import Observation
+import Prefs
+import PrefsTesting
+import Testing
+
+/// A model declared exactly as the README shows: no `store:` anywhere.
+@Observable
+final class ReaderSettings {
+    @ObservationIgnored @StoredValue(key: "zoom") var zoom = 1.0
+    @ObservationIgnored @StoredValue(key: "fontName") var fontName = "Serif"
+    @ObservationIgnored @StoredValue(key: "recent") var recent: [String] = []
+    @ObservationIgnored @SecureStoredValue<String>(key: "syncToken") var syncToken
+}
+
+/// Dozens of tests that run in parallel, each writing its own values into models declared inline; none may see
+/// another's values, and nothing may reach the real default stores.
+@Suite(.isolatedPreferences)
+struct IsolatedPreferencesTests {
+    @Test(arguments: 0..<48)
+    func eachTestCaseHasItsOwnPreferences(_ index: Int) async throws {
+        let settings = ReaderSettings()
+        #expect(settings.zoom == 1.0, "a fresh test starts from the declared defaults")
+        #expect(settings.recent.isEmpty)
+        #expect(settings.syncToken == nil)
+
+        settings.zoom = Double(index)
+        settings.fontName = "Font \(index)"
+        settings.$recent.append("file-\(index)")
+        try settings.$syncToken.set("token-\(index)")
+        // Let other test cases run and write their own values in between.
+        await Task.yield()
+
+        let again = ReaderSettings()
+        #expect(again.zoom == Double(index))
+        #expect(again.fontName == "Font \(index)")
+        #expect(again.recent == ["file-\(index)"])
+        #expect(again.syncToken == "token-\(index)")
+
+        // A child task inherits the test's stores.
+        let fromChild = await Task { ReaderSettings().zoom }.value
+        #expect(fromChild == Double(index))
+
+        let isolation = try #require(PrefsIsolation.current)
+        #expect(settings.$zoom.store === isolation.defaultStore)
+        #expect(try isolation.defaultStore.value(forKey: "zoom") == .double(Double(index)))
+        #expect(try isolation.secureStore.value(forKey: "syncToken") == .string("token-\(index)"))
+    }
+
+    @Test func nothingReachesTheProcessDefaults() async throws {
+        let key = "isolated-\(UUID().uuidString)"
+        let flag = StoredValue(key: key, default: false)
+        flag.wrappedValue = true
+        #expect(flag.wrappedValue)
+        let outside = await Task.detached { PrefsConfig.defaultStore }.value
+        #expect(outside !== flag.store, "a detached task is not part of the test's scope")
+        #expect(try outside.value(forKey: key) == nil)
+    }
+}
+
+@Test func outsideTheTraitTheProcessDefaultsApply() {
+    #expect(PrefsIsolation.current == nil)
+    #expect(PrefsConfig.defaultStore === UserDefaultsStore.standard)
+}

@@ -1,0 +1,127 @@
+import Foundation
+import PrefsTestSupport
+import Testing
+
+@testable import Prefs
+
+/// A new app meeting the situations that stopped the first adopters: a damaged standard plist at launch, a home
+/// folder moved by `HOME`, a renamed binary. Each runs in a fresh child process, as an app would.
+@Suite struct AdoptionTests {
+    /// The damaged standard plists an app can find at launch (a torn Foundation write leaves it empty).
+    enum Damage: String, CaseIterable, Sendable {
+        case empty, garbage, json, directory
+
+        func make(at url: URL) throws {
+            switch self {
+            case .empty: try Data().write(to: url)
+            case .garbage: try Data([0x00, 0xFF, 0x13, 0x37, 0x62, 0x70]).write(to: url)
+            case .json: try Data(#"{"zoom": 3}"#.utf8).write(to: url)
+            case .directory: try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+            }
+        }
+
+        func snapshot(_ url: URL) -> Data? {
+            self == .directory ? nil : FileManager.default.contents(atPath: url.path)
+        }
+    }
+
+    static func environment(_ directory: TempDir) -> [String: String] {
+        ["XDG_CONFIG_HOME": directory.file("config").path, "XDG_DATA_HOME": directory.file("data").path]
+    }
+
+    @Test(arguments: Damage.allCases)
+    func aDamagedStandardPlistNeverCrashesTheApp(_ damage: Damage) throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let plist = directory.file("config/PrefsTestHelper.plist")
+        try FileManager.default.createDirectory(at: directory.file("config"), withIntermediateDirectories: true)
+        try damage.make(at: plist)
+        let before = damage.snapshot(plist)
+
+        let result = try ChildProcess.run(["launch"], environment: Self.environment(directory))
+
+        #expect(result.status == 0, "stderr: \(result.error)")
+        #expect(result.lines.contains("zoom=1.0 theme=light lastExport=nil"))
+        #expect(result.lines.contains("after-set zoom=1.0"), "a write must not replace the damaged file")
+        let readReports = result.lines.filter { $0.hasPrefix("report: read") }
+        #expect(readReports.count == 1, "the damage is reported once: \(result.lines)")
+        #expect(readReports.first?.contains("PrefsTestHelper.plist") == true)
+        #expect(damage.snapshot(plist) == before)
+        var isDirectory: ObjCBool = false
+        #expect(FileManager.default.fileExists(atPath: plist.path, isDirectory: &isDirectory))
+        #expect(isDirectory.boolValue == (damage == .directory))
+    }
+
+    @Test func aDamagedDefaultVaultIsReportedOnceAndLeftUntouched() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let vault = directory.file("data/PrefsTestHelper/secrets.vault")
+        try FileManager.default.createDirectory(
+            at: vault.deletingLastPathComponent(), withIntermediateDirectories: true)
+        let garbage = Data("not a vault at all".utf8)
+        try garbage.write(to: vault)
+
+        let result = try ChildProcess.run(["launch"], environment: Self.environment(directory))
+
+        #expect(result.status == 0, "stderr: \(result.error)")
+        #expect(result.lines.contains("token=nil"))
+        #expect(result.lines.contains("after-set zoom=2.0"), "the plain preferences still work")
+        let vaultReports = result.lines.filter { $0.hasPrefix("report: read") && $0.contains("vault") }
+        #expect(vaultReports.count == 1, "\(result.lines)")
+        #expect(FileManager.default.contents(atPath: vault.path) == garbage)
+    }
+
+    @Test func withoutXDGVariablesFilesFollowHOME() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_CONFIG_HOME"] = nil
+        environment["XDG_DATA_HOME"] = nil
+        environment["XDG_STATE_HOME"] = nil
+        environment["HOME"] = directory.url.path
+        let result = try ChildProcess.run(["launch"], replacingEnvironment: environment)
+
+        #expect(result.status == 0, "stderr: \(result.error)")
+        let plist = directory.file(".config/PrefsTestHelper.plist")
+        #expect(result.lines.contains("standard=\(plist.path)"))
+        #expect(FileManager.default.fileExists(atPath: plist.path))
+    }
+
+    @Test func theAppIdentifierNamesTheStandardDomain() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let result = try ChildProcess.run(["launch", "com.example.renamed"], environment: Self.environment(directory))
+
+        #expect(result.status == 0, "stderr: \(result.error)")
+        let plist = directory.file("config/com.example.renamed.plist")
+        #expect(result.lines.contains("standard=\(plist.path)"))
+        let stored = try UserDefaultsStore(suiteName: "com.example.renamed", directory: directory.file("config"))
+        #expect(try stored.value(forKey: "zoom") == .double(2))
+    }
+
+    @Test func renamingTheAppAfterTheDefaultStoresOpenedIsRefusedAndReported() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let result = try ChildProcess.run(["rename-late", "com.example.late"], environment: Self.environment(directory))
+
+        #expect(result.status == 0, "stderr: \(result.error)")
+        #expect(result.lines.contains("before=PrefsTestHelper.plist identifier=PrefsTestHelper"))
+        #expect(result.lines.contains("standard=PrefsTestHelper.plist"))
+        #expect(result.lines.contains("reports=1"))
+        #expect(result.lines.contains { $0.contains("com.example.late") && $0.contains("already open") })
+    }
+
+    @Test func everyDefaultStoreKeepsTheFoldersResolvedAtFirstUse() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let elsewhere = directory.file("elsewhere")
+        let result = try ChildProcess.run(["move-xdg", elsewhere.path], environment: Self.environment(directory))
+
+        #expect(result.status == 0, "stderr: \(result.error)")
+        let config = directory.file("config").path
+        #expect(result.lines.contains("standard=\(config)"))
+        #expect(result.lines.contains("suite=\(config)"))
+        #expect(FileManager.default.fileExists(atPath: directory.file("data/PrefsTestHelper/secrets.vault").path))
+        #expect(!FileManager.default.fileExists(atPath: elsewhere.path))
+    }
+}
