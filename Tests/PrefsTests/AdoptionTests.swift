@@ -102,7 +102,8 @@ import Testing
     @Test func renamingTheAppAfterTheDefaultStoresOpenedIsRefusedAndReported() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let result = try ChildProcess.run(["rename-late", "com.example.late"], environment: Self.environment(directory))
+        let result = try ChildProcess.run(
+            ["rename-late", "com.example.late"], environment: Self.environment(directory))
 
         #expect(result.status == 0, "stderr: \(result.error)")
         #expect(result.lines.contains("before=PrefsTestHelper.plist identifier=PrefsTestHelper"))

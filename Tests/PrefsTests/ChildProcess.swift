@@ -45,7 +45,8 @@ struct ChildProcess {
         try start(arguments, replacingEnvironment: ProcessInfo.processInfo.environment.merging(environment) { $1 })
     }
 
-    static func start(_ arguments: [String], replacingEnvironment environment: [String: String]) throws -> ChildProcess {
+    static func start(_ arguments: [String], replacingEnvironment environment: [String: String]) throws -> ChildProcess
+    {
         let process = Process()
         process.executableURL = helperURL
         process.arguments = arguments

@@ -120,16 +120,52 @@ final class RemoteConfigStore: KeyValueStore {
 // MARK: - TestingWithInMemoryStore.md
 
 enum TestingExample {
+    @Observable
     final class ReaderSettings {
+        @ObservationIgnored @StoredValue(key: "fontSize") var fontSize = 14
+        @ObservationIgnored @StoredValue(key: "theme") var theme: Theme = .light
+        @ObservationIgnored @SecureStoredValue<String>(key: "syncToken") var syncToken
+
+        func enlarge() { $fontSize.update { $0 = min($0 + 2, 32) } }
+    }
+
+    final class InjectedSettings {
         @StoredValue var fontSize: Int
-        @StoredValue var theme: Theme
 
         init(store: any KeyValueStore = PrefsConfig.defaultStore) {
             _fontSize = StoredValue(.fontSize, store: store)
-            _theme = StoredValue(.theme, store: store)
         }
+    }
+}
 
-        func enlarge() { $fontSize.update { $0 = min($0 + 2, 32) } }
+// MARK: - Concurrency.md
+
+extension PrefKey where Value == Bool {
+    static let syncEnabled = PrefKey("syncEnabled", default: true)
+}
+
+enum ConcurrencyExample {
+    @MainActor @Observable
+    final class AppearanceModel {
+        @ObservationIgnored @StoredValue(key: "fontSize") var fontSize = 14
+        @ObservationIgnored @StoredValue(key: "theme") var theme: Theme = .light
+    }
+
+    @MainActor
+    static func startSync(model: AppearanceModel) -> Task<Void, Never> {
+        let fontSize = model.$fontSize  // Sendable
+        return Task.detached {
+            fontSize.set(18)  // runs off the main actor
+        }
+    }
+
+    actor SyncService {
+        let store: any KeyValueStore
+        init(store: any KeyValueStore) { self.store = store }
+
+        func recordSync(at date: Date) {
+            if store[.syncEnabled] { store[.lastSync] = date }
+        }
     }
 }
 
@@ -440,21 +476,52 @@ struct DocumentationExamplesTests {
                 == .string("s3cret"))
     }
 
-    @Test func testingWithInMemoryStore() throws {
+    @Test func testingWithTheDefaultStoreScoped() throws {
+        let store = InMemoryStore(["fontSize": .int(30)])
+        let vault = InMemoryStore()
+        try PrefsConfig.withDefaultStore(store) {
+            try PrefsConfig.withDefaultSecureStore(vault) {
+                let settings = TestingExample.ReaderSettings()
+                settings.enlarge()
+                #expect(settings.fontSize == 32)
+                settings.enlarge()
+                try settings.$syncToken.set("t")
+            }
+        }
+        #expect(try store.value(for: .fontSize) == 32)
+        #expect(try vault.value(forKey: "syncToken") == .string("t"))
+    }
+
+    @Test func testingWithAnInjectedStore() throws {
         Reports.install()
         let store = InMemoryStore(["fontSize": .int(30)])
-        let settings = TestingExample.ReaderSettings(store: store)
-        settings.enlarge()
-        #expect(settings.fontSize == 32)
-        settings.enlarge()
-        #expect(try store.value(for: .fontSize) == 32)
+        let settings = TestingExample.InjectedSettings(store: store)
+        #expect(settings.fontSize == 30)
 
         // A value of the wrong type reads as the default, is reported, and is never overwritten.
         let broken = InMemoryStore(["fontSize": .string("large")])
-        let fallback = TestingExample.ReaderSettings(store: broken)
+        let fallback = TestingExample.InjectedSettings(store: broken)
         #expect(fallback.fontSize == 14)
         #expect(Reports.for("fontSize").contains { $0.operation == .read && $0.error is PrefsError })
         #expect(try broken.value(forKey: "fontSize") == .string("large"))
+    }
+
+    @Test func concurrencyShapesCompileAndShareState() async throws {
+        let store = InMemoryStore()
+        let model = await MainActor.run {
+            PrefsConfig.withDefaultStore(store) { ConcurrencyExample.AppearanceModel() }
+        }
+        await ConcurrencyExample.startSync(model: model).value
+        #expect(await model.fontSize == 18)
+        #expect(try store.value(forKey: "fontSize") == .int(18))
+
+        let service = ConcurrencyExample.SyncService(store: store)
+        let now = Date(timeIntervalSinceReferenceDate: 1234.5)
+        await service.recordSync(at: now)
+        #expect(try store.value(for: .lastSync) == now)
+        try store.set(false, for: .syncEnabled)
+        await service.recordSync(at: .distantFuture)
+        #expect(try store.value(for: .lastSync) == now)
     }
 
     @Test func persistorMigrationKeepsKeyNamesAndData() throws {

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 extension PrefValue {
     /// `try PrefValue(jsonText: "[1, 2]")` parses one value written in Prefs' JSON form.
@@ -10,14 +10,14 @@ extension PrefValue {
     /// `{"$dict": {…}}`.
     ///
     /// - Throws: ``PrefsError/decodingFailed(key:reason:)`` naming the byte offset of the first error.
-    public init(jsonText: String) throws {
+    package init(jsonText: String) throws {
         self = try JSONFormat.decodeValue(jsonText)
     }
 
     /// `try value.jsonText()` writes the value as single-line JSON, in the form ``init(jsonText:)`` reads back.
     ///
     /// - Throws: ``PrefsError/encodingFailed(key:reason:)`` for a value JSON cannot hold, such as `Double.nan`.
-    public func jsonText() throws -> String {
+    package func jsonText() throws -> String {
         try JSONFormat.encodeValue(self)
     }
 
@@ -25,7 +25,7 @@ extension PrefValue {
     /// pretty-printed JSON object with sorted keys and a trailing newline.
     ///
     /// - Throws: ``PrefsError/encodingFailed(key:reason:)`` naming the key whose value JSON cannot hold.
-    public static func jsonDocument(_ values: [String: PrefValue]) throws -> Data {
+    package static func jsonDocument(_ values: [String: PrefValue]) throws -> Data {
         try JSONFormat.encode(values)
     }
 
@@ -37,7 +37,7 @@ extension PrefValue {
     ///   - source: Names the input in error messages, for example its path.
     /// - Throws: ``PrefsError/corruptFile(path:reason:)`` for anything but a well-formed JSON object without
     ///   `null`s or duplicate keys.
-    public static func values(
+    package static func values(
         fromJSONDocument data: Data, source: String = "JSON document"
     ) throws -> [String: PrefValue] {
         try JSONFormat.decode(data, path: source)

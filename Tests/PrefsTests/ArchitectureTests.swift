@@ -1,0 +1,72 @@
+import Foundation
+import Testing
+
+/// The folders of `Sources/Prefs` are layers, listed here from the bottom up. A file may use what its own layer and
+/// the layers below declare, never what a layer above declares: the folder list reads as the architecture, and no
+/// cycle (like the one between configuration and the stores that once crashed apps at launch) can come back.
+@Suite struct ArchitectureTests {
+    static let layers: [(name: String, folders: [String])] = [
+        ("values", ["Values"]),
+        ("reporting", ["Reporting"]),
+        ("internal mechanisms", ["Internal"]),
+        ("crypto", ["Secure"]),
+        ("stores", ["Stores"]),
+        ("configuration", ["Configuration"]),
+        ("wrappers", ["Wrappers"]),
+    ]
+
+    static let sources = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appending(path: "Sources/Prefs")
+
+    /// Every Swift file under `folder`, with its text minus comments and string literals.
+    static func files(in folder: String) throws -> [(path: String, code: String)] {
+        let root = sources.appending(path: folder)
+        guard let enumerator = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil) else {
+            return []
+        }
+        return try enumerator.compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" }.map { url in
+            let text = try String(contentsOf: url, encoding: .utf8)
+            let code = text.split(separator: "\n", omittingEmptySubsequences: false).map { line -> Substring in
+                let trimmed = line.drop { $0 == " " }
+                if trimmed.hasPrefix("//") { return "" }
+                return line.split(separator: "\"", omittingEmptySubsequences: false).enumerated()
+                    .filter { $0.offset.isMultiple(of: 2) }.map(\.element).joined(separator: " ")[...]
+            }.joined(separator: "\n")
+            return (String(url.path.dropFirst(sources.path.count + 1)), code)
+        }
+    }
+
+    /// The types, protocols and type aliases a file declares at top level.
+    static func declarations(in code: String) -> Set<String> {
+        let pattern =
+            /^(?:public |package |internal |fileprivate |private |final |open )*(?:class|struct|enum|protocol|actor|typealias) ([A-Za-z_][A-Za-z0-9_]*)/
+        var names: Set<String> = []
+        for line in code.split(separator: "\n") {
+            if let match = line.firstMatch(of: pattern) { names.insert(String(match.1)) }
+        }
+        return names
+    }
+
+    @Test func everyFolderOfTheLibraryIsALayer() throws {
+        let folders = try FileManager.default.contentsOfDirectory(atPath: Self.sources.path)
+            .filter { !$0.hasSuffix(".docc") && !$0.hasPrefix(".") }
+        #expect(Set(folders) == Set(Self.layers.flatMap(\.folders)), "no file outside the layers")
+    }
+
+    @Test func noFileUsesALayerAboveIt() throws {
+        let layered = try Self.layers.map { layer in try layer.folders.flatMap { try Self.files(in: $0) } }
+        var violations: [String] = []
+        for (index, files) in layered.enumerated() {
+            let above = layered[(index + 1)...].flatMap { $0 }.reduce(into: Set<String>()) {
+                $0.formUnion(Self.declarations(in: $1.code))
+            }
+            for file in files {
+                let words = Set(file.code.split { !($0.isLetter || $0.isNumber || $0 == "_") }.map(String.init))
+                for name in words.intersection(above).sorted() {
+                    violations.append("\(file.path) (\(Self.layers[index].name)) uses \(name)")
+                }
+            }
+        }
+        #expect(violations.isEmpty, "\(violations.joined(separator: "\n"))")
+    }
+}
