@@ -41,7 +41,7 @@ bench-scaling: deps
 	swift run -c release prefs-bench --scaling
 
 # Reliability: `make reliability` is the CI-sized suite, `make soak` the same ten times longer (figures in
-# RELIABILITY.md), `make tsan` the tests under ThreadSanitizer, `make fuzz` libFuzzer over the store decoders
+# docs/RELIABILITY.md), `make tsan` the tests under ThreadSanitizer, `make fuzz` libFuzzer over the store decoders
 # (PREFS_FUZZ_SECONDS, default 60), `make asan` the tests under AddressSanitizer with LeakSanitizer.
 .PHONY: reliability soak tsan fuzz asan
 

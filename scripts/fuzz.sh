@@ -3,7 +3,7 @@
 # AddressSanitizer. Builds the Prefs sources together with Fuzz/FuzzEntry.swift, seeds the corpus with files the
 # stores wrote, then fuzzes for PREFS_FUZZ_SECONDS (default 60). Extra arguments go to libFuzzer.
 # Leak detection is off by default because Foundation's own property-list parser leaks on malformed input (see
-# RELIABILITY.md); PREFS_FUZZ_DETECT_LEAKS=1 ASAN_OPTIONS=detect_leaks=1 turns it on.
+# docs/RELIABILITY.md); PREFS_FUZZ_DETECT_LEAKS=1 ASAN_OPTIONS=detect_leaks=1 turns it on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${PREFS_FUZZ_SECONDS:-60}"
