@@ -202,7 +202,7 @@ struct StoredValueTests {
 
     @Test func descriptionShowsKeyAndValue() {
         let model = SampleModel(store: InMemoryStore())
-        #expect(model.$currentTheme.description == "currentTheme = dark" || model.currentTheme == .light)
+        #expect(model.$currentTheme.description == "currentTheme = light")
         model.$currentTheme.set(.dark)
         #expect(model.$currentTheme.description == "currentTheme = dark")
     }
