@@ -6,7 +6,7 @@ public import Foundation
 /// each one goes to a fresh file that is flushed to disk and renamed over the old one, so a crash or `kill -9`
 /// at any moment leaves either the old or the new file, never a torn one. The file is created with mode 0600.
 /// A lock file beside it (`settings.json.lock`) makes read-modify-write updates safe across processes, and
-/// another process's changes are noticed (through inotify on Linux) and announced on ``changes``.
+/// another process's changes are noticed (through inotify on Linux) and announced on ``FileBackedStore/changes``.
 ///
 /// Values JSON cannot express natively are tagged so they round-trip exactly:
 /// `{"$date": 786123456.789}` (seconds since 2001-01-01), `{"$data": "base64…"}` and `{"$float": 0.1}`.

@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+
+/// The manifest Getting Started tells users to write, taken from the article itself, resolves against this checkout
+/// whatever its folder is called.
+@Suite struct GettingStartedManifestTests {
+    static let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// The `dependencies: … targets: …` snippet of GettingStarted.md.
+    static func snippet() throws -> String {
+        let article = try String(
+            contentsOf: root.appending(path: "Sources/Prefs/Prefs.docc/GettingStarted.md"), encoding: .utf8)
+        let blocks = article.components(separatedBy: "```swift\n").dropFirst().map {
+            $0.components(separatedBy: "```").first ?? ""
+        }
+        return try #require(blocks.first { $0.hasPrefix("dependencies: [") })
+    }
+
+    @Test(arguments: ["Prefs", "prefs-main"])
+    func theDocumentedManifestResolves(checkoutFolder: String) throws {
+        let scratch = FileManager.default.temporaryDirectory.appending(path: "prefs-manifest-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let app = scratch.appending(path: "MyApp")
+        for target in ["Sources/MyApp", "Tests/MyAppTests"] {
+            try FileManager.default.createDirectory(at: app.appending(path: target), withIntermediateDirectories: true)
+        }
+        try FileManager.default.createSymbolicLink(
+            at: scratch.appending(path: checkoutFolder), withDestinationURL: Self.root)
+        try "import Prefs\n".write(
+            to: app.appending(path: "Sources/MyApp/main.swift"), atomically: true, encoding: .utf8)
+        try "import PrefsTesting\n".write(
+            to: app.appending(path: "Tests/MyAppTests/T.swift"), atomically: true, encoding: .utf8)
+        // The article's checkout is called Prefs; `package:` follows the folder, as the article says.
+        let dependencies = try Self.snippet().replacingOccurrences(of: "\"../Prefs\"", with: "\"../\(checkoutFolder)\"")
+            .replacingOccurrences(of: "package: \"Prefs\"", with: "package: \"\(checkoutFolder)\"")
+        let manifest = """
+            // swift-tools-version: 6.0
+            import PackageDescription
+
+            let package = Package(
+                name: "MyApp",
+            \(dependencies.split(separator: "\n").map { "    " + $0 }.joined(separator: "\n"))
+            )
+            """
+        try manifest.write(to: app.appending(path: "Package.swift"), atomically: true, encoding: .utf8)
+
+        let process = Process()
+        process.executableURL = URL(filePath: "/usr/bin/env")
+        process.arguments = ["swift", "package", "--package-path", app.path, "describe", "--type", "json"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(manifest)\n\(text)")
+        #expect(text.contains("\"product_dependencies\""), "\(text)")
+    }
+}
