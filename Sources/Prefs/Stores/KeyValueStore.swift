@@ -106,10 +106,14 @@ extension KeyValueStore {
     /// reported once; use ``value(for:)`` and ``set(_:for:)`` to handle errors yourself.
     public subscript<Value>(key: PrefKey<Value>) -> Value {
         get {
+            let cell = changes.cell(for: key.name)
+            let version = cell.version
             do {
                 return try value(for: key)
             } catch {
-                ErrorReporter.reportOnce(error, key: key.name, operation: .read, source: changes.cell(for: key.name))
+                if cell.shouldReportFailure(at: version) {
+                    ErrorReporter.report(error, key: key.name, operation: .read)
+                }
                 return key.defaultValue
             }
         }

@@ -34,6 +34,11 @@ public final class ChangeFeed: Sendable {
     /// `let changes = ChangeFeed()` creates the feed a custom store exposes as ``KeyValueStore/changes``.
     public init() {}
 
+    deinit {
+        // Failures reported about this store are keyed by its feed; a later store must not inherit them.
+        ErrorReporter.forgetIncidents(of: self)
+    }
+
     /// `changes.publish(changedKeys: ["theme"])` tells every observer that these keys now hold new values.
     ///
     /// Call it after the change is visible through ``KeyValueStore/value(forKey:)`` and after releasing your own

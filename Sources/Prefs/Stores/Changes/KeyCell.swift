@@ -18,13 +18,20 @@ final class KeyCell: Observable, Sendable {
     /// Increases with every change of the key's value; starts at 1.
     var version: UInt64 { versionCounter.load(ordering: .acquiring) }
 
+    /// The version a failed read of this key was last reported at (0: never), so a failure of the same stored
+    /// value is reported once, however often it is read.
+    private let reportedVersion = Atomic<UInt64>(0)
+
+    /// Whether a read failure at `version` is the first one reported for it; marks it reported.
+    func shouldReportFailure(at version: UInt64) -> Bool {
+        reportedVersion.exchange(version, ordering: .relaxed) != version
+    }
+
     /// Tells Observation that the current tracking scope read this key.
     func trackAccess() { registrar.access(self, keyPath: Self.versionPath) }
 
     func didChange() {
         versionCounter.add(1, ordering: .releasing)
-        // Errors reported about the old value (see the typed subscript of KeyValueStore) may be reported afresh.
-        ErrorReporter.forgetIncidents(of: self)
         registrar.withMutation(of: self, keyPath: Self.versionPath) {}
         for listener in listeners.withLock({ Array($0.values) }) { listener() }
     }
