@@ -46,6 +46,10 @@ extension FileBackedStore {
     /// ``UserDefaultsStore`` has the arguments and system-wide files of its domain from the start; a ``FileStore``
     /// has only registered defaults until it adds others. Adding a source twice does nothing.
     public func addLayer(_ source: LayerSource) { add(source) }
+
+    /// `store.values(in: .managed)` returns the values one layer holds, whether or not a stronger layer hides them:
+    /// for tools that explain where values come from. `.user` gives the same as ``allValues()``.
+    public func values(in layer: PreferenceLayer) -> [String: PrefValue] { layers.values(of: layer) }
 }
 
 extension InMemoryStore {
