@@ -34,7 +34,9 @@ import Testing
         try layered.prefs("write", "app", "theme", "dark")
         try layered.writeSystem(["zoom": 1.5, "theme": "light"])
         try layered.writeSystem(["locked": true], managed: true)
-        #expect(try layered.prefs("read", "app", "theme", "--explain").output == "dark\nlayer: user: the domain's own file\n")
+        #expect(
+            try layered.prefs("read", "app", "theme", "--explain").output
+                == "dark\nlayer: user: the domain's own file\n")
         #expect(
             try layered.prefs("read", "app", "zoom", "--explain").output
                 == "1.5\nlayer: system defaults: a system-wide default ($XDG_CONFIG_DIRS)\n")

@@ -66,7 +66,9 @@ enum LayerCommands {
         emit("ratio=\(settings.ratio) layer=\(layerName(settings.$ratio))")
         emit("fontSize=\(settings.fontSize) font_size=\(settings.fontSizeOld) layer=\(layerName(settings.$fontSize))")
         let typed = (try? store.value(for: PrefKey("volume", default: 1))).map(String.init) ?? "error"
-        emit("typed-volume=\(typed) raw-volume=\((try? store.value(forKey: "volume")).flatMap { $0 }.map { "\($0)" } ?? "nil")")
+        emit(
+            "typed-volume=\(typed) raw-volume=\((try? store.value(forKey: "volume")).flatMap { $0 }.map { "\($0)" } ?? "nil")"
+        )
         emit("foundation-volume=\(UserDefaults.standard.integer(forKey: "volume"))")
         let user = (try? store.allValues()) ?? [:]
         emit("user=" + user.keys.sorted().map { "\($0):\(user[$0]!)" }.joined(separator: ","))

@@ -354,7 +354,8 @@ struct DocumentationExamplesTests {
         defer { directory.cleanup() }
         let managed = directory.file("etc/managed-preferences")
         try FileManager.default.createDirectory(at: managed, withIntermediateDirectories: true)
-        try PropertyListFormat.encode(["volume": .int(2)]).write(to: managed.appending(path: "com.example.server.plist"))
+        try PropertyListFormat.encode(["volume": .int(2)]).write(
+            to: managed.appending(path: "com.example.server.plist"))
         let store = try LayeredPreferences.argumentsStore(url: directory.file("server.json"))
         store.addLayer(.systemFiles(domain: "com.example.server", folders: [directory.file("etc")]))
         let settings = PrefsConfig.withDefaultStore(store) { LayeredPreferences.Settings() }

@@ -86,7 +86,9 @@ import Testing
         #expect(try store.value(for: PrefKey("theme", default: Theme.light)) == .dark)
         #expect(try store.value(for: PrefKey("tags", default: [String]())) == ["a", "b"])
         #expect(try store.value(for: PrefKey("json", default: [Int]())) == [1, 2])
-        #expect(try store.value(for: PrefKey("when", default: Date.distantPast)) == Date(timeIntervalSince1970: 1_714_557_600))
+        #expect(
+            try store.value(for: PrefKey("when", default: Date.distantPast))
+                == Date(timeIntervalSince1970: 1_714_557_600))
         #expect(throws: PrefsError.self) { try store.value(for: PrefKey("bad", default: 0)) }
         // The same text stored by the user is not converted: the user's own values keep their strict types.
         try store.setValue(.string("3"), forKey: "userCount")
