@@ -1,4 +1,5 @@
 import Foundation
+import Observation
 import Synchronization
 import Testing
 
@@ -112,6 +113,17 @@ import Testing
         #expect(volume.wrappedValue == 5 && volume.layer == .registered)
         store.register(defaults: ["volume": .int(8)])
         #expect(volume.wrappedValue == 8, "a later registration replaces an earlier one")
+    }
+
+    @Test func aChangeInAnotherLayerReachesObservationAndStreams() async throws {
+        let store = InMemoryStore()
+        let volume = StoredValue(key: "volume", default: 1, store: store)
+        let values = volume.values
+        let fired = Mutex(false)
+        withObservationTracking { _ = volume.wrappedValue } onChange: { fired.withLock { $0 = true } }
+        store.register(defaults: ["volume": .int(5)])
+        #expect(fired.withLock { $0 })
+        #expect(try await first(2, of: values) == [1, 5])
     }
 
     @Test(arguments: ["memory", "file"])
