@@ -120,7 +120,11 @@ import Testing
         let volume = StoredValue(key: "volume", default: 1, store: store)
         let values = volume.values
         let fired = Mutex(false)
-        withObservationTracking { _ = volume.wrappedValue } onChange: { fired.withLock { $0 = true } }
+        withObservationTracking {
+            _ = volume.wrappedValue
+        } onChange: {
+            fired.withLock { $0 = true }
+        }
         store.register(defaults: ["volume": .int(5)])
         #expect(fired.withLock { $0 })
         #expect(try await first(2, of: values) == [1, 5])
@@ -247,10 +251,16 @@ final class PlainStore: KeyValueStore {
         let values = volume.values
         try system.write(["volume": .int(6)], to: system.second)
         try await waitUntil(values) { $0 == 6 }
+        let forcedChanged = Mutex(false)
+        withObservationTracking {
+            _ = volume.isForced
+        } onChange: {
+            forcedChanged.withLock { $0 = true }
+        }
         // managed-preferences did not exist when the store opened: its creation is watched too.
         try system.write(["volume": .int(8)], to: system.first, managed: true)
         try await waitUntil(values) { $0 == 8 }
-        #expect(volume.isForced)
+        #expect(volume.isForced && forcedChanged.withLock { $0 }, "Observation sees isForced change")
         try FileManager.default.removeItem(at: system.first.appending(path: "managed-preferences/app.plist"))
         try await waitUntil(values) { $0 == 6 }
         #expect(!volume.isForced)
