@@ -51,7 +51,7 @@ public final class InMemoryStore: KeyValueStore {
             let new = try transform(old ?? layers.valueBelowUser(key))
             storage.withLock {
                 $0[key] = new
-                _ = layers.userChanged(key, new)  // Layers hook: the merged snapshot follows.
+                layers.userChanged(key, new)  // Layers hook: the merged snapshot follows.
             }
             return (new, old != new)
         }

@@ -5,17 +5,24 @@
 /// the keys it touched, and reports the keys whose effective value or origin changed, so a store announces
 /// exactly those. Reads are one lookup in ``effective``; no layer is consulted per read.
 struct LayerStack: Sendable {
-    /// The read-only layers' values (every layer but `.user`).
-    private(set) var layers: [PreferenceLayer: [String: PrefValue]] = [:]
-    /// The user's own values: a mirror of what the store keeps.
-    private(set) var user: [String: PrefValue] = [:]
+    /// Each layer's values, strongest first (``PreferenceLayer/order``); the `.user` slot mirrors what the store
+    /// keeps. An array rather than a dictionary keyed by layer, so resolving a key hashes nothing but the key.
+    private var slots = [[String: PrefValue]](repeating: [:], count: PreferenceLayer.allCases.count)
     /// What each key reads as: the value of the strongest layer that holds it.
     private(set) var effective: [String: PrefValue] = [:]
     /// The layer of each effective value that does not come from `.user`; a key missing here is the user's.
     private(set) var origins: [String: PreferenceLayer] = [:]
 
+    /// The user's own values: a mirror of what the store keeps.
+    var user: [String: PrefValue] { slots[PreferenceLayer.user.order] }
+
+    /// The values one layer holds.
+    func values(of layer: PreferenceLayer) -> [String: PrefValue] { slots[layer.order] }
+
     /// Whether any layer besides the user's holds a value; while none does, ``effective`` is ``user`` itself.
-    var hasOtherLayers: Bool { layers.values.contains { !$0.isEmpty } }
+    var hasOtherLayers: Bool {
+        slots.indices.contains { $0 != PreferenceLayer.user.order && !slots[$0].isEmpty }
+    }
 
     /// The layer `key`'s effective value comes from, or nil when no layer holds it.
     func origin(of key: String) -> PreferenceLayer? {
@@ -26,14 +33,13 @@ struct LayerStack: Sendable {
     /// The value `key` would read as without the user's value and the layers above it: the system-wide default,
     /// else the registered one. What a read-modify-write starts from when the user has no value.
     func valueBelowUser(_ key: String) -> PrefValue? {
-        layers[.systemDefaults]?[key] ?? layers[.registered]?[key]
+        slots[PreferenceLayer.systemDefaults.order][key] ?? slots[PreferenceLayer.registered.order][key]
     }
 
     /// The value and origin `key` resolves to.
     func resolve(_ key: String) -> (value: PrefValue, layer: PreferenceLayer)? {
-        for layer in PreferenceLayer.allCases {
-            let value = layer == .user ? user[key] : layers[layer]?[key]
-            if let value { return (value, layer) }
+        for index in slots.indices {
+            if let value = slots[index][key] { return (value, PreferenceLayer.byOrder[index]) }
         }
         return nil
     }
@@ -41,9 +47,9 @@ struct LayerStack: Sendable {
     /// Replaces one read-only layer; returns the keys whose effective value or origin changed.
     mutating func setLayer(_ layer: PreferenceLayer, _ values: [String: PrefValue]) -> Set<String> {
         precondition(layer != .user, "the user's values change through setUser")
-        let old = layers[layer] ?? [:]
+        let old = slots[layer.order]
         guard old != values else { return [] }
-        layers[layer] = values.isEmpty ? nil : values
+        slots[layer.order] = values
         var touched = Set(values.keys)
         for (key, value) in old where values[key] != value { touched.insert(key) }
         return reresolve(touched)
@@ -51,21 +57,34 @@ struct LayerStack: Sendable {
 
     /// Adds values to one read-only layer, keeping its other keys; returns the keys whose effective value changed.
     mutating func merge(into layer: PreferenceLayer, _ values: [String: PrefValue]) -> Set<String> {
-        setLayer(layer, (layers[layer] ?? [:]).merging(values) { _, new in new })
+        setLayer(layer, slots[layer.order].merging(values) { _, new in new })
     }
 
-    /// Sets (or with nil removes) one user value; returns the keys whose effective value or origin changed.
-    mutating func setUser(_ key: String, _ value: PrefValue?) -> Set<String> {
-        guard user[key] != value else { return [] }
-        user[key] = value
-        return reresolve([key])
+    /// Sets (or with nil removes) one user value; returns whether the key's effective value or origin changed.
+    @discardableResult
+    mutating func setUser(_ key: String, _ value: PrefValue?) -> Bool {
+        let slot = PreferenceLayer.user.order
+        guard slots[slot][key] != value else { return false }
+        slots[slot][key] = value
+        // The only layer: the effective value is the user's (the common case, kept free of set building).
+        if !hasOtherLayers {
+            effective[key] = value
+            return true
+        }
+        return !reresolve([key]).isEmpty
+    }
+
+    /// Whether an administrator forced `key`.
+    func isForced(_ key: String) -> Bool {
+        let managed = slots[PreferenceLayer.managed.order]
+        return !managed.isEmpty && managed[key] != nil
     }
 
     /// Replaces every user value (a reload or a whole-file write); returns the keys whose effective value or origin
     /// changed.
     mutating func replaceUser(_ values: [String: PrefValue]) -> Set<String> {
         let old = user
-        user = values
+        slots[PreferenceLayer.user.order] = values
         if !hasOtherLayers {
             // Nothing to merge: the user's values are the effective ones (the same storage, no copy).
             effective = values

@@ -21,9 +21,22 @@ public enum PreferenceLayer: String, Sendable, CaseIterable, Comparable {
     case registered
 
     /// `layer < .user` is true for the layers that override the user's own values.
-    public static func < (lhs: PreferenceLayer, rhs: PreferenceLayer) -> Bool {
-        allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
+    public static func < (lhs: PreferenceLayer, rhs: PreferenceLayer) -> Bool { lhs.order < rhs.order }
+
+    /// The layer's place, strongest first: its index in `allCases` and in ``LayerStack``'s slots.
+    var order: Int {
+        switch self {
+        case .managed: 0
+        case .arguments: 1
+        case .environment: 2
+        case .user: 3
+        case .systemDefaults: 4
+        case .registered: 5
+        }
     }
+
+    /// The layers by ``order``.
+    static let byOrder: [PreferenceLayer] = allCases
 
     /// `layer.isForced` is true for ``managed``: the value cannot be changed by the app or the user.
     public var isForced: Bool { self == .managed }

@@ -56,19 +56,19 @@ final class StoreLayers: Sendable {
 
     /// The values of one layer, for tools that explain where values come from.
     func values(of layer: PreferenceLayer) -> [String: PrefValue] {
-        state.withLock { layer == .user ? $0.stack.user : $0.stack.layers[layer] ?? [:] }
+        state.withLock { $0.stack.values(of: layer) }
     }
 
     /// Throws ``PrefsError/forced(key:)`` when an administrator forced `key`.
     func checkWritable(_ key: String) throws(PrefsError) {
-        if state.withLock({ $0.stack.layers[.managed]?[key] != nil }) { throw .forced(key: key) }
+        if state.withLock({ $0.stack.isForced(key) }) { throw .forced(key: key) }
     }
 
     // MARK: Hooks for the user's values
 
-    /// Mirrors one changed user value; call while holding the store's own lock. Returns the effective changes.
-    func userChanged(_ key: String, _ value: PrefValue?) -> Set<String> {
-        state.withLock { $0.stack.setUser(key, value) }
+    /// Mirrors one changed user value; call while holding the store's own lock. The store announces the key.
+    func userChanged(_ key: String, _ value: PrefValue?) {
+        _ = state.withLock { $0.stack.setUser(key, value) }
     }
 
     /// Mirrors all user values; call while holding the store's own lock. Returns the effective changes.
@@ -84,7 +84,7 @@ final class StoreLayers: Sendable {
     func register(_ defaults: [String: PrefValue], keepingExisting: Bool = false) {
         guard !defaults.isEmpty else { return }
         let (changed, ambiguities) = state.withLock { state -> (Set<String>, [PrefsError]) in
-            let existing = state.stack.layers[.registered] ?? [:]
+            let existing = state.stack.values(of: .registered)
             let added = keepingExisting ? defaults.filter { existing[$0.key] == nil } : defaults
             guard !added.isEmpty else { return ([], []) }
             var changed = state.stack.merge(into: .registered, added)
@@ -113,7 +113,7 @@ final class StoreLayers: Sendable {
         let (changed, ambiguities) = state.withLock { state -> (Set<String>, [PrefsError]) in
             guard state.environment == nil else { return ([], []) }
             state.environment = Environment(prefix: prefix, variables: environment.filter { $0.key.hasPrefix(prefix) })
-            return Self.learn(state.stack.layers[.registered].map { Array($0.keys) } ?? [], in: &state)
+            return Self.learn(Array(state.stack.values(of: .registered).keys), in: &state)
         }
         finish(changed, ambiguities)
     }
@@ -203,7 +203,7 @@ final class StoreLayers: Sendable {
         }
         state.environment = environment
         guard !touched.isEmpty else { return ([], []) }
-        var layer = state.stack.layers[.environment] ?? [:]
+        var layer = state.stack.values(of: .environment)
         var ambiguities: [PrefsError] = []
         for name in touched {
             let keys = environment.keysByName[name] ?? []
