@@ -60,6 +60,20 @@ enum DomainCommands {
         }
     }
 
+    static let explainFlag = Option.flag("--explain", "also print the layer the value came from")
+
+    /// How `--explain` names each layer.
+    static func explanation(of layer: PreferenceLayer) -> String {
+        switch layer {
+        case .managed: "managed: forced by the administrator ($XDG_CONFIG_DIRS/managed-preferences)"
+        case .arguments: "arguments: the command line"
+        case .environment: "environment: an environment variable"
+        case .user: "user: the domain's own file"
+        case .systemDefaults: "system defaults: a system-wide default ($XDG_CONFIG_DIRS)"
+        case .registered: "registered: a registered default"
+        }
+    }
+
     static func read(_ invocation: Invocation) throws {
         let domain = invocation.positionals[0]
         let store = try openExisting(domain, invocation)
@@ -68,13 +82,19 @@ enum DomainCommands {
             let key = invocation.positionals[1]
             guard let value = try store.value(forKey: key) else { throw notFound(key: key, domain: domain, invocation) }
             invocation.console.print(json ? try value.jsonText() : ValueText.format(value))
+            if invocation.has("--explain"), let layer = store.layer(ofKey: key) {
+                invocation.console.print("layer: " + explanation(of: layer))
+            }
             return
         }
-        let values = try store.allValues()
+        var values = try store.allValues()
         if json {
             invocation.console.writeOutput(String(decoding: try PrefValue.jsonDocument(values), as: UTF8.self))
             return
         }
+        // The list shows the user's values, and the administrator's forced values in their place.
+        let forced = store.values(in: .managed)
+        values.merge(forced) { _, forcedValue in forcedValue }
         let keys = values.keys.sorted()
         let keyWidth = keys.map(\.count).max() ?? 0
         let typeWidth = values.values.map(\.typeName.count).max() ?? 0
@@ -83,7 +103,7 @@ enum DomainCommands {
             invocation.console.print(
                 key.padding(toLength: keyWidth, withPad: " ", startingAt: 0) + "  "
                     + value.typeName.padding(toLength: typeWidth, withPad: " ", startingAt: 0) + "  "
-                    + ValueText.formatInline(value))
+                    + ValueText.formatInline(value) + (forced[key] == nil ? "" : "  (forced)"))
         }
     }
 

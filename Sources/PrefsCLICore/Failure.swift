@@ -39,7 +39,9 @@ struct Failure: Error, Equatable {
         case let error as PrefsError:
             switch error {
             case .invalidSuiteName, .invalidKey, .typeMismatch, .encodingFailed, .decodingFailed, .invalidAppIdentifier,
-                .unidentifiedUserDefaults, .conflictingDeclarations:
+                .unidentifiedUserDefaults, .conflictingDeclarations, .ambiguousEnvironmentVariable:
+                return Failure(.usage, error.description)
+            case .forced:
                 return Failure(.usage, error.description)
             case .corruptFile:
                 return Failure(.integrity, error.description + "; repair or delete it")

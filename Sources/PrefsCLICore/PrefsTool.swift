@@ -13,11 +13,14 @@ package enum PrefsTool {
             help: "The folder is $XDG_CONFIG_HOME, or ~/.config when it is unset; each NAME.plist is a domain.",
             run: { try DomainCommands.domains($0) }),
         Command(
-            "read", arguments: "DOMAIN [KEY]", positionals: 1...2, options: [jsonFlag],
+            "read", arguments: "DOMAIN [KEY]", positionals: 1...2, options: [jsonFlag, DomainCommands.explainFlag],
             summary: "Print one value bare (true, 42, 0.5, text as is), or every key with its type and value.",
             help: """
                 Dates print in ISO 8601 (UTC, with as many fraction digits as needed to be exact), data in hex,
                 arrays and dictionaries as JSON. Without KEY and with --json, prints the domain as `export` does.
+                A KEY reads its effective value: the user's, or a system-wide default or value forced by the
+                administrator under $XDG_CONFIG_DIRS; --explain adds the layer it came from. The list marks forced
+                keys with (forced).
                 """,
             run: { try DomainCommands.read($0) }),
         Command(

@@ -271,7 +271,7 @@ enum BoutiqueMigration {
 func importFromUserDefaults<Value: Codable & Sendable & Equatable>(
     _ key: PrefKey<Value>, from defaults: UserDefaults = .standard, into store: any KeyValueStore
 ) throws {
-    guard try store.value(forKey: key.name) == nil,
+    guard try store.allValues()[key.name] == nil,  // the user has no value yet
         let old = defaults.object(forKey: key.name) as? Value
     else { return }
     try store.set(old, for: key)
@@ -281,6 +281,60 @@ func importFromUserDefaults<Value: Codable & Sendable & Equatable>(
 
 extension PrefKey where Value == Bool {
     static let isUnicornMode = PrefKey("isUnicornMode", default: false)
+}
+
+// MARK: - LayeredPreferences.md
+
+extension PrefKey where Value == Int {
+    static let volume = PrefKey("volume", default: 5)
+}
+
+enum LayeredPreferences {
+    @Observable
+    final class Settings {
+        @ObservationIgnored @StoredValue(key: "volume") var volume = 5
+        @ObservationIgnored @StoredValue(key: "verbose") var verbose = false
+    }
+
+    /// The managed-values sample; returns what it printed.
+    static func writeVolume(settings: Settings, store: any KeyValueStore) -> (isEditable: Bool, printed: String?) {
+        var printed: String?
+        let isEditable = !settings.$volume.isForced
+
+        do {
+            try store.set(7, for: .volume)
+        } catch PrefsError.forced(let key) {
+            printed = "\(key) is managed by the administrator"
+        } catch {
+            printed = "\(error)"
+        }
+        return (isEditable, printed)
+    }
+
+    static func argumentsStore(url: URL) throws -> FileStore {
+        let store = try FileStore(url: url)
+        store.addLayer(.arguments)
+        return store
+    }
+
+    /// Compiled, not run here: the prefix is process-wide (LayerProcessTests runs it in a child process).
+    static func configureEnvironment() {
+        PrefsConfig.environmentPrefix = "MYAPP_"
+    }
+
+    static func userValues(settings: Settings) {
+        settings.volume = 6  // the user's value, durable once set returns
+        settings.$volume.reset()  // removed: the next layer shows through
+    }
+
+    static func systemStore(_ store: FileStore) {
+        store.addLayer(.systemFiles(domain: "com.example.server"))
+    }
+
+    static func register(_ store: any KeyValueStore) {
+        store.register(defaults: ["volume": .int(5), "theme": .string("light")])
+        store.register(.fontSize)
+    }
 }
 
 // MARK: - Tests
@@ -295,6 +349,31 @@ private let privateXDGFolders: Bool = {
 }()
 
 struct DocumentationExamplesTests {
+    @Test func layeredPreferencesSamplesBehaveAsTheArticleSays() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let managed = directory.file("etc/managed-preferences")
+        try FileManager.default.createDirectory(at: managed, withIntermediateDirectories: true)
+        try PropertyListFormat.encode(["volume": .int(2)]).write(
+            to: managed.appending(path: "com.example.server.plist"))
+        let store = try LayeredPreferences.argumentsStore(url: directory.file("server.json"))
+        store.addLayer(.systemFiles(domain: "com.example.server", folders: [directory.file("etc")]))
+        let settings = PrefsConfig.withDefaultStore(store) { LayeredPreferences.Settings() }
+        #expect(settings.volume == 2)
+        let written = LayeredPreferences.writeVolume(settings: settings, store: store)
+        #expect(!written.isEditable && written.printed == "volume is managed by the administrator")
+
+        let plain = InMemoryStore()
+        let other = PrefsConfig.withDefaultStore(plain) { LayeredPreferences.Settings() }
+        #expect(try plain.value(forKey: "volume") == .int(5), "the declaration registered its default")
+        LayeredPreferences.userValues(settings: other)
+        #expect(other.volume == 5 && other.$volume.layer == .registered)
+        LayeredPreferences.register(plain)
+        #expect(try plain.value(forKey: "theme") == .string("light"))
+        #expect(try plain.value(for: .fontSize) == 14 && plain.layer(ofKey: "fontSize") == .registered)
+        #expect(try plain.allValues().isEmpty)
+    }
+
     @Test(.enabled(if: privateXDGFolders, "needs private XDG folders: run through make test or make coverage"))
     func gettingStartedWithTheDefaultStores() async throws {
         let prefs = GettingStarted.Preferences()

@@ -65,7 +65,11 @@ struct StoreTests {
         model.$currentTheme.reset()
         model.$lastOpenedDate.set(nil)
         #expect(check.currentTheme == .light)
-        #expect(try store.value(forKey: "currentTheme") == nil)
+        // The user's value is gone; a raw read shows the default the wrapper declared (registered, as Foundation's
+        // register(defaults:) would), and an optional without a value has none.
+        #expect(try store.allValues()["currentTheme"] == nil)
+        #expect(try store.value(forKey: "currentTheme") == .string("light"))
+        #expect(store.layer(ofKey: "currentTheme") == .registered)
         #expect(try store.value(forKey: "lastOpenedDate") == nil)
     }
 

@@ -15,6 +15,8 @@ enum DefaultStores {
         var vault: (any KeyValueStore)?
         var defaultStore: (any KeyValueStore)?
         var secureStore: (any KeyValueStore)?
+        /// The prefix of the environment variables the standard domain reads, once set.
+        var environmentPrefix: String?
     }
 
     static let state = Mutex(State())
@@ -49,9 +51,23 @@ enum DefaultStores {
     /// The standard domain, `<app identifier>.plist` in the preferences folder, opened on first use.
     static var standard: UserDefaultsStore {
         if let standard = state.withLock({ $0.standard }) { return standard }
-        return openOnce(\.standard) { app in
+        let standard = openOnce(\.standard) { app in
             UserDefaultsStore.openDomain(url: Locations.current.configHome.appending(path: app + ".plist"))
         }
+        if let prefix = state.withLock({ $0.environmentPrefix }) { standard.addLayer(.environment(prefix: prefix)) }
+        return standard
+    }
+
+    /// Sets the environment prefix and gives the standard domain its environment layer, now if it is open, else
+    /// when it opens. The store is changed outside the lock.
+    static func setEnvironmentPrefix(_ prefix: String) {
+        guard !prefix.isEmpty else { return }
+        let open = state.withLock { state -> UserDefaultsStore? in
+            guard state.environmentPrefix == nil else { return nil }
+            state.environmentPrefix = prefix
+            return state.standard
+        }
+        open?.addLayer(.environment(prefix: prefix))
     }
 
     /// Opens a default store with the app identifier (which this freezes), without holding the lock, then keeps

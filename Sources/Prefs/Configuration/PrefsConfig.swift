@@ -59,6 +59,21 @@ public enum PrefsConfig {
         }
     }
 
+    /// `PrefsConfig.environmentPrefix = "MYAPP_"` lets environment variables set the preferences of the standard
+    /// domain for this run, as a twelve-factor server is configured.
+    ///
+    /// A key's variable is the prefix, then the key in upper case, with `_` between words of a camel-case key and in
+    /// place of any character other than an ASCII letter or digit: `fontSize` is read from `MYAPP_FONT_SIZE`. The
+    /// variables apply to the keys the store knows a default of: every key declared by a wrapper, and every key
+    /// given to ``KeyValueStore/register(defaults:)``. A variable that two keys map to (`fontSize` and `font_size`)
+    /// is refused for both and reported. Values are text, converted to the declared type as command-line arguments
+    /// are. Nil (the default) reads no variables; an empty prefix is ignored; the first prefix set is the one used.
+    /// Other stores opt in with `store.addLayer(.environment(prefix:))`.
+    public static var environmentPrefix: String? {
+        get { DefaultStores.state.withLock { $0.environmentPrefix } }
+        set { if let newValue { DefaultStores.setEnvironmentPrefix(newValue) } }
+    }
+
     /// `PrefsConfig.errorHandler = { report in logger.error("\(report)") }` receives every error a wrapper
     /// could not throw.
     ///

@@ -19,6 +19,9 @@ struct Locations: Sendable, Equatable {
     let dataHome: URL
     /// `$XDG_STATE_HOME`, or `$HOME/.local/state`: what Prefs remembers about vaults between runs.
     let stateHome: URL
+    /// `$XDG_CONFIG_DIRS` (colon-separated, most important first), or `/etc/xdg`: system-wide defaults and managed
+    /// values. Entries that are not absolute paths are ignored, as the specification says.
+    let configDirs: [URL]
 
     /// The locations of this process, resolved on first use.
     static let current = Locations(environment: ProcessInfo.processInfo.environment)
@@ -34,6 +37,8 @@ struct Locations: Sendable, Equatable {
         configHome = folder("XDG_CONFIG_HOME", ".config")
         dataHome = folder("XDG_DATA_HOME", ".local/share")
         stateHome = folder("XDG_STATE_HOME", ".local/state")
+        let dirs = (environment["XDG_CONFIG_DIRS"] ?? "").split(separator: ":").filter { $0.hasPrefix("/") }
+        configDirs = (dirs.isEmpty ? ["/etc/xdg"] : dirs).map { URL(filePath: String($0), directoryHint: .isDirectory) }
     }
 
     /// `$HOME` when it is an absolute path, otherwise the home folder of the account running the process.

@@ -15,16 +15,22 @@ public final class InMemoryStore: KeyValueStore {
     private let storage: Mutex<[String: PrefValue]>
 
     /// `store.changes` is the ``ChangeFeed`` on which this store announces changes.
-    public let changes = ChangeFeed()
+    public let changes: ChangeFeed
+    /// The layers merged over and under the values held here (registered defaults at least); see `Stores/Layers`.
+    let layers: StoreLayers
 
     /// `InMemoryStore(["theme": .string("dark")])` creates a store, optionally seeded with values.
     public init(_ values: [String: PrefValue] = [:]) {
         storage = Mutex(values)
+        changes = ChangeFeed()
+        layers = StoreLayers(changes: changes)
+        _ = layers.userReplaced(values)
     }
 
-    /// `try store.value(forKey: "theme")` returns the stored value, or nil.
+    /// `try store.value(forKey: "theme")` returns the effective value (the one held here, unless a layer such as
+    /// a registered default or an argument supplies it), or nil.
     public func value(forKey key: String) throws -> PrefValue? {
-        storage.withLock { $0[key] }
+        layers.value(forKey: key)  // Layers hook: reads come from the merged snapshot.
     }
 
     /// `try store.setValue(.bool(true), forKey: "flag")` stores a value; nil removes it.
@@ -36,12 +42,17 @@ public final class InMemoryStore: KeyValueStore {
     @discardableResult
     public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try validateKey(key)
+        try layers.checkWritable(key)  // Layers hook: a forced key is refused.
         // Writers are serialised by the feed's recursive update lock; the transform runs outside the storage lock
         // so it may read (or even write) other preferences of this store.
         let (updated, changed) = try changes.withUpdateLock {
             let old = storage.withLock { $0[key] }
-            let new = try transform(old)
-            storage.withLock { $0[key] = new }
+            // Layers hook: without a value of its own, the transform starts from the default below it.
+            let new = try transform(old ?? layers.valueBelowUser(key))
+            storage.withLock {
+                $0[key] = new
+                layers.userChanged(key, new)  // Layers hook: the merged snapshot follows.
+            }
             return (new, old != new)
         }
         if changed { changes.publish(changedKeys: [key]) }
@@ -71,6 +82,7 @@ public final class InMemoryStore: KeyValueStore {
             try storage.withLock { values in
                 let old = values
                 try change(&values)
+                _ = layers.userReplaced(values)  // Layers hook: the merged snapshot follows.
                 return Set(old.keys).union(values.keys).filter { old[$0] != values[$0] }
             }
         }

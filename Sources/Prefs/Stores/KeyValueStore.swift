@@ -127,13 +127,17 @@ extension KeyValueStore {
         try setValue(nil, forKey: key)
     }
 
-    /// `try store.value(for: .doTheThing)` reads a typed value, or the key's default when nothing is stored.
+    /// `try store.value(for: .doTheThing)` reads a typed value, or the key's default when no layer holds one.
+    ///
+    /// The value comes from the strongest layer that holds the key (see <doc:LayeredPreferences>); text from the
+    /// command line or the environment is converted to the key's type.
     ///
     /// - Throws: ``PrefsError/typeMismatch(key:expected:found:)`` or ``PrefsError/decodingFailed(key:reason:)``
     ///   when the stored value does not fit the key's type, and any error of the store.
     public func value<Value>(for key: PrefKey<Value>) throws -> Value {
-        guard let stored = try value(forKey: key.name) else { return key.defaultValue }
-        return try key.codec.decode(stored, key: key.name)
+        // Layers: the effective value (a custom store's registered default too), text converted to the key's type.
+        guard let stored = try effectiveValue(forKey: key.name) else { return key.defaultValue }
+        return try decodeEffective(stored, key: key.name, codec: key.codec) ?? key.defaultValue
     }
 
     /// `try store.set(true, for: .doTheThing)` writes a typed value; an Optional's nil removes the key.

@@ -12,6 +12,10 @@ public import Foundation
 /// - keeps every value exactly: fractional dates, full URLs, `Int.max`, `Float`s;
 /// - refuses suite names that would write outside the preferences folder;
 /// - never overwrites a file it cannot read, and notices other processes' changes.
+///
+/// Like Foundation's, it resolves keys through layers (see <doc:LayeredPreferences>): `-key value` arguments of the
+/// command line, then the user's own values (the file), then system-wide defaults from `$XDG_CONFIG_DIRS`, then
+/// registered defaults; values an administrator forced there win over all of them.
 public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
     /// `store.suiteName` is the suite's name, or nil for ``standard``.
     public let suiteName: String?
@@ -38,6 +42,10 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
     private init(suiteName: String?, storage: FileBackedStorage) {
         self.suiteName = suiteName
         super.init(url: storage.file.url, storage: storage)
+        // Layers hook: a domain resolves keys as Foundation's UserDefaults does, through the command line's
+        // arguments, and through the system-wide defaults and managed values of `$XDG_CONFIG_DIRS`.
+        addLayer(.arguments)
+        addLayer(.systemFiles(domain: storage.file.url.deletingPathExtension().lastPathComponent))
     }
 
     /// Opens the domain file at `url` without throwing, for the standard domain: a file that cannot be read leaves

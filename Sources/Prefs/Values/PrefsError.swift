@@ -33,6 +33,12 @@ public enum PrefsError: Error, Sendable, Equatable {
     /// `.io(path:operation:errno:message:)`: a file-system operation that failed, with the `errno` text: permission
     /// denied, disk full, …
     case io(path: String, operation: String, errno: Int32, message: String)
+    /// `.forced(key:)`: a write of a key whose value an administrator forced (see <doc:LayeredPreferences>). The
+    /// forced value stays; grey the setting out where `$setting.isForced` is true.
+    case forced(key: String)
+    /// `.ambiguousEnvironmentVariable(_:keys:)`: an environment variable that several keys of one store map to, so
+    /// it sets none of them. Rename one of the keys, or set the value another way.
+    case ambiguousEnvironmentVariable(String, keys: [String])
 }
 
 extension PrefsError: LocalizedError, CustomStringConvertible {
@@ -55,6 +61,11 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
             "cannot decode value for \(String(reflecting: key)): \(reason); left unchanged"
         case .corruptFile(let path, let reason): "\(path) is not a valid preferences file (\(reason)); left untouched"
         case .io(let path, let operation, _, let message): "\(operation) \(path): \(message)"
+        case .forced(let key):
+            "\(String(reflecting: key)) is forced by the system administrator (managed preferences); not changed"
+        case .ambiguousEnvironmentVariable(let name, let keys):
+            "environment variable \(name) maps to several keys ("
+                + keys.map { String(reflecting: $0) }.joined(separator: ", ") + "); it sets none of them"
         }
     }
 

@@ -90,12 +90,27 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     /// `$theme.store` is the store the value lives in.
     public var store: any KeyValueStore { box.store }
 
+    /// `$theme.isForced` is true when an administrator forced the value (managed preferences): grey the setting
+    /// out, since writes are refused and reported. Tracked by Observation like the value itself.
+    public var isForced: Bool {
+        box.cell.trackAccess()
+        return box.store.isForced(box.key)
+    }
+
+    /// `$theme.layer` says where the current value comes from: `.user`, `.arguments`, `.registered`, …
+    /// (see <doc:LayeredPreferences>).
+    public var layer: PreferenceLayer? {
+        box.cell.trackAccess()
+        return box.store.layer(ofKey: box.key)
+    }
+
     /// `$theme.set(.dark)` stores a new value.
     public func set(_ value: Value) {
         ErrorReporter.reporting(key: box.key, operation: .write) { try box.write(value) }
     }
 
-    /// `$theme.reset()` removes the stored value, so the property reads as its declared default again.
+    /// `$theme.reset()` removes the stored value, so the property reads as the next layer's value again: usually
+    /// its declared default, or a system-wide default or a command-line argument where one applies.
     public func reset() {
         ErrorReporter.reporting(key: box.key, operation: .write) { try box.remove() }
     }

@@ -43,6 +43,8 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
                 PrefsError.conflictingDeclarations(key: key, first: conflict.first, second: conflict.second),
                 key: key, operation: .read)
         }
+        // Layers: a declaration registers its default with its store, for raw reads and other code.
+        store.registerDeclared(key, default: defaultValue, codec: codec)
     }
 
     deinit {
@@ -79,14 +81,14 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     private func load() -> Value {
         let stored: PrefValue?
         do {
-            stored = try store.value(forKey: key)
+            stored = try store.effectiveValue(forKey: key)
         } catch {
             ErrorReporter.reportOnce(error, key: key, operation: .read, source: store.changes)
             return defaultValue
         }
         guard let stored else { return defaultValue }
         do {
-            return try codec.decode(stored, key: key)
+            return try store.decodeEffective(stored, key: key, codec: codec) ?? defaultValue
         } catch {
             ErrorReporter.report(error, key: key, operation: .read)
             return defaultValue
@@ -105,7 +107,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     /// is never overwritten by a transform of the default.
     func modify(_ transform: (inout Value) -> Void) throws {
         try store.updateValue(forKey: key) { stored in
-            var value = try stored.map { try codec.decode($0, key: key) } ?? defaultValue
+            var value = try stored.flatMap { try store.decodeEffective($0, key: key, codec: codec) } ?? defaultValue
             transform(&value)
             return try codec.encode(value, key: key)
         }

@@ -8,6 +8,8 @@ final class FileBackedStorage: Sendable {
     let file: LockedFile
     let codec: any SnapshotCodec
     let changes: ChangeFeed
+    /// The layers merged over and under the file's values (registered defaults at least); see `Stores/Layers`.
+    let layers: StoreLayers
 
     private let snapshot = Mutex(SnapshotState())
     /// Serialises writers in this process; recursive so a transform may itself write to the same store.
@@ -26,6 +28,7 @@ final class FileBackedStorage: Sendable {
         self.file = LockedFile(url: url, lockURL: lockURL)
         self.codec = codec
         self.changes = changes
+        self.layers = StoreLayers(changes: changes)
     }
 
     deinit {
@@ -79,7 +82,8 @@ final class FileBackedStorage: Sendable {
     // MARK: Reads
 
     func value(forKey key: String) throws -> PrefValue? {
-        let (value, damage) = snapshot.withLock { ($0.values[key], $0.damage) }
+        // Layers hook: reads come from the merged snapshot.
+        let (value, damage) = snapshot.withLock { (layers.value(forKey: key), $0.damage) }
         if let damage { throw damage }
         return value
     }
@@ -96,11 +100,13 @@ final class FileBackedStorage: Sendable {
     @discardableResult
     func update(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try validateKey(key)
+        try layers.checkWritable(key)  // Layers hook: a forced key is refused.
         var changed: Set<String> = []
         let result = try withWriteLock { () throws -> PrefValue? in
             changed = try refreshLocked()
             let old = snapshot.withLock { $0.values[key] }
-            let new = try transform(old)
+            // Layers hook: without a value of the user's, the transform starts from the default below it.
+            let new = try transform(old ?? layers.valueBelowUser(key))
             guard new != old else { return new }
             // The transform may have written other keys through this store: apply on top of the latest state.
             var next = snapshot.withLock { $0.values }
@@ -163,7 +169,10 @@ final class FileBackedStorage: Sendable {
             file.removeStaleTemporaryFiles()
         }
         let identity = try file.writeAtomically(data)
-        snapshot.withLock { $0 = SnapshotState(values: values, identity: identity) }
+        snapshot.withLock {
+            $0 = SnapshotState(values: values, identity: identity)
+            _ = layers.userReplaced(values)  // Layers hook: the merged snapshot follows the file's values.
+        }
     }
 
     private func withWriteLock<T>(_ body: () throws -> T) throws -> T {
@@ -182,6 +191,15 @@ final class FileBackedStorage: Sendable {
         try file.withLock(kind) { try refreshLocked() }
     }
 
+    /// Takes newly read values into the snapshot and the layers' mirror of them; returns the changed keys.
+    private func load(_ values: [String: PrefValue], identity: FileIdentity?) -> Set<String> {
+        snapshot.withLock { state in
+            let changed = state.load(values, identity: identity)
+            _ = layers.userReplaced(values)  // Layers hook: the merged snapshot follows the file's values.
+            return changed
+        }
+    }
+
     /// Must hold the file lock (except for the first load, see `open`). A file that cannot be read or decoded marks the
     /// storage damaged and throws, leaving the file and the last good snapshot in memory as they were. Returns no
     /// keys when `announcing` is false, which saves building the set nobody will publish.
@@ -191,7 +209,7 @@ final class FileBackedStorage: Sendable {
         case .upToDate:
             return []
         case .cleared:
-            let changed = snapshot.withLock { $0.load([:], identity: nil) }
+            let changed = load([:], identity: nil)
             return announcing ? changed : []
         case .read:
             break
@@ -200,7 +218,7 @@ final class FileBackedStorage: Sendable {
         let identity: FileIdentity?
         do {
             guard let (data, readIdentity) = try file.read() else {
-                let changed = snapshot.withLock { $0.load([:], identity: nil) }
+                let changed = load([:], identity: nil)
                 return announcing ? changed : []
             }
             values = try codec.decode(data, path: path)
@@ -211,7 +229,9 @@ final class FileBackedStorage: Sendable {
         }
         let (changed, recovered) = snapshot.withLock { state in
             let recovered = state.damage != nil
-            return (state.load(values, identity: identity), recovered)
+            let changed = state.load(values, identity: identity)
+            _ = layers.userReplaced(values)  // Layers hook: the merged snapshot follows the file's values.
+            return (changed, recovered)
         }
         if recovered { ErrorReporter.forgetIncidents(of: changes) }
         return announcing ? changed : []

@@ -1,0 +1,192 @@
+public import Foundation
+import Synchronization
+
+/// A store whose reads are served from a ``LayerStack``: every store Prefs ships.
+protocol LayeredStore: KeyValueStore {
+    var layers: StoreLayers { get }
+}
+
+extension FileBackedStore: LayeredStore {
+    var layers: StoreLayers { storage.layers }
+}
+
+extension EncryptedFileStore: LayeredStore {
+    var layers: StoreLayers { storage.layers }
+}
+
+extension InMemoryStore: LayeredStore {}
+
+/// `store.addLayer(.arguments)`: a source of values a store can add to its layers (see <doc:LayeredPreferences>).
+public enum LayerSource: Sendable, Hashable {
+    /// `.arguments`: `-key value` pairs of this process's command line, read as Foundation's UserDefaults reads them.
+    case arguments
+    /// `.environment(prefix: "MYAPP_")`: environment variables for the store's registered keys, `fontSize` read from
+    /// `MYAPP_FONT_SIZE`.
+    case environment(prefix: String)
+    /// `.systemFiles(domain: "com.example.app")`: system-wide defaults from `<dir>/<domain>.plist` and forced values
+    /// from `<dir>/managed-preferences/<domain>.plist`, for each folder of `$XDG_CONFIG_DIRS` (or `folders` when
+    /// given), the first folder most important.
+    case systemFiles(domain: String, folders: [URL]? = nil)
+}
+
+extension LayeredStore {
+    func add(_ source: LayerSource) {
+        switch source {
+        case .arguments: layers.enableArguments()
+        case .environment(let prefix): layers.enableEnvironment(prefix: prefix)
+        case .systemFiles(let domain, let folders):
+            layers.enableSystem(domain: domain, folders: folders ?? Locations.current.configDirs)
+        }
+    }
+}
+
+extension FileBackedStore {
+    /// `store.addLayer(.arguments)` makes this store read values from another layer too, for this process.
+    ///
+    /// ``UserDefaultsStore`` has the arguments and system-wide files of its domain from the start; a ``FileStore``
+    /// has only registered defaults until it adds others. Adding a source twice does nothing.
+    public func addLayer(_ source: LayerSource) { add(source) }
+
+    /// `store.values(in: .managed)` returns the values one layer holds, whether or not a stronger layer hides them:
+    /// for tools that explain where values come from. `.user` gives the same as ``allValues()``.
+    public func values(in layer: PreferenceLayer) -> [String: PrefValue] { layers.values(of: layer) }
+}
+
+extension InMemoryStore {
+    /// `store.addLayer(.environment(prefix: "MYAPP_"))` makes this store read values from another layer too.
+    ///
+    /// An `InMemoryStore` starts with registered defaults only. Adding a source twice does nothing.
+    public func addLayer(_ source: LayerSource) { add(source) }
+}
+
+extension KeyValueStore {
+    /// `store.register(defaults: ["volume": .int(5)])` registers defaults for this process, as
+    /// `UserDefaults.register(defaults:)` does: an unset key reads as its registered default, through
+    /// ``value(forKey:)`` too, until a value is stored. Nothing is written; a later registration replaces an earlier
+    /// one.
+    public func register(defaults: [String: PrefValue]) {
+        if let layered = self as? any LayeredStore {
+            layered.layers.register(defaults)
+        } else {
+            CustomStoreDefaults.register(defaults, in: self, keepingExisting: false)
+        }
+    }
+
+    /// `store.register(.fontSize)` registers a typed key's default, as a wrapper declaring the key does.
+    public func register<Value>(_ key: PrefKey<Value>) {
+        registerDeclared(key.name, default: key.defaultValue, codec: key.codec)
+    }
+
+    /// `store.layer(ofKey: "volume")` says which layer the key's value comes from (`.user`, `.arguments`,
+    /// `.managed`, …), or nil when no layer holds it. A custom store reports `.user` for the values it holds.
+    public func layer(ofKey key: String) -> PreferenceLayer? {
+        if let layered = self as? any LayeredStore { return layered.layers.origin(of: key) }
+        if (try? value(forKey: key)) != nil { return .user }
+        return CustomStoreDefaults.value(forKey: key, in: self) == nil ? nil : .registered
+    }
+
+    /// `store.isForced("volume")` is true when an administrator forced the key's value: writes of it throw
+    /// ``PrefsError/forced(key:)``.
+    public func isForced(_ key: String) -> Bool { layer(ofKey: key) == .managed }
+
+    /// Registers a declaration's default, keeping a default registered earlier (the first declaration wins).
+    func registerDeclared<Value>(_ key: String, default defaultValue: Value, codec: ValueCodec<Value>) {
+        guard let encoded = (try? codec.encode(defaultValue, key: key)) ?? nil else { return }
+        if let layered = self as? any LayeredStore {
+            layered.layers.register([key: encoded], keepingExisting: true)
+        } else {
+            CustomStoreDefaults.register([key: encoded], in: self, keepingExisting: true)
+        }
+    }
+
+    /// The effective value a typed read starts from: the store's value, or for a custom store the default
+    /// registered with it.
+    func effectiveValue(forKey key: String) throws -> PrefValue? {
+        if let stored = try value(forKey: key) { return stored }
+        if self is any LayeredStore { return nil }
+        return CustomStoreDefaults.value(forKey: key, in: self)
+    }
+
+    /// Decodes an effective value for a typed read. Text from the command line or the environment that does not
+    /// decode as it is gets converted as Foundation converts it ("3" for an Int, "YES" for a Bool, JSON for an array).
+    /// Returns nil when the value is a default registered by a declaration of another type, so this declaration's
+    /// own default applies.
+    func decodeEffective<Value>(_ stored: PrefValue, key: String, codec: ValueCodec<Value>) throws(PrefsError)
+        -> Value?
+    {
+        do {
+            return try codec.decode(stored, key: key)
+        } catch {
+            let origin = layer(ofKey: key)
+            if origin == .registered { return nil }
+            if case .string(let text) = stored, origin?.isText == true {
+                for candidate in TextConversion.candidates(for: text) {
+                    if let value = try? codec.decode(candidate, key: key) { return value }
+                }
+            }
+            throw error
+        }
+    }
+}
+
+/// The defaults registered with custom stores, which have no layers of their own: used by typed reads and
+/// wrappers, dropped when the store goes away.
+enum CustomStoreDefaults {
+    private final class Entry: Sendable {
+        weak let feed: ChangeFeed?
+        let values: Mutex<[String: PrefValue]>
+        init(_ feed: ChangeFeed) {
+            self.feed = feed
+            values = Mutex([:])
+        }
+    }
+
+    private static let entries = Mutex<[ObjectIdentifier: Entry]>([:])
+
+    static func register(_ defaults: [String: PrefValue], in store: some KeyValueStore, keepingExisting: Bool) {
+        let feed = store.changes
+        let entry = entries.withLock { entries in
+            if let entry = entries[ObjectIdentifier(feed)], entry.feed === feed { return entry }
+            entries = entries.filter { $0.value.feed != nil }
+            let entry = Entry(feed)
+            entries[ObjectIdentifier(feed)] = entry
+            return entry
+        }
+        let changed = entry.values.withLock { values in
+            var changed: [String] = []
+            for (key, value) in defaults where values[key] != value && !(keepingExisting && values[key] != nil) {
+                values[key] = value
+                changed.append(key)
+            }
+            return changed
+        }
+        feed.publish(changedKeys: changed)
+    }
+
+    static func value(forKey key: String, in store: some KeyValueStore) -> PrefValue? {
+        let feed = store.changes
+        guard let entry = entries.withLock({ $0[ObjectIdentifier(feed)] }), entry.feed === feed else { return nil }
+        return entry.values.withLock { $0[key] }
+    }
+}
+
+/// How text from the command line or the environment becomes a typed value, as Foundation's `integer(forKey:)`,
+/// `bool(forKey:)`, … convert strings.
+enum TextConversion {
+    /// The values `text` may stand for, tried in order against the declared type.
+    static func candidates(for text: String) -> [PrefValue] {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        var candidates: [PrefValue] = []
+        if let number = Int64(trimmed) { candidates.append(.int(number)) }
+        if let number = UInt64(trimmed) { candidates.append(.unsignedInt(number)) }
+        if let number = Double(trimmed) { candidates.append(.double(number)) }
+        switch trimmed.lowercased() {
+        case "yes", "true", "y", "t": candidates.append(.bool(true))
+        case "no", "false", "n", "f": candidates.append(.bool(false))
+        default: break
+        }
+        if let date = try? Date(trimmed, strategy: .iso8601) { candidates.append(.date(date)) }
+        if let value = try? PrefValue(jsonText: trimmed), value != .string(trimmed) { candidates.append(value) }
+        return candidates
+    }
+}

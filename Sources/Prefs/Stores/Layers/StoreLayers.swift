@@ -1,0 +1,223 @@
+import Foundation
+import Synchronization
+
+/// The layers of one store: the merged ``LayerStack`` its reads are served from, the sources that feed the
+/// read-only layers, and the watches on the system-wide files.
+///
+/// Hook points: a store calls ``userChanged(_:_:)`` or ``userReplaced(_:)`` while it holds the lock that guards its
+/// own values (so the mirror follows the same order of changes), reads through ``value(forKey:)``, and calls
+/// ``checkWritable(_:)`` before a write. Changes of the other layers are applied here and announced on the store's
+/// feed after every lock is released; a source that cannot be read is reported and skipped.
+final class StoreLayers: Sendable {
+    private struct Environment {
+        let prefix: String
+        /// The variables that start with the prefix, by full name.
+        let variables: [String: String]
+        /// The registered keys by the variable each maps to.
+        var keysByName: [String: Set<String>] = [:]
+    }
+
+    private struct State {
+        var stack = LayerStack()
+        var arguments = false
+        var environment: Environment?
+        var reportedAmbiguities: Set<String> = []
+    }
+
+    private struct System {
+        var files: LayerSources.SystemFiles?
+        var watches: [String: FileWatchToken] = [:]
+    }
+
+    private let state = Mutex(State())
+    private let system = Mutex(System())
+    /// Serialises reloads of the system-wide files, so an older read never replaces a newer one.
+    private let systemReload = Mutex(())
+    let changes: ChangeFeed
+
+    init(changes: ChangeFeed) { self.changes = changes }
+
+    deinit {
+        system.withLock { system in
+            for token in system.watches.values { token.cancel() }
+        }
+    }
+
+    // MARK: Reads
+
+    /// The effective value of `key`: one lookup in the merged snapshot.
+    func value(forKey key: String) -> PrefValue? { state.withLock { $0.stack.effective[key] } }
+
+    /// The layer the effective value of `key` comes from.
+    func origin(of key: String) -> PreferenceLayer? { state.withLock { $0.stack.origin(of: key) } }
+
+    /// What a read-modify-write starts from when the user has no value: the system-wide or registered default.
+    func valueBelowUser(_ key: String) -> PrefValue? { state.withLock { $0.stack.valueBelowUser(key) } }
+
+    /// The values of one layer, for tools that explain where values come from.
+    func values(of layer: PreferenceLayer) -> [String: PrefValue] {
+        state.withLock { $0.stack.values(of: layer) }
+    }
+
+    /// Throws ``PrefsError/forced(key:)`` when an administrator forced `key`.
+    func checkWritable(_ key: String) throws(PrefsError) {
+        if state.withLock({ $0.stack.isForced(key) }) { throw .forced(key: key) }
+    }
+
+    // MARK: Hooks for the user's values
+
+    /// Mirrors one changed user value; call while holding the store's own lock. The store announces the key.
+    func userChanged(_ key: String, _ value: PrefValue?) {
+        _ = state.withLock { $0.stack.setUser(key, value) }
+    }
+
+    /// Mirrors all user values; call while holding the store's own lock. Returns the effective changes.
+    func userReplaced(_ values: [String: PrefValue]) -> Set<String> {
+        state.withLock { $0.stack.replaceUser(values) }
+    }
+
+    // MARK: Registered defaults
+
+    /// Registers defaults for this process: a later registration of a key replaces an earlier one, as
+    /// `UserDefaults.register(defaults:)` does, unless `keepingExisting`, which declarations use so the first
+    /// declaration of a key wins.
+    func register(_ defaults: [String: PrefValue], keepingExisting: Bool = false) {
+        guard !defaults.isEmpty else { return }
+        let (changed, ambiguities) = state.withLock { state -> (Set<String>, [PrefsError]) in
+            let existing = state.stack.values(of: .registered)
+            let added = keepingExisting ? defaults.filter { existing[$0.key] == nil } : defaults
+            guard !added.isEmpty else { return ([], []) }
+            var changed = state.stack.merge(into: .registered, added)
+            let (environmentChanges, ambiguities) = Self.learn(added.keys, in: &state)
+            changed.formUnion(environmentChanges)
+            return (changed, ambiguities)
+        }
+        finish(changed, ambiguities)
+    }
+
+    // MARK: Sources
+
+    /// Adds the command-line argument layer (once).
+    func enableArguments(_ values: [String: PrefValue] = LayerSources.processArguments) {
+        let changed = state.withLock { state -> Set<String> in
+            guard !state.arguments else { return [] }
+            state.arguments = true
+            return state.stack.setLayer(.arguments, values)
+        }
+        changes.publish(changedKeys: changed)
+    }
+
+    /// Adds the environment layer for `prefix` (once; a later prefix is ignored): registered keys take the values
+    /// of their variables.
+    func enableEnvironment(prefix: String, environment: [String: String] = ProcessInfo.processInfo.environment) {
+        let (changed, ambiguities) = state.withLock { state -> (Set<String>, [PrefsError]) in
+            guard state.environment == nil else { return ([], []) }
+            state.environment = Environment(prefix: prefix, variables: environment.filter { $0.key.hasPrefix(prefix) })
+            return Self.learn(Array(state.stack.values(of: .registered).keys), in: &state)
+        }
+        finish(changed, ambiguities)
+    }
+
+    /// Adds the system-wide defaults and managed values of `domain` from `folders` (once), and watches them.
+    func enableSystem(domain: String, folders: [URL]) {
+        let isNew = system.withLock { system in
+            guard system.files == nil else { return false }
+            system.files = LayerSources.SystemFiles(domain: domain, folders: folders)
+            return true
+        }
+        if isNew { reloadSystem() }
+    }
+
+    /// Re-reads the system-wide files, applies them, re-arms the watches and announces what changed. A file that
+    /// cannot be read is reported (once until it reads again) and adds nothing; the other files still apply.
+    func reloadSystem() {
+        guard let files = system.withLock({ $0.files }) else { return }
+        let (changed, errors) = systemReload.withLock { _ -> (Set<String>, [any Error]) in
+            let defaults = LayerSources.read(files.defaults)
+            let managed = LayerSources.read(files.managed)
+            let changed = state.withLock { state in
+                state.stack.setLayer(.systemDefaults, defaults.values).union(
+                    state.stack.setLayer(.managed, managed.values))
+            }
+            return (changed, defaults.errors + managed.errors)
+        }
+        rearmWatches(files)
+        if errors.isEmpty { ErrorReporter.forgetIncidents(of: self) }
+        for error in errors { ErrorReporter.reportOnce(error, key: "", operation: .read, source: self) }
+        changes.publish(changedKeys: changed)
+    }
+
+    /// Watches each file whose folder exists, or else the folder itself when its parent exists, so creating the
+    /// folder or the file is noticed. Never creates a system folder.
+    private func rearmWatches(_ files: LayerSources.SystemFiles) {
+        var targets: Set<String> = []
+        for url in files.defaults + files.managed {
+            let folder = url.deletingLastPathComponent()
+            if Self.isDirectory(folder) {
+                targets.insert(url.path(percentEncoded: false))
+            } else if Self.isDirectory(folder.deletingLastPathComponent()) {
+                targets.insert(folder.path(percentEncoded: false))
+            }
+        }
+        var obsolete: [FileWatchToken] = []
+        var missing: [String] = []
+        system.withLock { system in
+            for (path, token) in system.watches where !targets.contains(path) {
+                obsolete.append(token)
+                system.watches[path] = nil
+            }
+            missing = targets.filter { system.watches[$0] == nil }
+        }
+        for token in obsolete { token.cancel() }
+        for path in missing {
+            let token = DirectoryWatcher.shared.watch(fileAt: URL(filePath: path)) { [weak self] in
+                self?.reloadSystem()
+            }
+            let duplicate = system.withLock { system -> FileWatchToken? in
+                if system.watches[path] != nil { return token }
+                system.watches[path] = token
+                return nil
+            }
+            duplicate?.cancel()
+        }
+    }
+
+    private static func isDirectory(_ url: URL) -> Bool {
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: url.path(percentEncoded: false), isDirectory: &isDirectory)
+            && isDirectory.boolValue
+    }
+
+    // MARK: Environment
+
+    /// Maps newly registered keys to their variables and updates the environment layer; returns the effective
+    /// changes and the ambiguous variables not reported before.
+    private static func learn(_ keys: some Sequence<String>, in state: inout State) -> (Set<String>, [PrefsError]) {
+        guard var environment = state.environment else { return ([], []) }
+        var touched: Set<String> = []
+        for key in keys {
+            let name = LayerSources.environmentName(forKey: key, prefix: environment.prefix)
+            guard environment.variables[name] != nil else { continue }
+            environment.keysByName[name, default: []].insert(key)
+            touched.insert(name)
+        }
+        state.environment = environment
+        guard !touched.isEmpty else { return ([], []) }
+        var layer = state.stack.values(of: .environment)
+        var ambiguities: [PrefsError] = []
+        for name in touched {
+            let keys = environment.keysByName[name] ?? []
+            let found = LayerSources.environment(environment.variables, prefix: environment.prefix, keys: keys)
+            for key in keys { layer[key] = found.values[key] }
+            if let ambiguous = found.ambiguous[name], state.reportedAmbiguities.insert(name).inserted {
+                ambiguities.append(.ambiguousEnvironmentVariable(name, keys: ambiguous))
+            }
+        }
+        return (state.stack.setLayer(.environment, layer), ambiguities)
+    }
+
+    private func finish(_ changed: Set<String>, _ reports: [PrefsError]) {
+        for error in reports { ErrorReporter.report(error, key: "", operation: .read) }
+        changes.publish(changedKeys: changed)
+    }
+}

@@ -1,0 +1,285 @@
+import Foundation
+import Observation
+import Synchronization
+import Testing
+
+@testable import Prefs
+
+/// The layers of issue 17, in this process: the pure merge, the readers of each source, registered defaults, and
+/// system-wide and managed files given as folders. Arguments and environment of a real process, and
+/// `$XDG_CONFIG_DIRS`, are tested in child processes (LayerProcessTests).
+@Suite struct LayerStackTests {
+    @Test func theStrongestLayerWinsAndRemovingItRevealsTheNext() {
+        var stack = LayerStack()
+        let order: [PreferenceLayer] = [.managed, .arguments, .environment, .user, .systemDefaults, .registered]
+        for (index, layer) in order.enumerated().reversed() {
+            let value = PrefValue.int(Int64(index))
+            if layer == .user { stack.setUser("volume", value) } else { _ = stack.setLayer(layer, ["volume": value]) }
+            #expect(stack.effective["volume"] == value)
+            #expect(stack.origin(of: "volume") == layer)
+        }
+        for (index, layer) in order.enumerated().dropLast() {
+            let changed = layer == .user ? stack.setUser("volume", nil) : !stack.setLayer(layer, [:]).isEmpty
+            #expect(changed)
+            #expect(stack.effective["volume"] == .int(Int64(index + 1)))
+            #expect(stack.origin(of: "volume") == order[index + 1])
+        }
+        _ = stack.setLayer(.registered, [:])
+        #expect(stack.effective["volume"] == nil && stack.origin(of: "volume") == nil)
+    }
+
+    @Test func aChangeReportsOnlyTheKeysWhoseEffectiveValueOrOriginChanged() {
+        var stack = LayerStack()
+        _ = stack.replaceUser(["a": .int(1), "b": .int(2)])
+        #expect(stack.setLayer(.registered, ["a": .int(0), "c": .int(3)]) == ["c"])
+        #expect(stack.setLayer(.managed, ["b": .int(2)]) == ["b"], "same value, new origin: forced now")
+        #expect(stack.replaceUser(["a": .int(1), "b": .int(5)]) == [], "b is forced: its effective value stays")
+        #expect(stack.replaceUser(["a": .int(7), "b": .int(5)]) == ["a"])
+        #expect(stack.effective == ["a": .int(7), "b": .int(2), "c": .int(3)])
+        #expect(stack.valueBelowUser("a") == .int(0))
+    }
+}
+
+@Suite struct LayerSourceTests {
+    @Test func argumentsAreReadAsFoundationReadsThem() {
+        let values = LayerSources.arguments([
+            "/usr/bin/app", "-volume", "3", "-flag", "YES", "-list", "(a, b)", "-dict", "{ a = 1; }",
+            "-negative", "-5", "-name", "  padded  ", "-broken", "(unclosed", "-", "x", "positional", "-last",
+        ])
+        #expect(values["volume"] == .string("3"))
+        #expect(values["flag"] == .string("YES"))
+        #expect(values["list"] == .array([.string("a"), .string("b")]))
+        #expect(values["dict"] == .dictionary(["a": .string("1")]))
+        #expect(values["negative"] == nil, "a value that starts with - is not a value")
+        #expect(values["name"] == .string("padded"))
+        #expect(values["broken"] == .string("(unclosed"), "text that is not a property list stays text")
+        #expect(values["last"] == nil && values[""] == nil)
+    }
+
+    @Test(arguments: [
+        ("volume", "MYAPP_VOLUME"), ("fontSize", "MYAPP_FONT_SIZE"), ("ui.theme", "MYAPP_UI_THEME"),
+        ("hasHapticsEnabled", "MYAPP_HAS_HAPTICS_ENABLED"), ("retry-after", "MYAPP_RETRY_AFTER"),
+        ("v2Beta", "MYAPP_V2_BETA"),
+    ])
+    func environmentNames(key: String, variable: String) {
+        #expect(LayerSources.environmentName(forKey: key, prefix: "MYAPP_") == variable)
+    }
+
+    @Test func anAmbiguousVariableSetsNoneOfItsKeys() {
+        let found = LayerSources.environment(
+            ["MYAPP_FONT_SIZE": "12", "MYAPP_VOLUME": "4"], prefix: "MYAPP_", keys: ["fontSize", "font_size", "volume"])
+        #expect(found.values == ["volume": .string("4")])
+        #expect(found.ambiguous == ["MYAPP_FONT_SIZE": ["fontSize", "font_size"]])
+    }
+
+    @Test func textBecomesTheDeclaredTypeAsFoundationConvertsIt() throws {
+        let store = InMemoryStore()
+        store.layers.enableArguments([
+            "count": .string("3"), "flag": .string("YES"), "off": .string("false"), "ratio": .string("0.5"),
+            "theme": .string("dark"), "tags": .array([.string("a"), .string("b")]), "json": .string("[1, 2]"),
+            "when": .string("2024-05-01T10:00:00Z"), "bad": .string("lots"),
+        ])
+        #expect(try store.value(for: PrefKey("count", default: 0)) == 3)
+        #expect(try store.value(for: PrefKey("flag", default: false)) == true)
+        #expect(try store.value(for: PrefKey("off", default: true)) == false)
+        #expect(try store.value(for: PrefKey("ratio", default: 0.0)) == 0.5)
+        #expect(try store.value(for: PrefKey("theme", default: Theme.light)) == .dark)
+        #expect(try store.value(for: PrefKey("tags", default: [String]())) == ["a", "b"])
+        #expect(try store.value(for: PrefKey("json", default: [Int]())) == [1, 2])
+        #expect(
+            try store.value(for: PrefKey("when", default: Date.distantPast))
+                == Date(timeIntervalSince1970: 1_714_557_600))
+        #expect(throws: PrefsError.self) { try store.value(for: PrefKey("bad", default: 0)) }
+        // The same text stored by the user is not converted: the user's own values keep their strict types.
+        try store.setValue(.string("3"), forKey: "userCount")
+        #expect(throws: PrefsError.self) { try store.value(for: PrefKey("userCount", default: 0)) }
+    }
+}
+
+@Suite struct RegisteredDefaultTests {
+    @Test func registeredDefaultsReadThroughEveryAPIAndAreNeverWritten() throws {
+        let store = InMemoryStore()
+        store.register(defaults: ["volume": .int(5)])
+        #expect(try store.value(forKey: "volume") == .int(5))
+        #expect(try store.value(for: PrefKey("volume", default: 1)) == 5)
+        #expect(try store.allValues().isEmpty, "the user's own values: what export writes")
+        #expect(store.layer(ofKey: "volume") == .registered)
+        let volume = StoredValue(key: "volume", default: 1, store: store)
+        #expect(volume.wrappedValue == 5, "a registered default beats the declaration's own")
+        volume.update { $0 += 1 }
+        #expect(try store.allValues() == ["volume": .int(6)])
+        volume.reset()
+        #expect(volume.wrappedValue == 5 && volume.layer == .registered)
+        store.register(defaults: ["volume": .int(8)])
+        #expect(volume.wrappedValue == 8, "a later registration replaces an earlier one")
+    }
+
+    @Test func aChangeInAnotherLayerReachesObservationAndStreams() async throws {
+        let store = InMemoryStore()
+        let volume = StoredValue(key: "volume", default: 1, store: store)
+        let values = volume.values
+        let fired = Mutex(false)
+        withObservationTracking {
+            _ = volume.wrappedValue
+        } onChange: {
+            fired.withLock { $0 = true }
+        }
+        store.register(defaults: ["volume": .int(5)])
+        #expect(fired.withLock { $0 })
+        #expect(try await first(2, of: values) == [1, 5])
+    }
+
+    @Test(arguments: ["memory", "file"])
+    func aDeclarationRegistersItsDefault(kind: String) throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store: any KeyValueStore = kind == "memory" ? InMemoryStore() : try FileStore(url: directory.file("s.json"))
+        #expect(try store.value(forKey: "zoom") == nil)
+        let zoom = StoredValue(key: "zoom", default: 1.5, store: store)
+        #expect(try store.value(forKey: "zoom") == .double(1.5))
+        _ = StoredValue(key: "zoom", default: 3.0, store: store)
+        #expect(try store.value(forKey: "zoom") == .double(1.5), "the first declaration wins")
+        _ = StoredValue(key: "lastExport", default: Date?.none, store: store)
+        #expect(try store.value(forKey: "lastExport") == nil, "an optional's nil registers nothing")
+        #expect(zoom.wrappedValue == 1.5)
+        #expect(!FileManager.default.fileExists(atPath: directory.file("s.json").path), "nothing written")
+    }
+
+    @Test func aDeclarationOfAnotherTypeReadsItsOwnDefaultWithoutADecodeError() throws {
+        Reports.install()
+        let key = uniqueKey("mixed")
+        let store = InMemoryStore()
+        _ = StoredValue(key: key, default: 4, store: store)
+        let text = StoredValue(key: key, default: "four", store: store)
+        #expect(text.wrappedValue == "four")
+        #expect(Reports.for(key).allSatisfy { report in !"\(report.error)".contains("expected") })
+    }
+
+    @Test func aCustomStoreGetsRegisteredDefaultsThroughTypedReadsAndWrappers() throws {
+        let store = PlainStore()
+        store.register(defaults: ["volume": .int(5)])
+        #expect(try store.value(for: PrefKey("volume", default: 1)) == 5)
+        #expect(StoredValue(key: "volume", default: 1, store: store).wrappedValue == 5)
+        #expect(store.layer(ofKey: "volume") == .registered)
+        try store.set(2, for: PrefKey("volume", default: 1))
+        #expect(store.layer(ofKey: "volume") == .user)
+    }
+}
+
+/// A custom store with no layers of its own.
+final class PlainStore: KeyValueStore {
+    let values = Mutex<[String: PrefValue]>([:])
+    let changes = ChangeFeed()
+    func value(forKey key: String) throws -> PrefValue? { values.withLock { $0[key] } }
+    func setValue(_ value: PrefValue?, forKey key: String) throws {
+        values.withLock { $0[key] = value }
+        changes.publish(changedKeys: [key])
+    }
+    func allValues() throws -> [String: PrefValue] { values.withLock { $0 } }
+}
+
+/// System-wide defaults and managed values, with folders given to the store (the standard domain reads them from
+/// `$XDG_CONFIG_DIRS`; see LayerProcessTests).
+@Suite struct SystemLayerTests {
+    struct System {
+        let directory: TempDir
+        var first: URL { directory.file("etc-first") }
+        var second: URL { directory.file("etc-second") }
+        var folders: [URL] { [first, second] }
+
+        init() throws {
+            directory = try TempDir()
+            try FileManager.default.createDirectory(at: first, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(at: second, withIntermediateDirectories: true)
+        }
+
+        func write(_ values: [String: PrefValue], to folder: URL, managed: Bool = false, domain: String = "app") throws
+        {
+            let target = managed ? folder.appending(path: "managed-preferences") : folder
+            try FileManager.default.createDirectory(at: target, withIntermediateDirectories: true)
+            try PropertyListFormat.encode(values).write(to: target.appending(path: domain + ".plist"), options: .atomic)
+        }
+
+        func store() throws -> FileStore {
+            let store = try FileStore(url: directory.file("user-\(UUID().uuidString).json"))
+            store.addLayer(.systemFiles(domain: "app", folders: folders))
+            return store
+        }
+    }
+
+    @Test func systemDefaultsSitBelowTheUsersValuesAndTheFirstFolderWins() throws {
+        let system = try System()
+        defer { system.directory.cleanup() }
+        try system.write(["volume": .int(2), "theme": .string("dark")], to: system.first)
+        try system.write(["volume": .int(9), "zoom": .double(1.25)], to: system.second)
+        let store = try system.store()
+        let volume = StoredValue(key: "volume", default: 1, store: store)
+        #expect(volume.wrappedValue == 2 && volume.layer == .systemDefaults)
+        #expect(try store.value(for: PrefKey("zoom", default: 1.0)) == 1.25)
+        #expect(try store.value(for: PrefKey("theme", default: Theme.light)) == .dark)
+        volume.wrappedValue = 4
+        #expect(volume.wrappedValue == 4 && volume.layer == .user)
+        #expect(try store.allValues() == ["volume": .int(4)])
+        volume.reset()
+        #expect(volume.wrappedValue == 2, "reset reveals the system-wide default")
+    }
+
+    @Test func managedValuesAreForced() throws {
+        Reports.install()
+        let system = try System()
+        defer { system.directory.cleanup() }
+        let key = uniqueKey("locked")
+        try system.write([key: .int(9)], to: system.first, managed: true)
+        let store = try system.store()
+        try store.replaceAll([key: .int(3)])  // a value the user had before the administrator forced the key
+        let locked = StoredValue(key: key, default: 1, store: store)
+        #expect(locked.wrappedValue == 9 && locked.isForced && store.isForced(key))
+        locked.wrappedValue = 5
+        locked.reset()
+        #expect(locked.wrappedValue == 9)
+        #expect(Reports.for(key).map { $0.error as? PrefsError } == [.forced(key: key), .forced(key: key)])
+        #expect(throws: PrefsError.forced(key: key)) { try store.set(5, for: PrefKey(key, default: 1)) }
+        #expect(try store.allValues() == [key: .int(3)], "the user's own value is kept, and hidden")
+    }
+
+    @Test func anAdministratorsEditIsAnnouncedEvenWhenTheFolderAppearsLater() async throws {
+        let system = try System()
+        defer { system.directory.cleanup() }
+        let store = try system.store()
+        let volume = StoredValue(key: "volume", default: 1, store: store)
+        let values = volume.values
+        try system.write(["volume": .int(6)], to: system.second)
+        try await waitUntil(values) { $0 == 6 }
+        let forcedChanged = Mutex(false)
+        withObservationTracking {
+            _ = volume.isForced
+        } onChange: {
+            forcedChanged.withLock { $0 = true }
+        }
+        // managed-preferences did not exist when the store opened: its creation is watched too.
+        try system.write(["volume": .int(8)], to: system.first, managed: true)
+        try await waitUntil(values) { $0 == 8 }
+        #expect(volume.isForced && forcedChanged.withLock { $0 }, "Observation sees isForced change")
+        try FileManager.default.removeItem(at: system.first.appending(path: "managed-preferences/app.plist"))
+        try await waitUntil(values) { $0 == 6 }
+        #expect(!volume.isForced)
+    }
+
+    @Test func aDamagedSystemFileIsReportedAndSkippedAndNeverHidesTheUsersValues() throws {
+        Reports.install()
+        let system = try System()
+        defer { system.directory.cleanup() }
+        let damaged = system.first.appending(path: "app.plist")
+        try Data("not a property list".utf8).write(to: damaged)
+        try system.write(["zoom": .double(2), "volume": .int(7)], to: system.second)
+        let key = uniqueKey("probe")
+        let store = try FileStore(url: system.directory.file("user.json"))
+        try store.set(3, for: PrefKey("volume", default: 1))
+        store.addLayer(.systemFiles(domain: "app", folders: system.folders))
+        #expect(try store.value(for: PrefKey("volume", default: 1)) == 3, "the user's value stays")
+        #expect(try store.value(for: PrefKey("zoom", default: 1.0)) == 2, "the good file still applies")
+        #expect(StoredValue(key: key, default: 0, store: store).wrappedValue == 0)
+        #expect(Reports.for("").filter { "\($0.error)".contains(damaged.path) }.count == 1)
+        #expect(try Data(contentsOf: damaged) == Data("not a property list".utf8), "left untouched")
+    }
+}
