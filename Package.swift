@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "Prefs", targets: ["Prefs"]),
+        .library(name: "PrefsPostgres", targets: ["PrefsPostgres"]),
         .executable(name: "prefs-demo", targets: ["PrefsDemo"]),
         .executable(name: "prefs", targets: ["PrefsCLI"]),
         .executable(name: "prefs-bench", targets: ["PrefsBench"]),
@@ -19,6 +20,34 @@ let package = Package(
         .target(
             name: "Prefs",
             dependencies: ["CSodium"]
+        ),
+        // libpq for PrefsPostgres only: the core Prefs module never links it.
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"]), .brew(["libpq"])]
+        ),
+        .target(
+            name: "PrefsPostgres",
+            dependencies: ["Prefs", "CLibPQ"]
+        ),
+        // Starts a throwaway PostgreSQL server (initdb + pg_ctl on a unix socket) for tests and prefs-bench.
+        .target(
+            name: "PostgresTestServer",
+            dependencies: ["CLibPQ"],
+            path: "Tests/PostgresTestServer"
+        ),
+        .executableTarget(
+            name: "PrefsPostgresTestHelper",
+            dependencies: ["Prefs", "PrefsPostgres"],
+            path: "Tests/PrefsPostgresTestHelper"
+        ),
+        .testTarget(
+            name: "PrefsPostgresTests",
+            dependencies: [
+                "Prefs", "PrefsPostgres", "CLibPQ", "PostgresTestServer", "PrefsTestSupport",
+                "PrefsPostgresTestHelper",
+            ]
         ),
         .executableTarget(
             name: "PrefsDemo",
@@ -40,7 +69,7 @@ let package = Package(
         ),
         .target(
             name: "PrefsCLICore",
-            dependencies: ["Prefs"]
+            dependencies: ["Prefs", "PrefsPostgres"]
         ),
         .executableTarget(
             name: "PrefsCLI",
@@ -48,11 +77,11 @@ let package = Package(
         ),
         .testTarget(
             name: "PrefsCLITests",
-            dependencies: ["Prefs", "PrefsCLICore", "PrefsCLI", "PrefsTestSupport"]
+            dependencies: ["Prefs", "PrefsCLICore", "PrefsCLI", "PrefsTestSupport", "PostgresTestServer"]
         ),
         .executableTarget(
             name: "PrefsBench",
-            dependencies: ["Prefs", "CSodium"]
+            dependencies: ["Prefs", "CSodium", "PrefsPostgres", "CLibPQ", "PostgresTestServer"]
         ),
         .testTarget(
             name: "PrefsReliabilityTests",

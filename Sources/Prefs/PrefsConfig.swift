@@ -86,7 +86,7 @@ public enum PrefsConfig {
         set { state.withLock { $0.errorHandler = newValue } }
     }
 
-    static func report(_ error: any Error, key: String, operation: PrefsReport.Operation) {
+    package static func report(_ error: any Error, key: String, operation: PrefsReport.Operation) {
         errorHandler(PrefsReport(key: key, operation: operation, error: error))
     }
 
