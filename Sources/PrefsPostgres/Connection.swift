@@ -172,7 +172,12 @@ final class Connection: @unchecked Sendable {
             return .serverError(sqlState: "", message: secrets.sanitize(String(cString: PQerrorMessage(handle))))
         }
         let message = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) } ?? ""
-        return .serverError(sqlState: String(cString: state), message: secrets.sanitize(message))
+        let code = String(cString: state)
+        // Class 08 (connection exception) and 57P (the server shutting down or starting up): the server is away.
+        if code.hasPrefix("08") || code.hasPrefix("57P") {
+            return .connectionLost(reason: secrets.sanitize(message))
+        }
+        return .serverError(sqlState: code, message: secrets.sanitize(message))
     }
 
     /// The notifications received so far, as (channel, payload) pairs.
