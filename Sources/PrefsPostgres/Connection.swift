@@ -70,10 +70,14 @@ struct ConnectionSecrets: Sendable {
 final class Connection: @unchecked Sendable {
     let handle: OpaquePointer
     let secrets: ConnectionSecrets
+    /// Statements that set the session up, run again after every reconnection.
+    private let setup: [String]
 
-    /// Connects, waiting at most `connect_timeout` (10 s unless the connection string says otherwise).
-    init(secrets: ConnectionSecrets, applicationName: String) throws(PostgresStoreError) {
+    /// Connects, waiting at most `connect_timeout` (10 s unless the connection string says otherwise), then runs
+    /// `setup`.
+    init(secrets: ConnectionSecrets, applicationName: String, setup: [String] = []) throws(PostgresStoreError) {
         self.secrets = secrets
+        self.setup = setup
         // Keywords are applied in order and `dbname` expands to the whole connection string, so the string's own
         // settings override the two defaults before it.
         let keywords = ["connect_timeout", "application_name", "dbname"]
@@ -91,6 +95,7 @@ final class Connection: @unchecked Sendable {
         }
         handle = connection
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
+        for statement in setup { try execute(statement) }
     }
 
     deinit { PQfinish(handle) }
@@ -119,7 +124,11 @@ final class Connection: @unchecked Sendable {
     /// Reconnects with the same settings; false when the server is still away.
     func reset() -> Bool {
         PQreset(handle)
-        return !isBroken
+        guard !isBroken else { return false }
+        for statement in setup {
+            guard (try? execute(statement)) != nil else { return false }
+        }
+        return true
     }
 
     /// Notices a connection the server closed while it sat idle (restart, failover, terminated backend), without

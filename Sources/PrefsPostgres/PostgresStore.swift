@@ -48,7 +48,7 @@ public final class PostgresStore: KeyValueStore {
         }
         self.namespace = namespace
         let secrets = try ConnectionSecrets(connection)
-        let queries = try Connection(secrets: secrets, applicationName: "prefs")
+        let queries = try Connection(secrets: secrets, applicationName: "prefs", setup: [Schema.notifyInline])
         try Schema.prepare(on: queries)
         let listening = try Connection(secrets: secrets, applicationName: Listener.applicationName)
         try listening.execute("LISTEN " + Schema.channel)
@@ -148,11 +148,8 @@ public final class PostgresStore: KeyValueStore {
     {
         let rows: [[String?]]
         do {
-            if let text {
-                rows = try connection.execute(Schema.upsert, [namespace, key, text])
-            } else {
-                rows = try connection.execute(Schema.remove, [namespace, key])
-            }
+            let payload = Schema.payloadPrefix(namespace: namespace, key: key, valueText: text)
+            rows = try connection.execute(text == nil ? Schema.remove : Schema.upsert, [namespace, key, text, payload])
         } catch {
             // 22P05: text jsonb cannot hold (NUL); 22P02: JSON it does not accept.
             guard case .serverError(let state, let message) = error, state == "22P05" || state == "22P02" else {

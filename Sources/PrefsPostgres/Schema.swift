@@ -1,3 +1,5 @@
+import Prefs
+
 /// The tables, triggers and statements of schema version 1 (documented in docs/PostgresStore.md).
 enum Schema {
     static let version = 1
@@ -30,37 +32,43 @@ enum Schema {
         """,
         """
         CREATE TRIGGER prefs_values_bump BEFORE UPDATE ON prefs_values
-            FOR EACH ROW EXECUTE FUNCTION prefs_values_bump()
+            FOR EACH ROW WHEN (NEW.version = OLD.version) EXECUTE FUNCTION prefs_values_bump()
+        """,
+        """
+        CREATE FUNCTION prefs_values_payload(ns text, k text, v jsonb, ver bigint) RETURNS text
+        LANGUAGE sql STABLE AS $$
+            SELECT CASE
+                WHEN octet_length(ns) + octet_length(k) > 3000 THEN '{"reload": true}'
+                WHEN v IS NULL THEN
+                    json_build_object('namespace', ns, 'key', k, 'version', ver, 'removed', true)::text
+                WHEN octet_length(v::text) <= 4000 THEN
+                    json_build_object('namespace', ns, 'key', k, 'version', ver, 'value', v)::text
+                ELSE json_build_object('namespace', ns, 'key', k, 'version', ver)::text
+            END
+        $$
         """,
         """
         CREATE FUNCTION prefs_values_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-        DECLARE
-            payload text;
         BEGIN
             IF TG_OP = 'DELETE' THEN
-                payload := json_build_object('namespace', OLD.namespace, 'key', OLD.key, 'deleted', true)::text;
-            ELSIF NEW.value IS NULL THEN
-                payload := json_build_object(
-                    'namespace', NEW.namespace, 'key', NEW.key, 'version', NEW.version, 'removed', true)::text;
+                PERFORM pg_notify('prefs_values', CASE
+                    WHEN octet_length(OLD.namespace) + octet_length(OLD.key) > 3000 THEN '{"reload": true}'
+                    ELSE json_build_object('namespace', OLD.namespace, 'key', OLD.key, 'deleted', true)::text
+                END);
             ELSE
-                payload := json_build_object(
-                    'namespace', NEW.namespace, 'key', NEW.key, 'version', NEW.version, 'value', NEW.value)::text;
-                IF octet_length(payload) > 7000 THEN
-                    payload := json_build_object(
-                        'namespace', NEW.namespace, 'key', NEW.key, 'version', NEW.version)::text;
-                END IF;
+                PERFORM pg_notify('prefs_values',
+                    prefs_values_payload(NEW.namespace, NEW.key, NEW.value, NEW.version));
             END IF;
-            IF octet_length(payload) > 7000 THEN
-                payload := '{"reload": true}';
-            END IF;
-            PERFORM pg_notify('prefs_values', payload);
             RETURN NULL;
         END
         $$
         """,
+        // Prefs' own connections set prefs.notify_inline and notify from the writing statement itself, which
+        // costs less than a PL/pgSQL trigger; writes from anyone else notify through the trigger.
         """
         CREATE TRIGGER prefs_values_notify AFTER INSERT OR UPDATE OR DELETE ON prefs_values
-            FOR EACH ROW EXECUTE FUNCTION prefs_values_notify()
+            FOR EACH ROW WHEN (current_setting('prefs.notify_inline', true) IS DISTINCT FROM 'on')
+            EXECUTE FUNCTION prefs_values_notify()
         """,
     ]
 
@@ -94,14 +102,45 @@ enum Schema {
     static let selectNamespace = "SELECT key, value::text, version FROM prefs_values WHERE namespace = $1"
     static let selectKey = "SELECT value::text, version FROM prefs_values WHERE namespace = $1 AND key = $2"
     static let selectKeyForUpdate = selectKey + " FOR UPDATE"
+    /// Run on the writing connection: its statements notify by themselves (see `notifyWritten`).
+    static let notifyInline = "SET prefs.notify_inline = 'on'"
+    /// Returns each written row's version and sends its notification: the payload built by the client
+    /// (`payloadPrefix(…)`, parameter `$4`) completed with the version.
+    private static let notifyWritten = """
+        SELECT version, pg_notify('prefs_values', $4 || version::text || '}') FROM written
+        """
+
+    /// The notification of a write before its version: `{"namespace": …, "key": …, "value": …, "version": `. A
+    /// value that would make the payload larger than `NOTIFY` allows is left out (listeners re-read the row), and a
+    /// namespace and key too long for any payload ask listeners to re-read everything.
+    static func payloadPrefix(namespace: String, key: String, valueText: String?) -> String {
+        guard
+            let names = try? PrefValue.string(namespace).jsonText() + ", \"key\": "
+                + PrefValue.string(key).jsonText(),
+            names.utf8.count <= 3_000
+        else { return #"{"reload": true, "version": "# }
+        var prefix = #"{"namespace": "# + names
+        if let valueText {
+            if valueText.utf8.count <= 4_000 { prefix += #", "value": "# + valueText }
+        } else {
+            prefix += #", "removed": true"#
+        }
+        return prefix + #", "version": "#
+    }
     static let upsert = """
-        INSERT INTO prefs_values (namespace, key, value, version) VALUES ($1, $2, $3::jsonb, 1)
-        ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value RETURNING version
-        """
+        WITH written AS (
+            INSERT INTO prefs_values (namespace, key, value, version) VALUES ($1, $2, $3::jsonb, 1)
+            ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, version = prefs_values.version + 1
+            RETURNING namespace, key, value, version
+        )
+        """ + notifyWritten
     static let remove = """
-        UPDATE prefs_values SET value = NULL WHERE namespace = $1 AND key = $2 AND value IS NOT NULL
-        RETURNING version
-        """
+        WITH written AS (
+            UPDATE prefs_values SET value = NULL, version = version + 1
+            WHERE namespace = $1 AND key = $2 AND value IS NOT NULL AND $3::text IS NULL
+            RETURNING namespace, key, value, version
+        )
+        """ + notifyWritten
     /// Makes sure a row exists to lock, so two instances updating an absent key serialise on it.
     static let placeholder = """
         INSERT INTO prefs_values (namespace, key, value, version) VALUES ($1, $2, NULL, 0)
