@@ -116,7 +116,9 @@ func postgresLatency(count: Int) async throws -> [LatencySummary] {
     let connection = try benchDatabase()
     let store = try PostgresStore(connection: connection, namespace: "latency")
     defer { store.close() }
-    var summaries = [await inProcessLatency("this process, PostgresStore: committed set → stream", store: store, count: count)]
+    var summaries = [
+        await inProcessLatency("this process, PostgresStore: committed set → stream", store: store, count: count)
+    ]
 
     let value = StoredValue(key: "remote", default: 0, store: store)
     var iterator = value.values.makeAsyncIterator()

@@ -17,7 +17,8 @@ enum PostgresDomain {
         guard let connection = invocation.console.environment[variable], !connection.isEmpty else {
             throw Failure.usage(
                 "\(invocation.command): environment variable \(variable) is not set or empty; "
-                    + "export the connection string in it first, e.g. \(variable)='postgresql:///app?host=/run/postgresql'")
+                    + "export the connection string in it first, e.g. \(variable)='postgresql:///app?host=/run/postgresql'"
+            )
         }
         return try PostgresStore(connection: connection, namespace: namespace)
     }

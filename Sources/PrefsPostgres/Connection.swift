@@ -133,11 +133,15 @@ final class Connection: @unchecked Sendable {
 
     /// Notices a connection the server closed while it sat idle (restart, failover, terminated backend), without
     /// sending anything: the socket reads as end-of-file.
+    ///
+    /// A terminated backend first sends its error message, then closes: both are read here.
     func noticeIdleClose() {
-        guard !isBroken else { return }
-        var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-        guard poll(&descriptor, 1, 0) > 0 else { return }
-        _ = PQconsumeInput(handle)
+        for _ in 0..<4 {
+            guard !isBroken else { return }
+            var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 0) > 0 else { return }
+            guard PQconsumeInput(handle) != 0 else { return }
+        }
     }
 
     /// Runs one statement with text parameters (`$1`, `$2`, …) and returns its rows as text (nil for NULL).

@@ -194,7 +194,17 @@ final class Writer: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         let connection = try healthyConnection()
-        let entries = try body(connection)
+        let entries: [(key: String, entry: Entry)]
+        do {
+            entries = try body(connection)
+        } catch {
+            // The server may close an idle connection just as it is used. Writing the same value again is
+            // harmless, so a lost single write is retried once on a new connection.
+            guard depth == 0, case .connectionLost? = error as? PostgresStoreError, connection.reset() else {
+                throw error
+            }
+            entries = try body(connection)
+        }
         if depth > 0 {
             pending += entries
             return []
@@ -216,7 +226,13 @@ final class Writer: @unchecked Sendable {
         defer { lock.unlock() }
         let connection = try healthyConnection()
         if depth > 0 { return (try body(connection), []) }
-        try connection.execute("BEGIN")
+        do {
+            try connection.execute("BEGIN")
+        } catch {
+            // Nothing has happened yet: begin again on a new connection if the old one was found closed.
+            guard case .connectionLost = error, connection.reset() else { throw error }
+            try connection.execute("BEGIN")
+        }
         depth = 1
         defer {
             depth = 0

@@ -79,10 +79,15 @@ final class Snapshot: Sendable {
             let first = reported.withLock { $0.insert("\(version)\u{0}\(key)").inserted }
             if first {
                 let reason: String
-                if case .decodingFailed(_, let detail) = error as? PrefsError { reason = detail } else { reason = "\(error)" }
+                if case .decodingFailed(_, let detail) = error as? PrefsError {
+                    reason = detail
+                } else {
+                    reason = "\(error)"
+                }
                 PrefsConfig.report(
                     PrefsError.decodingFailed(
-                        key: key, reason: "row \(String(reflecting: key)) of namespace "
+                        key: key,
+                        reason: "row \(String(reflecting: key)) of namespace "
                             + "\(String(reflecting: namespace)) in prefs_values holds \(reason)"),
                     key: key, operation: .read)
             }

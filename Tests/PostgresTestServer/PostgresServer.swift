@@ -1,5 +1,5 @@
 import CLibPQ
-public import Foundation
+import Foundation
 
 #if canImport(Glibc)
     import Glibc
@@ -113,8 +113,10 @@ public final class PostgresServer: Sendable {
         try makeFolder(socketDirectory)
         try run(
             "initdb",
-            ["-D", dataDirectory, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync",
-             "--no-instructions"])
+            [
+                "-D", dataDirectory, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync",
+                "--no-instructions",
+            ])
         let rules = "local all postgres trust\nlocal all all scram-sha-256\n"
         try Data(rules.utf8).write(to: URL(filePath: dataDirectory + "/pg_hba.conf"))
         try giveToServerUser(dataDirectory + "/pg_hba.conf")

@@ -49,7 +49,8 @@ import Testing
         #expect(exported.output == "{\n  \"count\": 5,\n  \"theme\": \"dark\"\n}\n")
         let imported = try target.prefs("import", "com.example.app", "-", stdin: #"{"flag": true, "count": 6}"#)
         #expect(imported.status == 0, "\(imported)")
-        #expect(try target.prefs("read", "com.example.app", "--json").output == "{\n  \"count\": 6,\n  \"flag\": true\n}\n")
+        #expect(
+            try target.prefs("read", "com.example.app", "--json").output == "{\n  \"count\": 6,\n  \"flag\": true\n}\n")
 
         #expect(try target.prefs("delete", "com.example.app", "count").status == 0)
         let missing = try target.prefs("read", "com.example.app", "count")
@@ -95,7 +96,8 @@ import Testing
                     ["write", "com.example.app", "count", "5", "--type", "int"],
                     ["delete", "com.example.app", "theme"],
                 ] {
-                    let result = try target.sandbox.prefs(arguments + ["--postgres-env", "PG"], environment: environment)
+                    let result = try target.sandbox.prefs(
+                        arguments + ["--postgres-env", "PG"], environment: environment)
                     guard result.status == 0 else { throw CommandFailed(result: result.description) }
                 }
                 var all: [[String]] = []

@@ -17,7 +17,7 @@ struct PostgresStoreTests {
         "wholeDouble": .double(3.0),
         "bigDouble": .double(1e16),
         "hugeDouble": .double(-1.7976931348623157e308),
-        "tinyDouble": .double(5e-324),
+        "tinyDouble": .double(.leastNonzeroMagnitude),
         "string": .string("dark ☀︎ \"quoted\" \\ tab\t"),
         "emptyString": .string(""),
         "data": .data(Data([0xCA, 0xFE, 0x00, 0xFF])),
@@ -299,6 +299,34 @@ struct PostgresStoreTests {
         #expect(child.output.filter { $0.hasPrefix("report bad: cannot decode value for \"bad\"") }.count == 1)
         #expect(child.output.last == #"values {"good": 3}"#)
         #expect(try database.sql("SELECT value::text FROM prefs_values WHERE key = 'bad'") == [[#"{"$float": "x"}"#]])
+    }
+
+    /// A connection the server dropped while idle (restart, failover, an administrator) is noticed and replaced
+    /// before the next write, so that write succeeds; the listener reconnects and still delivers changes.
+    @Test func aDroppedIdleConnectionIsReplacedBeforeTheNextWrite() async throws {
+        let database = try Database()
+        let store = try database.store()
+        let other = try database.store("other")
+        try store.setValue(.int(1), forKey: "value")
+        let terminated = try database.sql(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                + "WHERE datname = current_database() AND pid <> pg_backend_pid()) AS ended")
+        #expect(terminated == [["4"]])
+        // Wait until the server has really closed them, so the next write meets a dead connection.
+        try await eventually("the connections to close") {
+            try database.sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    + "AND application_name = 'prefs'") == [["0"]]
+        }
+        try store.setValue(.int(2), forKey: "value")
+        try other.setValue(.int(3), forKey: "value")
+        try await eventually("the other namespace's store to reconnect and still see its writes") {
+            store.reconnectionCount >= 1 && other.reconnectionCount >= 1
+        }
+        try database.sql("UPDATE prefs_values SET value = '4' WHERE namespace = 'com.example.app'")
+        try await eventually("the reconnected listener to deliver a change") {
+            try store.value(forKey: "value") == .int(4)
+        }
     }
 
     @Test func closeStopsTheListenerAndLaterWritesThrow() async throws {
