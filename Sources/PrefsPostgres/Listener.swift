@@ -18,7 +18,7 @@ final class Listener: Sendable {
     private let stopped = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
     /// The connection the thread starts with; it takes it over.
-    private let initial: Mutex<Connection?>
+    private let initial: Locked<Connection?>
     /// Counts the reconnections, for tests and logs.
     let reconnections = Atomic<Int>(0)
 
@@ -27,7 +27,7 @@ final class Listener: Sendable {
     init(snapshot: Snapshot, secrets: ConnectionSecrets, connection: Connection) throws {
         self.snapshot = snapshot
         self.secrets = secrets
-        initial = Mutex(connection)
+        initial = Locked(connection)
         var ends: [Int32] = [-1, -1]
         guard pipe(&ends) == 0 else {
             throw PostgresStoreError.unreachable(reason: "cannot create a pipe: \(String(cString: strerror(errno)))")

@@ -1,6 +1,5 @@
 import Foundation
 import Prefs
-import Synchronization
 
 /// One key as this instance last saw it in the table: its value (nil once removed) and the row's version.
 struct Entry: Sendable, Equatable {
@@ -12,9 +11,9 @@ struct Entry: Sendable, Equatable {
 final class Snapshot: Sendable {
     let namespace: String
     let changes = ChangeFeed()
-    private let entries = Mutex<[String: Entry]>([:])
+    private let entries = Locked<[String: Entry]>([:])
     /// Rows already reported as unreadable, by key and version, so each is reported once.
-    private let reported = Mutex<Set<String>>([])
+    private let reported = Locked<Set<String>>([])
 
     init(namespace: String) { self.namespace = namespace }
 

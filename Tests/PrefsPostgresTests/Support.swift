@@ -48,8 +48,8 @@ func eventually(
 
 /// Collects what a `values` stream yields, on a task of its own.
 final class Collector<Value: Sendable>: Sendable {
-    private let seen = Mutex<[Value]>([])
-    private let task = Mutex<Task<Void, Never>?>(nil)
+    private let seen = Locked<[Value]>([])
+    private let task = Locked<Task<Void, Never>?>(nil)
 
     init(_ stream: AsyncStream<Value>) {
         let started = Task { [self] in
@@ -68,8 +68,8 @@ final class Helper: Sendable {
     static let url = builtExecutable(named: "PrefsPostgresTestHelper")
 
     let process: Process
-    private let lines = Mutex<[String]>([])
-    private let errorText = Mutex<String>("")
+    private let lines = Locked<[String]>([])
+    private let errorText = Locked<String>("")
     private let ended = Atomic<Bool>(false)
 
     init(_ arguments: [String], connection: String) throws {
