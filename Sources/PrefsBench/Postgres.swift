@@ -117,7 +117,7 @@ func postgresLatency(count: Int) async throws -> [LatencySummary] {
     let store = try PostgresStore(connection: connection, namespace: "latency")
     defer { store.close() }
     var summaries = [
-        await inProcessLatency("this process, PostgresStore: committed set → stream", store: store, count: count)
+        await inProcessLatency("PostgresStore, this process: set → stream", store: store, count: count)
     ]
 
     let value = StoredValue(key: "remote", default: 0, store: store)
@@ -147,10 +147,10 @@ func postgresLatency(count: Int) async throws -> [LatencySummary] {
     }
     summaries += [
         LatencySummary(
-            name: "other process, PostgresStore: before its set → our stream",
+            name: "PostgresStore, other process: before set → stream",
             samples: zip(stamps, received).map { Double($1 - $0[0]) }),
         LatencySummary(
-            name: "other process, PostgresStore: after its commit → our stream",
+            name: "PostgresStore, other process: after commit → stream",
             samples: zip(stamps, received).map { Double(Int64($1) - Int64($0[1])) }),
     ]
     return summaries
