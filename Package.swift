@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "Prefs", targets: ["Prefs"]),
         .library(name: "PrefsTesting", targets: ["PrefsTesting"]),
+        .library(name: "PrefsPostgres", targets: ["PrefsPostgres"]),
         .executable(name: "prefs-demo", targets: ["PrefsDemo"]),
         .executable(name: "prefs", targets: ["PrefsCLI"]),
         .executable(name: "prefs-bench", targets: ["PrefsBench"]),
@@ -29,6 +30,34 @@ let package = Package(
             name: "PrefsTestingTests",
             dependencies: ["Prefs", "PrefsTesting"]
         ),
+        // libpq for PrefsPostgres only: the core Prefs module never links it.
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"]), .brew(["libpq"])]
+        ),
+        .target(
+            name: "PrefsPostgres",
+            dependencies: ["Prefs", "CLibPQ"]
+        ),
+        // Starts a throwaway PostgreSQL server (initdb + pg_ctl on a unix socket) for tests and prefs-bench.
+        .target(
+            name: "PostgresTestServer",
+            dependencies: ["CLibPQ"],
+            path: "Tests/PostgresTestServer"
+        ),
+        .executableTarget(
+            name: "PrefsPostgresTestHelper",
+            dependencies: ["Prefs", "PrefsPostgres"],
+            path: "Tests/PrefsPostgresTestHelper"
+        ),
+        .testTarget(
+            name: "PrefsPostgresTests",
+            dependencies: [
+                "Prefs", "PrefsPostgres", "CLibPQ", "PostgresTestServer", "PrefsTestSupport",
+                "PrefsPostgresTestHelper",
+            ]
+        ),
         .executableTarget(
             name: "PrefsDemo",
             dependencies: ["Prefs"]
@@ -49,7 +78,7 @@ let package = Package(
         ),
         .target(
             name: "PrefsCLICore",
-            dependencies: ["Prefs"]
+            dependencies: ["Prefs", "PrefsPostgres"]
         ),
         .executableTarget(
             name: "PrefsCLI",
@@ -57,11 +86,11 @@ let package = Package(
         ),
         .testTarget(
             name: "PrefsCLITests",
-            dependencies: ["Prefs", "PrefsCLICore", "PrefsCLI", "PrefsTestSupport"]
+            dependencies: ["Prefs", "PrefsCLICore", "PrefsCLI", "PrefsTestSupport", "PostgresTestServer"]
         ),
         .executableTarget(
             name: "PrefsBench",
-            dependencies: ["Prefs", "CSodium"]
+            dependencies: ["Prefs", "CSodium", "PrefsPostgres", "CLibPQ", "PostgresTestServer"]
         ),
         .testTarget(
             name: "PrefsReliabilityTests",

@@ -103,6 +103,11 @@ func runLatency(quick: Bool) async throws {
             store: try FileStore(url: folders.data.appending(path: "in-process.json")), count: count),
     ]
     summaries += try await crossProcessLatency(folders: folders, count: count)
+    do {
+        summaries += try await postgresLatency(count: count)
+    } catch let skip as BenchSkip {
+        print("skipped the PostgreSQL latency: \(skip)")
+    }
     print("Latency from a change to a `values` subscriber:")
     for summary in summaries { print("  " + summary.line) }
 }

@@ -20,6 +20,7 @@ struct Options {
     var scaling = false
     var latency = false
     var latencyWriter: (path: String, count: Int)? = nil
+    var postgresLatencyWriter: Int? = nil
     var only: Set<String>? = nil
     var side: Budget.Side? = nil
     var sizes = [10, 100, 1_000, 10_000]
@@ -41,6 +42,11 @@ struct Options {
                     throw BenchError.failed("--latency-writer needs a path and a count")
                 }
                 latencyWriter = (path, count)
+            case "--postgres-latency-writer":
+                guard let count = remaining.popFirst().flatMap({ Int($0) }) else {
+                    throw BenchError.failed("--postgres-latency-writer needs a count")
+                }
+                postgresLatencyWriter = count
             case "--only":
                 guard let names = remaining.popFirst() else { throw BenchError.failed("--only needs a name") }
                 only = (only ?? []).union(names.split(separator: ",").map(String.init))
@@ -139,9 +145,15 @@ func runBenchmarks(_ options: Options) async throws {
     }
 
     var results: [ComparisonResult] = []
-    for scenario in comparisonScenarios(folders: folders) where options.includes(scenario.name) {
+    for scenario in comparisonScenarios(folders: folders) + postgresScenarios() where options.includes(scenario.name) {
         log("running \(scenario.name)")
-        let comparison = try await scenario.run(budget)
+        let comparison: Comparison
+        do {
+            comparison = try await scenario.run(budget)
+        } catch let skip as BenchSkip {
+            print("skipped \(scenario.name): \(skip)")
+            continue
+        }
         results.append(
             ComparisonResult(
                 name: scenario.name, ours: comparison.ours, baseline: comparison.baseline, ratio: comparison.ratio,
@@ -153,7 +165,8 @@ func runBenchmarks(_ options: Options) async throws {
         growth = try await subscribeCancelGrowth(cycles: 100_000, folders: folders)
     }
 
-    let scenarios = Dictionary(uniqueKeysWithValues: comparisonScenarios(folders: folders).map { ($0.name, $0) })
+    let scenarios = Dictionary(
+        uniqueKeysWithValues: (comparisonScenarios(folders: folders) + postgresScenarios()).map { ($0.name, $0) })
     print(
         "prefs-bench (\(options.quick ? "quick" : "full"), median of \(budget.runs) runs, "
             + "\(ProcessInfo.processInfo.activeProcessorCount) cores)")
@@ -205,6 +218,13 @@ do {
 if let writer = options.latencyWriter {
     do { try runLatencyWriter(path: writer.path, count: writer.count) } catch {
         printError("prefs-bench: latency writer failed: \(error)\n")
+        exit(1)
+    }
+    exit(0)
+}
+if let count = options.postgresLatencyWriter {
+    do { try runPostgresLatencyWriter(count: count) } catch {
+        printError("prefs-bench: PostgreSQL latency writer failed: \(error)\n")
         exit(1)
     }
     exit(0)

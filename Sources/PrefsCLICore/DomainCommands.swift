@@ -1,5 +1,6 @@
 import Foundation
 import Prefs
+import PrefsPostgres
 
 #if canImport(Glibc)
     import Glibc
@@ -76,7 +77,9 @@ enum DomainCommands {
 
     static func read(_ invocation: Invocation) throws {
         let domain = invocation.positionals[0]
-        let store = try openExisting(domain, invocation)
+        let store: any KeyValueStore =
+            PostgresDomain.isRequested(invocation)
+            ? try PostgresDomain.open(domain, invocation) : try openExisting(domain, invocation)
         let json = invocation.has("--json")
         if invocation.positionals.count == 2 {
             let key = invocation.positionals[1]
@@ -88,12 +91,15 @@ enum DomainCommands {
             return
         }
         var values = try store.allValues()
+        if values.isEmpty, PostgresDomain.isRequested(invocation) {
+            _ = try PostgresDomain.openExisting(domain, invocation)
+        }
         if json {
             invocation.console.writeOutput(String(decoding: try PrefValue.jsonDocument(values), as: UTF8.self))
             return
         }
         // The list shows the user's values, and the administrator's forced values in their place.
-        let forced = store.values(in: .managed)
+        let forced = (store as? FileBackedStore)?.values(in: .managed) ?? [:]
         values.merge(forced) { _, forcedValue in forcedValue }
         let keys = values.keys.sorted()
         let keyWidth = keys.map(\.count).max() ?? 0
@@ -110,9 +116,14 @@ enum DomainCommands {
     static func write(_ invocation: Invocation) throws {
         let (domain, key, text) = (invocation.positionals[0], invocation.positionals[1], invocation.positionals[2])
         let explicit = try invocation["--type"].map(ValueType.init(option:))
-        try checkName(domain)
         if key.isEmpty { throw Failure.usage("\(invocation.command): a key cannot be empty") }
-        let store = try UserDefaultsStore(suiteName: domain)
+        let store: any KeyValueStore
+        if PostgresDomain.isRequested(invocation) {
+            store = try PostgresDomain.open(domain, invocation)
+        } else {
+            try checkName(domain)
+            store = try UserDefaultsStore(suiteName: domain)
+        }
         try store.updateValue(forKey: key) { old in
             let type = explicit ?? old.map(ValueType.init(of:)) ?? .string
             guard var value = ValueText.parse(text, as: type) else {
@@ -143,13 +154,15 @@ enum DomainCommands {
 
     static func delete(_ invocation: Invocation) throws {
         let domain = invocation.positionals[0]
+        if PostgresDomain.isRequested(invocation) {
+            let store = try PostgresDomain.openExisting(domain, invocation)
+            try deleteKey(from: store, domain: domain, invocation)
+            if invocation.positionals.count == 1 { try store.replaceAll([:]) }
+            return
+        }
         let store = try openExisting(domain, invocation)
         if invocation.positionals.count == 2 {
-            let key = invocation.positionals[1]
-            try store.updateValue(forKey: key) { old in
-                guard old != nil else { throw notFound(key: key, domain: domain, invocation) }
-                return nil
-            }
+            try deleteKey(from: store, domain: domain, invocation)
             return
         }
         // The lock file stays: another process may hold it, and removing it would break their lock.
@@ -160,14 +173,27 @@ enum DomainCommands {
         }
     }
 
+    /// With a KEY argument, removes that key (not found when absent); without one, does nothing.
+    private static func deleteKey(from store: any KeyValueStore, domain: String, _ invocation: Invocation) throws {
+        guard invocation.positionals.count == 2 else { return }
+        let key = invocation.positionals[1]
+        try store.updateValue(forKey: key) { old in
+            guard old != nil else { throw notFound(key: key, domain: domain, invocation) }
+            return nil
+        }
+    }
+
     static func export(_ invocation: Invocation) throws {
-        let store = try openExisting(invocation.positionals[0], invocation)
+        let domain = invocation.positionals[0]
+        let store: any KeyValueStore =
+            PostgresDomain.isRequested(invocation)
+            ? try PostgresDomain.openExisting(domain, invocation) : try openExisting(domain, invocation)
         invocation.console.writeOutput(String(decoding: try PrefValue.jsonDocument(store.allValues()), as: UTF8.self))
     }
 
     static func `import`(_ invocation: Invocation) throws {
         let (domain, file) = (invocation.positionals[0], invocation.positionals[1])
-        try checkName(domain)
+        if !PostgresDomain.isRequested(invocation) { try checkName(domain) }
         let data: Data
         if file == "-" {
             data = invocation.console.readInput()
@@ -185,6 +211,10 @@ enum DomainCommands {
             throw Failure.usage(
                 "\(invocation.command): \(error.description); domain \(String(reflecting: domain)) was not changed")
         }
+        if PostgresDomain.isRequested(invocation) {
+            try PostgresDomain.open(domain, invocation).replaceAll(values)
+            return
+        }
         let store = try UserDefaultsStore(suiteName: domain)
         try store.replaceAll(values)
     }
@@ -192,8 +222,13 @@ enum DomainCommands {
     static func watch(_ invocation: Invocation) async throws {
         let domain = invocation.positionals[0]
         let keys = Array(invocation.positionals.dropFirst())
-        try checkName(domain)
-        let store = try UserDefaultsStore(suiteName: domain)
+        let store: any KeyValueStore
+        if PostgresDomain.isRequested(invocation) {
+            store = try PostgresDomain.open(domain, invocation)
+        } else {
+            try checkName(domain)
+            store = try UserDefaultsStore(suiteName: domain)
+        }
         let changes = store.changes.keys(keys.isEmpty ? nil : Set(keys))
         Terminal.exitCleanlyOnInterrupt()
         let what = keys.isEmpty ? "every key" : keys.map { String(reflecting: $0) }.joined(separator: ", ")

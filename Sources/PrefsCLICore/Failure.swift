@@ -1,5 +1,6 @@
 import Foundation
 import Prefs
+import PrefsPostgres
 
 #if canImport(Glibc)
     import Glibc
@@ -58,6 +59,15 @@ struct Failure: Error, Equatable {
                 return Failure(.integrity, error.description + "; give the kind of key the vault was created with")
             case .unsupportedFormatVersion, .notAVault, .truncated, .insecureKeyFile:
                 return Failure(.integrity, error.description)
+            }
+        case let error as PostgresStoreError:
+            switch error {
+            case .authenticationFailed, .unsupportedSchemaVersion:
+                return Failure(.integrity, error.description)
+            case .invalidConnectionString, .invalidNamespace:
+                return Failure(.usage, error.description)
+            case .unreachable, .connectionRefused, .connectionLost, .serverError, .closed:
+                return Failure(.notFound, error.description)
             }
         default:
             return Failure(.notFound, String(describing: error))

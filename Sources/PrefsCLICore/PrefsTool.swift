@@ -13,7 +13,8 @@ package enum PrefsTool {
             help: "The folder is $XDG_CONFIG_HOME, or ~/.config when it is unset; each NAME.plist is a domain.",
             run: { try DomainCommands.domains($0) }),
         Command(
-            "read", arguments: "DOMAIN [KEY]", positionals: 1...2, options: [jsonFlag, DomainCommands.explainFlag],
+            "read", arguments: "DOMAIN [KEY]", positionals: 1...2,
+            options: [jsonFlag, DomainCommands.explainFlag, PostgresDomain.option],
             summary: "Print one value bare (true, 42, 0.5, text as is), or every key with its type and value.",
             help: """
                 Dates print in ISO 8601 (UTC, with as many fraction digits as needed to be exact), data in hex,
@@ -24,7 +25,7 @@ package enum PrefsTool {
                 """,
             run: { try DomainCommands.read($0) }),
         Command(
-            "write", arguments: "DOMAIN KEY VALUE", positionals: 3...3, options: [typeOption],
+            "write", arguments: "DOMAIN KEY VALUE", positionals: 3...3, options: [typeOption, PostgresDomain.option],
             summary: "Store VALUE under KEY, creating the domain if needed.",
             help: """
                 Without --type the type of the value already stored is kept, and a new key is a string. A VALUE
@@ -40,12 +41,12 @@ package enum PrefsTool {
                 """,
             run: { try DomainCommands.write($0) }),
         Command(
-            "delete", arguments: "DOMAIN [KEY]", positionals: 1...2,
+            "delete", arguments: "DOMAIN [KEY]", positionals: 1...2, options: [PostgresDomain.option],
             summary: "Remove KEY from DOMAIN, or the whole domain.",
             help: "Removing a domain deletes its NAME.plist; its NAME.lock file stays, as other processes may hold it.",
             run: { try DomainCommands.delete($0) }),
         Command(
-            "export", arguments: "DOMAIN", positionals: 1...1,
+            "export", arguments: "DOMAIN", positionals: 1...1, options: [PostgresDomain.option],
             summary: "Print the whole domain as a JSON document, exactly: `prefs import` reads it back.",
             help: """
                 Values JSON has no type for are tagged: {"$date": 736255800.5} (seconds since 2001-01-01),
@@ -53,7 +54,7 @@ package enum PrefsTool {
                 """,
             run: { try DomainCommands.export($0) }),
         Command(
-            "import", arguments: "DOMAIN FILE", positionals: 2...2,
+            "import", arguments: "DOMAIN FILE", positionals: 2...2, options: [PostgresDomain.option],
             summary: "Replace DOMAIN's content with the JSON document in FILE (`-` reads standard input).",
             help: """
                 All or nothing: the whole file is parsed first, then the domain is replaced in one atomic write.
@@ -61,7 +62,7 @@ package enum PrefsTool {
                 """,
             run: { try DomainCommands.import($0) }),
         Command(
-            "watch", arguments: "DOMAIN [KEY...]", positionals: 1...Int.max,
+            "watch", arguments: "DOMAIN [KEY...]", positionals: 1...Int.max, options: [PostgresDomain.option],
             summary: "Print each change to DOMAIN (or to the KEYs) as it happens, from any process.",
             help: """
                 Prints `KEY = VALUE (TYPE)` or `KEY removed` on standard output, one line per change, until
@@ -131,9 +132,14 @@ package enum PrefsTool {
         help: """
             Run `prefs COMMAND --help` for a command's details.
 
+            With --postgres-env VAR, read, write, delete, watch, export and import work on a PostgresStore
+            namespace instead: DOMAIN names the namespace and the connection string is read from the
+            environment variable VAR (never from the command line).
+
             exit status:
               0  success
-              1  not found (domain, key, secret, vault, file), or the file system refused the operation
+              1  not found (domain, key, secret, vault, file), the file system refused the operation, or the
+                 PostgreSQL server is unreachable
               2  usage error: unknown command or option, missing argument, a value that does not parse
               3  authentication or integrity failure: wrong key, modified vault, damaged preferences file
             """,

@@ -7,31 +7,32 @@ import Synchronization
 /// This sits below every store and below configuration, so a store can report while it opens without touching
 /// ``PrefsConfig``'s state. The handler is copied out under the lock and called after releasing it: a handler may
 /// itself read or write preferences, or replace the handler.
-enum ErrorReporter {
+package enum ErrorReporter {
     private static let handler = Mutex<@Sendable (PrefsReport) -> Void>(ErrorReporter.logToStandardError)
     /// The store-level failures already reported, by source (a store's change feed) and error text.
     private static let incidents = Mutex<[ObjectIdentifier: Set<String>]>([:])
 
-    static var current: @Sendable (PrefsReport) -> Void {
+    package static var current: @Sendable (PrefsReport) -> Void {
         get { handler.withLock { $0 } }
         set { handler.withLock { $0 = newValue } }
     }
 
-    static func report(_ error: any Error, key: String, operation: PrefsReport.Operation) {
+    package static func report(_ error: any Error, key: String, operation: PrefsReport.Operation) {
         let deliver = current
         deliver(PrefsReport(key: key, operation: operation, error: error))
     }
 
     /// Reports a failure of a whole store (a file that cannot be read) once, however many reads run into it;
     /// the same error is reported again only after ``forgetIncidents(of:)``, when the store has recovered.
-    static func reportOnce(_ error: any Error, key: String, operation: PrefsReport.Operation, source: AnyObject) {
+    package static func reportOnce(_ error: any Error, key: String, operation: PrefsReport.Operation, source: AnyObject)
+    {
         let text = String(describing: error)
         let isNew = incidents.withLock { $0[ObjectIdentifier(source), default: []].insert(text).inserted }
         if isNew { report(error, key: key, operation: operation) }
     }
 
     /// Called when a store that failed works again, so a later failure is reported afresh.
-    static func forgetIncidents(of source: AnyObject) {
+    package static func forgetIncidents(of source: AnyObject) {
         incidents.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(source)) }
     }
 

@@ -152,7 +152,7 @@ extension KeyValueStore {
 }
 
 /// Checks a key name before any store sees it.
-func validateKey(_ key: String) throws(PrefsError) {
+package func validateKey(_ key: String) throws(PrefsError) {
     if key.isEmpty { throw .invalidKey(key, reason: "a key cannot be empty") }
     if key.utf8.contains(0) { throw .invalidKey(key, reason: "a key cannot contain NUL") }
 }

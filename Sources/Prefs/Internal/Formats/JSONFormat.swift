@@ -27,8 +27,14 @@ enum JSONFormat {
     }
 
     /// One value as single-line JSON text, as the CLI prints it: `[1, 2]`, `{"$float": 0.5}`, `"dark"`.
-    static func encodeValue(_ value: PrefValue, key: String = "") throws(PrefsError) -> String {
+    ///
+    /// With `plainDecimals`, a double that `description` writes with a positive exponent (`1e+16`) is written in
+    /// full with a fraction (`10000000000000000.0`), the form PostgreSQL's `jsonb` keeps as a non-integer.
+    static func encodeValue(_ value: PrefValue, key: String = "", plainDecimals: Bool = false) throws(PrefsError)
+        -> String
+    {
         var writer = Writer(pretty: false)
+        writer.plainDecimals = plainDecimals
         try writer.write(value, indent: 0, key: key)
         return writer.output
     }
@@ -63,6 +69,7 @@ enum JSONFormat {
 extension JSONFormat {
     private struct Writer {
         let pretty: Bool
+        var plainDecimals = false
         var output = ""
         var depth = 0
 
@@ -182,7 +189,12 @@ extension JSONFormat {
             }
             // `description` is the shortest text that parses back to the same bits, and always contains `.` or
             // `e`, so it never reads back as an integer.
-            output.append(number.description)
+            let text = number.description
+            if plainDecimals, let exponentAt = text.firstIndex(of: "e"), text[text.index(after: exponentAt)] == "+" {
+                output.append(JSONFormat.expandPositiveExponent(text, exponentAt: exponentAt))
+            } else {
+                output.append(text)
+            }
         }
 
         mutating func writeString(_ text: String) {
@@ -211,6 +223,24 @@ extension JSONFormat {
             }
             output.append("\"")
         }
+    }
+
+    /// `-1.25e+3` as `-1250.0`: the digits of the mantissa moved by the exponent, then `.0`.
+    static func expandPositiveExponent(_ text: String, exponentAt: String.Index) -> String {
+        let exponent = Int(text[text.index(exponentAt, offsetBy: 2)...])!
+        var mantissa = text[..<exponentAt]
+        let sign = mantissa.hasPrefix("-") ? "-" : ""
+        if !sign.isEmpty { mantissa = mantissa.dropFirst() }
+        let parts = mantissa.split(separator: ".", omittingEmptySubsequences: false)
+        let whole = String(parts[0])
+        let fraction = parts.count > 1 ? String(parts[1]) : ""
+        let digits = whole + fraction
+        let point = whole.count + exponent
+        if point >= digits.count {
+            return sign + digits + String(repeating: "0", count: point - digits.count) + ".0"
+        }
+        let split = digits.index(digits.startIndex, offsetBy: point)
+        return sign + digits[..<split] + "." + digits[split...]
     }
 
     /// A dictionary with exactly one `$`-prefixed key would read back as a tag, so it is written inside `$dict`.

@@ -1,0 +1,35 @@
+import Foundation
+import Prefs
+import PrefsPostgres
+
+/// `--postgres-env VAR`: the domain commands on a namespace of a ``PostgresStore`` instead of a UserDefaults suite.
+enum PostgresDomain {
+    static let option = Option.value(
+        "--postgres-env", "VAR",
+        "use the PostgreSQL database whose connection string is in environment variable VAR; DOMAIN is the namespace")
+
+    /// Whether the command was given `--postgres-env`.
+    static func isRequested(_ invocation: Invocation) -> Bool { invocation["--postgres-env"] != nil }
+
+    /// Opens the namespace; the connection string comes from the environment, never from the command line.
+    static func open(_ namespace: String, _ invocation: Invocation) throws -> PostgresStore {
+        let variable = invocation["--postgres-env"]!
+        guard let connection = invocation.console.environment[variable], !connection.isEmpty else {
+            throw Failure.usage(
+                "\(invocation.command): environment variable \(variable) is not set or empty; "
+                    + "export the connection string in it first, e.g. \(variable)='postgresql:///app?host=/run/postgresql'"
+            )
+        }
+        return try PostgresStore(connection: connection, namespace: namespace)
+    }
+
+    /// Opens a namespace that must hold at least one key (a namespace exists once it has keys).
+    static func openExisting(_ namespace: String, _ invocation: Invocation) throws -> PostgresStore {
+        let store = try open(namespace, invocation)
+        guard try !store.allValues().isEmpty else {
+            throw Failure.notFound(
+                "\(invocation.command): namespace \(String(reflecting: namespace)) has no keys in the database")
+        }
+        return store
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import PostgresTestServer
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `prefs … --postgres-env VAR` against a real PostgreSQL server (started once per test process).
+@Suite struct PostgresCommandTests {
+    /// A fresh database and the environment that names it in `PG`.
+    struct Target {
+        let server: PostgresServer
+        let database: String
+        let sandbox: Sandbox
+
+        init() throws {
+            server = try PostgresServer.shared()
+            database = try server.createDatabase()
+            sandbox = try Sandbox()
+        }
+
+        @discardableResult
+        func prefs(_ arguments: String..., stdin: String? = nil) throws -> PrefsResult {
+            try sandbox.prefs(
+                arguments + ["--postgres-env", "PG"], stdin: stdin,
+                environment: ["PG": server.connectionString(database: database)])
+        }
+
+        func sql(_ text: String) throws -> [[String?]] { try server.execute(text, database: database) }
+    }
+
+    @Test func readWriteDeleteExportAndImportANamespace() throws {
+        let target = try Target()
+        defer { target.sandbox.cleanup() }
+        #expect(try target.prefs("write", "com.example.app", "theme", "dark").status == 0)
+        #expect(try target.prefs("write", "com.example.app", "count", "5", "--type", "int").status == 0)
+        #expect(try target.prefs("read", "com.example.app", "theme").output == "dark\n")
+        #expect(try target.prefs("read", "com.example.app").output == "count  int     5\ntheme  string  dark\n")
+        // Written through the CLI, stored as JSON in the table.
+        #expect(
+            try target.sql("SELECT key, value::text FROM prefs_values WHERE value IS NOT NULL ORDER BY key")
+                == [["count", "5"], ["theme", "\"dark\""]])
+        // Another namespace is another domain.
+        #expect(try target.prefs("read", "other").status == 1)
+
+        let exported = try target.prefs("export", "com.example.app")
+        #expect(exported.output == "{\n  \"count\": 5,\n  \"theme\": \"dark\"\n}\n")
+        let imported = try target.prefs("import", "com.example.app", "-", stdin: #"{"flag": true, "count": 6}"#)
+        #expect(imported.status == 0, "\(imported)")
+        #expect(
+            try target.prefs("read", "com.example.app", "--json").output == "{\n  \"count\": 6,\n  \"flag\": true\n}\n")
+
+        #expect(try target.prefs("delete", "com.example.app", "count").status == 0)
+        let missing = try target.prefs("read", "com.example.app", "count")
+        #expect(missing.status == 1 && missing.isOneLineFailure, "\(missing)")
+        #expect(try target.prefs("delete", "com.example.app").status == 0)
+        #expect(try target.prefs("read", "com.example.app").status == 1)
+    }
+
+    /// Two `prefs watch` processes on one namespace both print every change another process makes.
+    @Test func twoWatchersSeeEveryChange() async throws {
+        let target = try Target()
+        defer { target.sandbox.cleanup() }
+        let environment = target.sandbox.environment.merging([
+            "PG": target.server.connectionString(database: target.database)
+        ]) { $1 }
+        let watchers = try (0..<2).map { _ in
+            try PrefsProcess.start(["watch", "com.example.app", "--postgres-env", "PG"], environment: environment)
+        }
+        defer { for watcher in watchers { watcher.signal(SIGKILL) } }
+        let streams = watchers.map { $0.lines() }
+        let ready = ReadyCount()
+        let expected = ["theme = dark (string)", "count = 5 (int)", "theme removed"]
+        let printed = try await withTimeout {
+            try await withThrowingTaskGroup(of: [String].self) { group in
+                for lines in streams {
+                    group.addTask {
+                        var seen: [String] = []
+                        for await (isError, line) in lines {
+                            if isError {
+                                if line.hasPrefix("prefs: watching") { ready.increment() }
+                                continue
+                            }
+                            seen.append(line)
+                            if seen.count == expected.count { break }
+                        }
+                        return seen
+                    }
+                }
+                // Write once both watchers have said they are watching.
+                while ready.value < watchers.count { try await Task.sleep(for: .milliseconds(10)) }
+                for arguments in [
+                    ["write", "com.example.app", "theme", "dark"],
+                    ["write", "com.example.app", "count", "5", "--type", "int"],
+                    ["delete", "com.example.app", "theme"],
+                ] {
+                    let result = try target.sandbox.prefs(
+                        arguments + ["--postgres-env", "PG"], environment: environment)
+                    guard result.status == 0 else { throw CommandFailed(result: result.description) }
+                }
+                var all: [[String]] = []
+                for try await seen in group { all.append(seen) }
+                return all
+            }
+        }
+        #expect(printed == [expected, expected])
+    }
+
+    @Test func aMissingVariableOrWrongPasswordFailsInOneLineWithoutTheSecret() throws {
+        let target = try Target()
+        defer { target.sandbox.cleanup() }
+        let unset = try target.sandbox.prefs(["read", "app", "--postgres-env", "PREFS_NO_SUCH_VARIABLE"])
+        #expect(unset.status == 2 && unset.isOneLineFailure, "\(unset)")
+
+        let user = "cli_" + UUID().uuidString.prefix(8).lowercased()
+        _ = try target.sql("CREATE ROLE \(user) LOGIN PASSWORD 'right-one'")
+        let wrong = target.server.connectionString(database: target.database, user: user, password: "wr0ng-pass")
+        let refused = try target.sandbox.prefs(
+            ["read", "app", "--postgres-env", "PG"], environment: ["PG": wrong])
+        #expect(refused.status == 3 && refused.isOneLineFailure, "\(refused)")
+        #expect(refused.error.contains("authentication failed"))
+        #expect(!refused.error.contains("wr0ng-pass"))
+        #expect(!refused.error.contains(wrong))
+    }
+}
+
+/// How many watchers said they are watching (behind an `NSLock`, which ThreadSanitizer sees).
+private final class ReadyCount: @unchecked Sendable {
+    private let lock = NSLock()
+    private var ready = 0
+
+    func increment() {
+        lock.lock()
+        ready += 1
+        lock.unlock()
+    }
+
+    var value: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return ready
+    }
+}

@@ -1,0 +1,92 @@
+// A child process for the PostgresStore cross-process tests. The connection string comes from the environment
+// variable PREFS_PG_CONNECTION; each command prints its results line by line on standard output.
+import Foundation
+import Prefs
+import PrefsPostgres
+
+func emit(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data((message + "\n").utf8))
+    exit(1)
+}
+
+/// The case name of a typed error (`connectionLost`), or `untyped` for anything else.
+func caseName(_ error: any Error) -> String {
+    if let error = error as? PostgresStoreError { return String(describing: error).isEmpty ? "?" : label(error) }
+    if error is PrefsError { return "prefsError" }
+    return "untyped"
+}
+
+func label(_ error: PostgresStoreError) -> String {
+    switch error {
+    case .connectionLost: "connectionLost"
+    case .unreachable: "unreachable"
+    case .authenticationFailed: "authenticationFailed"
+    case .connectionRefused: "connectionRefused"
+    case .serverError: "serverError"
+    case .closed: "closed"
+    case .invalidConnectionString: "invalidConnectionString"
+    case .invalidNamespace: "invalidNamespace"
+    case .unsupportedSchemaVersion: "unsupportedSchemaVersion"
+    }
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard arguments.count >= 2, let connection = ProcessInfo.processInfo.environment["PREFS_PG_CONNECTION"] else {
+    fail("usage: PREFS_PG_CONNECTION=… PrefsPostgresTestHelper COMMAND NAMESPACE [ARGS…]")
+}
+let command = arguments[0]
+if command == "open-report" {
+    // open-report NAMESPACE: prints each reported error, then the namespace's values as JSON.
+    PrefsConfig.errorHandler = { report in emit("report \(report.key): \(report.error)") }
+    do {
+        let store = try PostgresStore(connection: connection, namespace: arguments[1])
+        emit("values " + (try PrefValue.dictionary(store.allValues()).jsonText()))
+        store.close()
+    } catch {
+        fail("open: \(error)")
+    }
+    exit(0)
+}
+let store: PostgresStore
+do { store = try PostgresStore(connection: connection, namespace: arguments[1]) } catch { fail("open: \(error)") }
+
+do {
+    switch command {
+    case "append":
+        // append KEY COUNT TAG: COUNT appends of "TAG-i" through a wrapper (each one an updateValue).
+        PrefsConfig.errorHandler = { report in fail("reported: \(report)") }
+        let tags = StoredValue(key: arguments[2], default: [String](), store: store)
+        for index in 0..<Int(arguments[3])! { tags.append("\(arguments[4])-\(index)") }
+        emit("ok")
+    case "set-int":
+        try store.set(Int(arguments[3])!, for: PrefKey(arguments[2], default: 0))
+        emit("ok")
+    case "count-up":
+        // count-up KEY: sets 1, 2, 3, … forever. Prints `N` once set(N) has returned, `error CASE` for each failed
+        // attempt (then retries the same N).
+        var value = 1
+        while true {
+            do {
+                try store.set(value, for: PrefKey(arguments[2], default: 0))
+                emit(String(value))
+                value += 1
+            } catch {
+                emit("error \(caseName(error))")
+                usleep(10_000)
+            }
+        }
+    case "watch":
+        // watch KEY: prints "ready", then the key's value now and after each change.
+        let value = StoredValue(key: arguments[2], default: 0, store: store)
+        emit("ready")
+        for await current in value.values { emit(String(current)) }
+    default:
+        fail("unknown command \(command)")
+    }
+} catch {
+    fail("\(command): \(error)")
+}

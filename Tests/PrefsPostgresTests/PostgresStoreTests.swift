@@ -1,0 +1,346 @@
+import Foundation
+import PostgresTestServer
+import Prefs
+import PrefsPostgres
+import Testing
+
+@Suite("PostgresStore against a real server")
+struct PostgresStoreTests {
+    static let samples: [String: PrefValue] = [
+        "bool": .bool(true),
+        "int": .int(-42),
+        "int64Max": .int(.max),
+        "uint64Max": .unsignedInt(.max),
+        "float": .float(0.1),
+        "bigFloat": .float(1e16),
+        "double": .double(0.1),
+        "wholeDouble": .double(3.0),
+        "bigDouble": .double(1e16),
+        "hugeDouble": .double(-1.7976931348623157e308),
+        "tinyDouble": .double(.leastNonzeroMagnitude),
+        "string": .string("dark ☀︎ \"quoted\" \\ tab\t"),
+        "emptyString": .string(""),
+        "data": .data(Data([0xCA, 0xFE, 0x00, 0xFF])),
+        "date": .date(Date(timeIntervalSinceReferenceDate: 786_123_456.789)),
+        "array": .array([.string("swift"), .int(1), .double(2.5), .array([])]),
+        "dictionary": .dictionary(["darkMode": .bool(true), "nested": .dictionary(["size": .int(12)])]),
+        "dollarDictionary": .dictionary(["$float": .string("not a tag")]),
+    ]
+
+    @Test func everyValueTypeRoundTripsThroughTheTable() async throws {
+        let database = try Database()
+        let writer = try database.store()
+        for (key, value) in Self.samples { try writer.setValue(value, forKey: key) }
+        #expect(try writer.allValues() == Self.samples)
+
+        let reader = try database.store()
+        for (key, value) in Self.samples {
+            let read = try reader.value(forKey: key)
+            #expect(read == value, "\(key)")
+            // The same kind, not just an equal value: a double must not come back as an int.
+            #expect(read?.typeName == value.typeName, "\(key)")
+        }
+        // SQL users read plain JSON.
+        let rows = try database.sql("SELECT value->>'darkMode' FROM prefs_values WHERE key = 'dictionary'")
+        #expect(rows == [["true"]])
+        writer.close()
+        reader.close()
+    }
+
+    @Test func typedKeysAndWrappersWorkOnTheStore() async throws {
+        let database = try Database()
+        let store = try database.store()
+        let theme = StoredValue(key: "theme", default: "light", store: store)
+        theme.set("dark")
+        #expect(try store.value(for: PrefKey("theme", default: "light")) == "dark")
+        try store.removeValue(forKey: "theme")
+        #expect(theme.wrappedValue == "light")
+        #expect(try database.store().value(forKey: "theme") == nil)
+        #expect(try database.sql("SELECT value IS NULL FROM prefs_values WHERE key = 'theme'") == [["t"]])
+        store.close()
+    }
+
+    @Test func namespacesAreSeparate() async throws {
+        let database = try Database()
+        let first = try database.store("first")
+        let second = try database.store("second")
+        try first.setValue(.int(1), forKey: "shared")
+        #expect(try second.value(forKey: "shared") == nil)
+        try second.setValue(.int(2), forKey: "shared")
+        try await eventually("both stores to hold their own values") {
+            try first.value(forKey: "shared") == .int(1) && second.value(forKey: "shared") == .int(2)
+        }
+        #expect(try database.store("first").allValues() == ["shared": .int(1)])
+    }
+
+    @Test func anotherInstanceSeesChangesThroughValuesAndObservation() async throws {
+        let database = try Database()
+        let writer = try database.store()
+        let reader = try database.store()
+        let level = StoredValue(key: "level", default: 0, store: reader)
+        let seen = Collector(level.values)
+        try await eventually("the current value") { seen.values == [0] }
+        for value in 1...5 { try writer.set(value, for: PrefKey("level", default: 0)) }
+        try await eventually("the last change") { seen.values.last == 5 }
+        // `values` yields the value current when it runs, so changes that land together may be coalesced, never
+        // reordered.
+        #expect(seen.values == seen.values.sorted())
+        #expect(Set(seen.values).count == seen.values.count)
+        try writer.removeValue(forKey: "level")
+        try await eventually("the removal") { seen.values.last == 0 }
+        #expect(level.wrappedValue == 0)
+    }
+
+    @Test func twoProcessesSeeEachOthersChanges() async throws {
+        let database = try Database()
+        let child = try Helper(["watch", "com.example.app", "counter"], connection: database.connection)
+        defer { child.kill() }
+        try await eventually("the child to start watching") { child.output.contains("0") }
+        let store = try database.store()
+        try store.set(7, for: PrefKey("counter", default: 0))
+        try await eventually("the child to see 7") { child.output.last == "7" }
+
+        let counter = StoredValue(key: "counter", default: 0, store: store)
+        let seen = Collector(counter.values)
+        let setter = try Helper(["set-int", "com.example.app", "counter", "99"], connection: database.connection)
+        #expect(try await setter.finish() == 0)
+        try await eventually("this process to see the child's 99") { seen.values.last == 99 }
+        try await eventually("the watching child to see it too") { child.output.last == "99" }
+    }
+
+    @Test func fourProcessesAppendingKeepEveryUpdate() async throws {
+        let database = try Database()
+        _ = try database.store()  // creates the schema once, so the children race only on the appends
+        let children = try (0..<4).map { index in
+            try Helper(["append", "com.example.app", "tags", "250", "p\(index)"], connection: database.connection)
+        }
+        for child in children {
+            let status = try await child.finish(within: 240)
+            #expect(status == 0, "\(child.standardError)")
+        }
+        let tags = try database.store().value(for: PrefKey("tags", default: [String]()))
+        #expect(tags.count == 1_000)
+        #expect(Set(tags).count == 1_000)
+    }
+
+    @Test func largeValuesAreReReadByOtherInstances() async throws {
+        let database = try Database()
+        let writer = try database.store()
+        let reader = try database.store()
+        let large = PrefValue.string(String(repeating: "x", count: 20_000))
+        try writer.setValue(large, forKey: "large")
+        try await eventually("the reader to re-read the large value") { try reader.value(forKey: "large") == large }
+    }
+
+    @Test func writesMadeWithSQLReachTheStore() async throws {
+        let database = try Database()
+        let store = try database.store()
+        try store.setValue(.int(1), forKey: "flag")
+        let seen = Collector(store.changes.keys())
+        try database.sql("UPDATE prefs_values SET value = '2' WHERE key = 'flag'")
+        try await eventually("an SQL update") { try store.value(forKey: "flag") == .int(2) }
+        try database.sql(
+            "INSERT INTO prefs_values (namespace, key, value) VALUES ('com.example.app', 'fresh', '\"yes\"')")
+        try await eventually("an SQL insert") { try store.value(forKey: "fresh") == .string("yes") }
+        try database.sql("DELETE FROM prefs_values WHERE key = 'flag'")
+        try await eventually("an SQL delete") { try store.value(forKey: "flag") == nil }
+        try await eventually("one announcement per change") { seen.values == ["flag", "fresh", "flag"] }
+        // Versions grow with every update made by SQL, so every instance orders them.
+        #expect(try database.sql("SELECT version FROM prefs_values WHERE key = 'fresh'") == [["1"]])
+    }
+
+    @Test func updateValueSeesTheCommittedValueAndWritesNothingWhenTheTransformThrows() async throws {
+        let database = try Database()
+        let first = try database.store()
+        let second = try database.store()
+        try first.setValue(.int(10), forKey: "count")
+        // Even before the notification arrives, the update starts from the committed row.
+        let updated = try second.updateValue(forKey: "count") { old in
+            guard case .int(let value)? = old else { return .int(-1) }
+            return .int(value + 1)
+        }
+        #expect(updated == .int(11))
+        struct Refused: Error {}
+        #expect(throws: Refused.self) { try first.updateValue(forKey: "count") { _ in throw Refused() } }
+        try await eventually("both to hold 11") {
+            try first.value(forKey: "count") == .int(11) && second.value(forKey: "count") == .int(11)
+        }
+        #expect(try database.sql("SELECT value::text FROM prefs_values WHERE key = 'count'") == [["11"]])
+        // A transform may write other keys of the same store: they commit with the update.
+        try first.updateValue(forKey: "count") { old in
+            try first.setValue(.string("inside"), forKey: "note")
+            return old
+        }
+        #expect(try first.value(forKey: "note") == .string("inside"))
+        #expect(try database.store().value(forKey: "note") == .string("inside"))
+    }
+
+    @Test func replaceAllReplacesTheNamespace() async throws {
+        let database = try Database()
+        let store = try database.store()
+        try store.replaceAll(["a": .int(1), "b": .int(2)])
+        try store.replaceAll(["b": .int(3), "c": .int(4)])
+        #expect(try store.allValues() == ["b": .int(3), "c": .int(4)])
+        #expect(try database.store().allValues() == ["b": .int(3), "c": .int(4)])
+    }
+
+    @Test func textWithNULIsAnEncodingErrorAndNothingIsWritten() async throws {
+        let database = try Database()
+        let store = try database.store()
+        try store.setValue(.string("kept"), forKey: "text")
+        #expect {
+            try store.setValue(.string("a\u{0}b"), forKey: "text")
+        } throws: { error in
+            guard case .encodingFailed(let key, _)? = error as? PrefsError else { return false }
+            return key == "text"
+        }
+        #expect(try store.value(forKey: "text") == .string("kept"))
+        #expect(try database.store().value(forKey: "text") == .string("kept"))
+        #expect(throws: PrefsError.self) { try store.setValue(.double(.nan), forKey: "number") }
+    }
+
+    @Test func wrongPasswordIsATypedErrorThatShowsNoSecret() async throws {
+        let database = try Database()
+        let user = "user_" + UUID().uuidString.prefix(8).lowercased()
+        try database.sql("CREATE ROLE \(user) LOGIN PASSWORD 'right-horse-battery'")
+        let wrong = database.server.connectionString(database: database.name, user: user, password: "s3cret-wrong")
+        do {
+            _ = try PostgresStore(connection: wrong, namespace: "app")
+            Issue.record("connected with a wrong password")
+        } catch let error as PostgresStoreError {
+            guard case .authenticationFailed = error else {
+                Issue.record("expected authenticationFailed, got \(error)")
+                return
+            }
+            let text = "\(error) \(String(reflecting: error)) \(error.localizedDescription)"
+            #expect(!text.contains("s3cret-wrong"))
+            #expect(!text.contains(wrong))
+            #expect(!text.contains(database.server.socketDirectory))
+        }
+        let missing = database.server.connectionString(database: database.name, user: user)
+        #expect {
+            _ = try PostgresStore(connection: missing, namespace: "app")
+        } throws: { error in
+            guard case .authenticationFailed? = error as? PostgresStoreError else { return false }
+            return true
+        }
+        // The right password works.
+        try database.sql("GRANT CREATE ON SCHEMA public TO \(user)")
+        let right = database.server.connectionString(
+            database: database.name, user: user, password: "right-horse-battery")
+        try PostgresStore(connection: right, namespace: "app").setValue(.bool(true), forKey: "ok")
+    }
+
+    @Test func unreachableServerAndBadInputAreTypedErrors() async throws {
+        let server = try PostgresServer.shared()
+        let nowhere = "postgresql:///app?host=/nonexistent/prefs-socket&user=postgres&password=hunter2"
+        #expect {
+            _ = try PostgresStore(connection: nowhere, namespace: "app")
+        } throws: { error in
+            guard case .unreachable(let reason)? = error as? PostgresStoreError else { return false }
+            return !reason.contains("hunter2") && !reason.contains("/nonexistent")
+        }
+        #expect {
+            _ = try PostgresStore(connection: server.connectionString(database: "no_such_db"), namespace: "app")
+        } throws: { error in
+            guard case .connectionRefused? = error as? PostgresStoreError else { return false }
+            return true
+        }
+        #expect {
+            _ = try PostgresStore(connection: "host=/tmp password=hunter2 bogus", namespace: "app")
+        } throws: { error in
+            guard case .invalidConnectionString(let reason)? = error as? PostgresStoreError else { return false }
+            return !reason.contains("hunter2") && !reason.contains("bogus")
+        }
+        let database = try Database()
+        #expect(throws: PostgresStoreError.invalidNamespace("", reason: "it cannot be empty")) {
+            _ = try PostgresStore(connection: database.connection, namespace: "")
+        }
+        #expect(throws: PrefsError.self) { try database.store().setValue(.int(1), forKey: "") }
+    }
+
+    @Test func unknownSchemaVersionIsATypedErrorAndChangesNothing() async throws {
+        let database = try Database()
+        try database.store().setValue(.int(1), forKey: "kept")
+        try database.sql("UPDATE prefs_schema SET version = 99")
+        #expect(throws: PostgresStoreError.unsupportedSchemaVersion(found: 99, supported: 1)) {
+            _ = try database.store()
+        }
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["99"]])
+        #expect(try database.sql("SELECT value::text FROM prefs_values") == [["1"]])
+
+        let foreign = try Database()
+        try foreign.sql("CREATE TABLE prefs_values (id integer)")
+        #expect(throws: PostgresStoreError.unsupportedSchemaVersion(found: nil, supported: 1)) {
+            _ = try foreign.store()
+        }
+        #expect(try foreign.sql("SELECT to_regclass('prefs_schema') IS NULL") == [["t"]])
+    }
+
+    @Test func aRowOfTheWrongShapeIsReportedAndLeftAlone() async throws {
+        let database = try Database()
+        let store = try database.store()
+        try store.setValue(.int(1), forKey: "good")
+        try store.setValue(.int(2), forKey: "bad")
+        try database.sql(#"UPDATE prefs_values SET value = '{"$float": "x"}' WHERE key = 'bad'"#)
+        // A running instance keeps its last good value and still sees later changes.
+        try database.sql("UPDATE prefs_values SET value = '3' WHERE key = 'good'")
+        try await eventually("the good key") { try store.value(forKey: "good") == .int(3) }
+        #expect(try store.value(forKey: "bad") == .int(2))
+        #expect {
+            try store.updateValue(forKey: "bad") { _ in .int(5) }
+        } throws: { error in
+            guard case .decodingFailed(let key, _)? = error as? PrefsError else { return false }
+            return key == "bad"
+        }
+        // A new instance (in a child process, with its own error handler) reports the row once and opens.
+        let child = try Helper(["open-report", "com.example.app"], connection: database.connection)
+        #expect(try await child.finish() == 0, "\(child.standardError)")
+        #expect(child.output.filter { $0.hasPrefix("report bad: cannot decode value for \"bad\"") }.count == 1)
+        #expect(child.output.last == #"values {"good": 3}"#)
+        #expect(try database.sql("SELECT value::text FROM prefs_values WHERE key = 'bad'") == [[#"{"$float": "x"}"#]])
+    }
+
+    /// A connection the server dropped while idle (restart, failover, an administrator) is noticed and replaced
+    /// before the next write, so that write succeeds; the listener reconnects and still delivers changes.
+    @Test func aDroppedIdleConnectionIsReplacedBeforeTheNextWrite() async throws {
+        let database = try Database()
+        let store = try database.store()
+        let other = try database.store("other")
+        try store.setValue(.int(1), forKey: "value")
+        let terminated = try database.sql(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                + "WHERE datname = current_database() AND pid <> pg_backend_pid()) AS ended")
+        #expect(terminated == [["4"]])
+        // Wait until the server has really closed them, so the next write meets a dead connection.
+        try await eventually("the connections to close") {
+            try database.sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    + "AND application_name = 'prefs'") == [["0"]]
+        }
+        try store.setValue(.int(2), forKey: "value")
+        try other.setValue(.int(3), forKey: "value")
+        try await eventually("the other namespace's store to reconnect and still see its writes") {
+            store.reconnectionCount >= 1 && other.reconnectionCount >= 1
+        }
+        try database.sql("UPDATE prefs_values SET value = '4' WHERE namespace = 'com.example.app'")
+        try await eventually("the reconnected listener to deliver a change") {
+            try store.value(forKey: "value") == .int(4)
+        }
+    }
+
+    @Test func closeStopsTheListenerAndLaterWritesThrow() async throws {
+        let database = try Database()
+        let store = try database.store()
+        try store.setValue(.int(1), forKey: "kept")
+        store.close()
+        #expect(throws: PostgresStoreError.closed) { try store.setValue(.int(2), forKey: "kept") }
+        #expect(try store.value(forKey: "kept") == .int(1))
+        // Both connections end (the server notices a closed client within moments).
+        try await eventually("the store's connections to end") {
+            try database.sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    + "AND application_name IN ('prefs', 'prefs-listen')") == [["0"]]
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import PostgresTestServer
+import Prefs
+import PrefsPostgres
+import Testing
+
+/// Tests that stop and restart a server of their own, so the other tests' shared server keeps running.
+@Suite("PostgresStore while the server is away")
+struct ServerAwayTests {
+    @Test func aServerRestartInTheMiddleOfAWriteLoopLosesNoAcknowledgedWrite() async throws {
+        let server = try PostgresServer.start()
+        defer { try? server.destroy() }
+        let database = try Database(on: server)
+        let store = try database.store()
+        let counter = StoredValue(key: "counter", default: 0, store: store)
+        let seen = Collector(counter.values)
+        let writer = try Helper(["count-up", "com.example.app", "counter"], connection: database.connection)
+        defer { writer.kill() }
+        func acknowledged() -> Int { writer.output.compactMap { Int($0) }.max() ?? 0 }
+
+        try await eventually("50 acknowledged writes") { acknowledged() >= 50 }
+        try server.stop()
+        try await eventually("the writer to see typed errors while the server is away") {
+            writer.output.contains { $0.hasPrefix("error ") }
+        }
+        // Meanwhile this process's reads serve the last known value and its writes fail with a typed error.
+        #expect(counter.wrappedValue > 0)
+        #expect {
+            try store.setValue(.int(-1), forKey: "other")
+        } throws: { error in
+            guard case .connectionLost? = error as? PostgresStoreError else { return false }
+            return true
+        }
+        let beforeRestart = acknowledged()
+        try server.restart()
+        try await eventually("50 more acknowledged writes after the restart") { acknowledged() >= beforeRestart + 50 }
+        writer.kill()
+
+        let lastAcknowledged = acknowledged()
+        let rows = try database.sql("SELECT value::text FROM prefs_values WHERE key = 'counter'")
+        let stored = try #require(rows.first?.first.flatMap { $0 }.flatMap { Int($0) })
+        // The killed writer may have had one more write committed but not yet acknowledged.
+        #expect(stored == lastAcknowledged || stored == lastAcknowledged + 1)
+        let errors = writer.output.filter { $0.hasPrefix("error ") }
+        #expect(!errors.isEmpty)
+        #expect(errors.allSatisfy { $0 == "error connectionLost" }, "\(Set(errors))")
+        try await eventually("the watcher to catch up") { seen.values.last == stored }
+        #expect(store.reconnectionCount >= 1)
+        #expect(try database.store().value(forKey: "counter") == .int(Int64(stored)))
+        // Writes work again on the same store.
+        try store.setValue(.int(1), forKey: "other")
+    }
+
+    @Test func keysChangedWhileAwayAreAnnouncedOnceAfterReconnecting() async throws {
+        let server = try PostgresServer.start()
+        defer { try? server.destroy() }
+        let database = try Database(on: server)
+        let store = try database.store()
+        try store.replaceAll(["a": .int(1), "b": .int(1), "c": .int(1)])
+        let announced = Collector(store.changes.keys())
+
+        // The server comes back where this store cannot reach it; another instance changes a, b and d there.
+        try server.stop()
+        let elsewhere = server.root + "/elsewhere"
+        try server.restart(socketDirectory: elsewhere)
+        let other = try PostgresStore(
+            connection: "postgresql:///\(database.name)?host=\(elsewhere)&user=postgres", namespace: "com.example.app")
+        try other.setValue(.int(2), forKey: "a")
+        try other.removeValue(forKey: "b")
+        try other.setValue(.int(4), forKey: "d")
+        try other.setValue(.int(1), forKey: "c")
+        other.close()
+        #expect(try store.allValues() == ["a": .int(1), "b": .int(1), "c": .int(1)])
+
+        try server.stop()
+        try server.restart()
+        try await eventually("the store to re-read the namespace") {
+            try store.allValues() == ["a": .int(2), "c": .int(1), "d": .int(4)]
+        }
+        try await eventually("the announcements") { announced.values.count >= 3 }
+        #expect(announced.values.sorted() == ["a", "b", "d"])
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import PostgresTestServer
+import Prefs
+import PrefsPostgres
+import PrefsTestSupport
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A fresh database on the shared test server (one per test, so tests run in parallel).
+struct Database {
+    let server: PostgresServer
+    let name: String
+
+    init(on server: PostgresServer? = nil) throws {
+        self.server = try server ?? PostgresServer.shared()
+        name = try self.server.createDatabase()
+    }
+
+    var connection: String { server.connectionString(database: name) }
+
+    func store(_ namespace: String = "com.example.app") throws -> PostgresStore {
+        try PostgresStore(connection: connection, namespace: namespace)
+    }
+
+    @discardableResult
+    func sql(_ text: String) throws -> [[String?]] { try server.execute(text, database: name) }
+}
+
+struct TimedOut: Error, CustomStringConvertible {
+    let what: String
+    var description: String { "timed out waiting for \(what)" }
+}
+
+/// Polls `condition` every 10 ms until it holds; fails after `seconds`.
+func eventually(
+    _ what: String, within seconds: Double = 15, _ condition: () throws -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    while try !condition() {
+        guard ContinuousClock.now < deadline else { throw TimedOut(what: what) }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+}
+
+/// Collects what a `values` stream yields, on a task of its own.
+final class Collector<Value: Sendable>: Sendable {
+    private let seen = Locked<[Value]>([])
+    private let task = Locked<Task<Void, Never>?>(nil)
+
+    init(_ stream: AsyncStream<Value>) {
+        let started = Task { [self] in
+            for await value in stream { seen.withLock { $0.append(value) } }
+        }
+        task.withLock { $0 = started }
+    }
+
+    var values: [Value] { seen.withLock { $0 } }
+    func cancel() { task.withLock { $0?.cancel() } }
+    deinit { cancel() }
+}
+
+/// The `PrefsPostgresTestHelper` executable as a child process.
+final class Helper: Sendable {
+    static let url = builtExecutable(named: "PrefsPostgresTestHelper")
+
+    let process: Process
+    private let lines = Locked<[String]>([])
+    private let errorText = Locked<String>("")
+    private let ended = Atomic<Bool>(false)
+
+    init(_ arguments: [String], connection: String) throws {
+        process = Process()
+        process.executableURL = Self.url
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(["PREFS_PG_CONNECTION": connection]) {
+            $1
+        }
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        Thread { [self] in
+            let handle = output.fileHandleForReading
+            var buffer = Data()
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                buffer.append(chunk)
+                while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                    let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                    self.lines.withLock { $0.append(line) }
+                    buffer = Data(buffer[(newline + 1)...])
+                }
+            }
+            self.ended.store(true, ordering: .releasing)
+        }.start()
+        Thread { [self] in
+            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            self.errorText.withLock { $0 = text }
+        }.start()
+    }
+
+    var output: [String] { lines.withLock { $0 } }
+    var standardError: String { errorText.withLock { $0 } }
+
+    /// Waits until the child has exited and its output is read; returns its exit status.
+    func finish(within seconds: Double = 60) async throws -> Int32 {
+        try await eventually("the helper to exit", within: seconds) {
+            !process.isRunning && ended.load(ordering: .acquiring)
+        }
+        return process.terminationStatus
+    }
+
+    func kill() {
+        _ = Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+}
