@@ -37,14 +37,19 @@ public final class InMemoryStore: KeyValueStore {
     public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try validateKey(key)
         // Writers are serialised by the feed's recursive update lock; the transform runs outside the storage lock
-        // so it may read (or even write) other preferences of this store.
-        let (updated, changed) = try changes.withUpdateLock {
-            let old = storage.withLock { $0[key] }
-            let new = try transform(old)
-            storage.withLock { $0[key] = new }
-            return (new, old != new)
+        // so it may read (or even write) other preferences of this store. The change is announced in the same
+        // critical section that applies it, so observers see changes in the order they were applied, and delivered
+        // once the locks are released.
+        let updated = try changes.withUpdateLock {
+            let new = try transform(storage.withLock { $0[key] })
+            storage.withLock { values in
+                let old = values[key]
+                values[key] = new
+                if old != new { changes.announce([key: new]) }
+            }
+            return new
         }
-        if changed { changes.publish(changedKeys: [key]) }
+        changes.deliverAnnouncements()
         return updated
     }
 
@@ -67,13 +72,14 @@ public final class InMemoryStore: KeyValueStore {
     }
 
     private func edit(_ change: (inout [String: PrefValue]) throws -> Void) throws {
-        let changed = try changes.withUpdateLock {
+        try changes.withUpdateLock {
             try storage.withLock { values in
                 let old = values
                 try change(&values)
-                return Set(old.keys).union(values.keys).filter { old[$0] != values[$0] }
+                let changed = Set(old.keys).union(values.keys).filter { old[$0] != values[$0] }
+                changes.announce(Dictionary(uniqueKeysWithValues: changed.map { ($0, values[$0]) }))
             }
         }
-        changes.publish(changedKeys: changed)
+        changes.deliverAnnouncements()
     }
 }

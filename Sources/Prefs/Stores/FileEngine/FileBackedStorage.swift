@@ -45,7 +45,7 @@ final class FileBackedStorage: Sendable {
     func open() throws {
         let failure: (any Error)?
         do {
-            _ = try refreshLocked(announcing: false)
+            try refreshWaitingForReadableFile(announcing: false)
             failure = nil
         } catch {
             failure = error
@@ -66,13 +66,25 @@ final class FileBackedStorage: Sendable {
         watch.withLock { $0 = token }
     }
 
-    /// Called by the watcher when the file's folder changed: reload and announce what changed.
+    /// Called by the watcher when the file's folder changed: reload and announce what changed. A file that cannot
+    /// be decoded is reported only once it has stayed unreadable for the grace period (see `SnapshotState`).
     func reloadFromDisk() {
         do {
-            let changed = try refresh(lock: .shared)
-            changes.publish(changedKeys: changed)
+            try file.withLock(.shared) { try refreshLocked() }
         } catch {
             ErrorReporter.reportOnce(error, key: "", operation: .read, source: changes)
+        }
+        changes.deliverAnnouncements()
+    }
+
+    /// Looks at a suspect file again once its grace period is over, in case no watcher event comes.
+    private func scheduleRecheck(after delay: Duration) {
+        let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
+        let deadline = DispatchTime.now() + .nanoseconds(Int(nanoseconds) + 20_000_000)
+        DispatchQueue.global().asyncAfter(deadline: deadline) { [weak self] in
+            guard let self else { return }
+            self.snapshot.withLock { $0.recheckScheduled = false }
+            self.reloadFromDisk()
         }
     }
 
@@ -96,9 +108,9 @@ final class FileBackedStorage: Sendable {
     @discardableResult
     func update(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try validateKey(key)
-        var changed: Set<String> = []
-        let result = try withWriteLock { () throws -> PrefValue? in
-            changed = try refreshLocked()
+        defer { changes.deliverAnnouncements() }
+        return try withWriteLock { () throws -> PrefValue? in
+            try refreshWaitingForReadableFile()
             let old = snapshot.withLock { $0.values[key] }
             let new = try transform(old)
             guard new != old else { return new }
@@ -106,11 +118,8 @@ final class FileBackedStorage: Sendable {
             var next = snapshot.withLock { $0.values }
             next[key] = new
             try write(next)
-            changed.insert(key)
             return new
         }
-        changes.publish(changedKeys: changed)
-        return result
     }
 
     /// Replaces every value at once (imports), durably and atomically.
@@ -129,24 +138,22 @@ final class FileBackedStorage: Sendable {
     /// Applies `change` to the latest values under the cross-process lock and writes the result in one atomic,
     /// durable write (none if nothing changed), then announces exactly the keys whose values changed.
     func edit(_ change: (inout [String: PrefValue]) throws -> Void) throws {
-        var changed: Set<String> = []
+        defer { changes.deliverAnnouncements() }
         try withWriteLock {
-            changed = try refreshLocked()
+            try refreshWaitingForReadableFile()
             let old = snapshot.withLock { $0.values }
             var new = old
             try change(&new)
             guard new != old else { return }
             try write(new)
-            changed.formUnion(SnapshotState.diff(old, new))
         }
-        changes.publish(changedKeys: changed)
     }
 
     /// Re-encodes the current values after `prepare` changed the codec (a new vault key). `prepare` returns how
     /// to undo its change, which runs if the write fails so the codec keeps matching the file.
     func rewrite(prepare: () throws -> () -> Void) throws {
         try withWriteLock {
-            _ = try refreshLocked()
+            try refreshWaitingForReadableFile()
             let undo = try prepare()
             do { try write(snapshot.withLock { $0.values }) } catch {
                 undo()
@@ -163,7 +170,10 @@ final class FileBackedStorage: Sendable {
             file.removeStaleTemporaryFiles()
         }
         let identity = try file.writeAtomically(data)
-        snapshot.withLock { $0 = SnapshotState(values: values, identity: identity) }
+        snapshot.withLock { state in
+            let changed = state.load(values, identity: identity)
+            changes.announce(state.newValues(of: changed))
+        }
     }
 
     private func withWriteLock<T>(_ body: () throws -> T) throws -> T {
@@ -177,41 +187,62 @@ final class FileBackedStorage: Sendable {
 
     // MARK: Loading
 
-    /// Re-reads the file if another process replaced it, returning the keys whose values changed.
-    private func refresh(lock kind: LockKind) throws -> Set<String> {
-        try file.withLock(kind) { try refreshLocked() }
+    /// Refreshes like `refreshLocked`, but while the file is unreadable and may be in the middle of another
+    /// writer's in-place rewrite, looks again every few milliseconds until it reads or the grace period is over
+    /// (then it throws the file's error). Writers call it under the lock, so they never fail on a rewrite in
+    /// progress and never overwrite a file they could not read.
+    private func refreshWaitingForReadableFile(announcing: Bool = true) throws {
+        while true {
+            try refreshLocked(announcing: announcing)
+            guard snapshot.withLock({ $0.isSuspect }) else { return }
+            usleep(5_000)
+        }
     }
 
-    /// Must hold the file lock (except for the first load, see `open`). A file that cannot be decoded marks the
-    /// storage damaged and throws, leaving the file and the last good snapshot in memory as they were. Returns no
-    /// keys when `announcing` is false, which saves building the set nobody will publish.
-    private func refreshLocked(announcing: Bool = true) throws -> Set<String> {
+    /// Must hold the file lock (except for the first load, see `open`). Announces the keys whose values changed
+    /// (unless `announcing` is false, for the first load, which nobody can observe yet).
+    ///
+    /// A file that cannot be decoded leaves the file and the last good snapshot as they were. At first it is only
+    /// suspect: reads keep the last good values and a re-check is scheduled. Once it has stayed unreadable for the
+    /// grace period the storage is damaged and the error is thrown.
+    private func refreshLocked(announcing: Bool = true) throws {
         let current = try file.identity()
         switch snapshot.withLock({ $0.refresh(currentIdentity: current) }) {
         case .upToDate:
-            return []
+            return
         case .cleared:
-            let changed = snapshot.withLock { $0.load([:], identity: nil) }
-            return announcing ? changed : []
+            load([:], identity: nil, announcing: announcing)
+            return
         case .read:
             break
         }
         guard let (data, identity) = try file.read() else {
-            let changed = snapshot.withLock { $0.load([:], identity: nil) }
-            return announcing ? changed : []
+            load([:], identity: nil, announcing: announcing)
+            return
         }
         let values: [String: PrefValue]
         do {
             values = try codec.decode(data, path: path)
         } catch {
-            snapshot.withLock { $0.damage = error }
-            throw error
+            let verdict = snapshot.withLock { $0.failedToDecode(error, at: .now) }
+            switch verdict {
+            case .damaged:
+                throw error
+            case .suspect(let recheck, let schedule):
+                if schedule { scheduleRecheck(after: recheck) }
+                return
+            }
         }
-        let (changed, recovered) = snapshot.withLock { state in
+        load(values, identity: identity, announcing: announcing)
+    }
+
+    private func load(_ values: [String: PrefValue], identity: FileIdentity?, announcing: Bool) {
+        let recovered = snapshot.withLock { state in
             let recovered = state.damage != nil
-            return (state.load(values, identity: identity), recovered)
+            let changed = state.load(values, identity: identity)
+            if announcing { changes.announce(state.newValues(of: changed)) }
+            return recovered
         }
         if recovered { ErrorReporter.forgetIncidents(of: changes) }
-        return announcing ? changed : []
     }
 }

@@ -1,0 +1,95 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Prefs
+
+/// Issue 14, point 2: another writer rewriting a suite in place (as Foundation's `synchronize()` does).
+@Suite(.serialized)
+struct OtherWriterTests {
+    /// Collects the reports that name a path inside `directory`.
+    private static func reports(in directory: TempDir) -> [PrefsReport] {
+        Reports.everything().filter { String(describing: $0.error).contains(directory.url.path) }
+    }
+
+    @Test func aSuiteRewrittenInPlaceByAnotherProcessKeepsServingItsValues() async throws {
+        Reports.install()
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try UserDefaultsStore(suiteName: "shared", directory: directory.url)
+        try store.setValue(.int(0), forKey: "theirs")
+        let theirs = StoredValue(key: "theirs", default: -1, store: store)
+        let stream = theirs.values
+        let rounds = 25
+        let child = try ChildProcess.start([
+            "rewrite-in-place", directory.file("shared.plist").path, "theirs", String(rounds), "15",
+        ])
+        // Meanwhile this process writes its own key and reads theirs, many times per rewrite.
+        var writeErrors: [String] = []
+        var readErrors: [String] = []
+        var mine = 0
+        while child.process.isRunning {
+            mine += 1
+            do { try store.setValue(.int(Int64(mine)), forKey: "mine") } catch { writeErrors.append("\(error)") }
+            do {
+                if try store.value(forKey: "theirs") == nil { readErrors.append("theirs read as absent") }
+            } catch { readErrors.append("\(error)") }
+        }
+        child.process.waitUntilExit()
+        #expect(child.process.terminationStatus == 0)
+        #expect(writeErrors.isEmpty, "\(writeErrors.prefix(3))")
+        #expect(readErrors.isEmpty, "\(readErrors.prefix(3))")
+        // Their last round is read eventually (their last rewrite may have replaced one of ours, or the reverse,
+        // since they take no lock: wait for the file to settle, then for the value the file holds).
+        let settled = try PropertyListSerialization.propertyList(
+            from: Data(contentsOf: directory.file("shared.plist")), format: nil) as? [String: Any]
+        let last = settled?["theirs"] as? Int ?? -2
+        var seen: [Int] = []
+        for await value in stream {
+            seen.append(value)
+            if value == last { break }
+        }
+        #expect(!seen.contains(-1), "an observer saw the default, a value that was never stored: \(seen)")
+        #expect(seen.allSatisfy { (0...rounds).contains($0) })
+        #expect(Self.reports(in: directory).isEmpty, "\(Self.reports(in: directory).map(\.description))")
+        #expect(try store.value(forKey: "mine") != nil)
+    }
+
+    @Test func foundationSynchronizingTheSameSuiteIsNeverReportedAsDamage() async throws {
+        Reports.install()
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try UserDefaultsStore(suiteName: "shared", directory: directory.url)
+        try store.setValue(.string("kept"), forKey: "ours")
+        let counter = StoredValue(key: "count", default: -1, store: store)
+        let stream = counter.values
+        let result = try ChildProcess.run(
+            ["foundation-count", "shared", "count", "200"], environment: ["XDG_CONFIG_HOME": directory.url.path])
+        #expect(result.lines == ["done"], "\(result.error)")
+        try await waitUntil(stream) { $0 == 200 }
+        #expect(try store.value(forKey: "ours") == .string("kept"))
+        #expect(Self.reports(in: directory).isEmpty, "\(Self.reports(in: directory).map(\.description))")
+    }
+
+    @Test(arguments: [Backend.file, .userDefaults])
+    func aFileDamagedForGoodIsReportedOnceAndNeverOverwritten(_ backend: Backend) async throws {
+        Reports.install()
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try backend.open(in: directory)
+        let key = uniqueKey("damaged")
+        try store.setValue(.int(1), forKey: key)
+        let file = backend.dataFile(in: directory)!
+        let garbage = Data("garbage".utf8)
+        try garbage.write(to: file, options: .atomic)
+        // Once the grace period is over, reads throw; until then they keep the last good value.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while (try? store.value(forKey: key)) == .int(1), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(throws: PrefsError.self) { try store.value(forKey: key) }
+        #expect(throws: PrefsError.self) { try store.setValue(.int(2), forKey: key) }
+        #expect(Self.reports(in: directory).count == 1)
+        #expect(try Data(contentsOf: file) == garbage)
+    }
+}
