@@ -93,3 +93,28 @@ struct OtherWriterTests {
         #expect(try Data(contentsOf: file) == garbage)
     }
 }
+
+/// The engine's pure decision for a file that cannot be decoded, without files.
+struct UnreadableFileStateTests {
+    private struct Broken: Error {}
+
+    @Test func aSuiteIsSuspectForItsGracePeriodAndDamagedOnlyAfter() {
+        var state = SnapshotState(values: ["a": .int(1)], grace: .milliseconds(500))
+        let start = ContinuousClock.now
+        #expect(state.failedToDecode(Broken(), at: start) == .suspect(recheck: .milliseconds(500), scheduleRecheck: true))
+        #expect(state.values == ["a": .int(1)] && state.damage == nil && state.isSuspect)
+        #expect(
+            state.failedToDecode(Broken(), at: start + .milliseconds(200))
+                == .suspect(recheck: .milliseconds(300), scheduleRecheck: false))
+        #expect(state.failedToDecode(Broken(), at: start + .milliseconds(500)) == .damaged)
+        #expect(state.damage != nil && !state.isSuspect && state.values == ["a": .int(1)])
+        #expect(state.load(["a": .int(2)], identity: nil) == ["a"])
+        #expect(state.damage == nil && !state.isSuspect)
+    }
+
+    @Test func aFileOnlyPrefsWritesIsDamagedAtOnce() {
+        var state = SnapshotState(values: ["a": .int(1)])
+        #expect(state.failedToDecode(Broken(), at: .now) == .damaged)
+        #expect(state.damage != nil)
+    }
+}

@@ -9,7 +9,7 @@ final class FileBackedStorage: Sendable {
     let codec: any SnapshotCodec
     let changes: ChangeFeed
 
-    private let snapshot = Mutex(SnapshotState())
+    private let snapshot: Mutex<SnapshotState>
     /// Serialises writers in this process; recursive so a transform may itself write to the same store.
     private let writer = NSRecursiveLock()
     /// How deep the current writer thread is nested; only touched while holding `writer`.
@@ -22,7 +22,13 @@ final class FileBackedStorage: Sendable {
 
     /// Opens the storage, loading the file if it exists. Throws when the file exists but cannot be read or
     /// decoded; the file is left untouched.
-    init(url: URL, lockURL: URL? = nil, codec: any SnapshotCodec, changes: ChangeFeed = ChangeFeed()) {
+    /// - Parameter unreadableGrace: How long the file may stay unreadable (another writer rewriting it in place)
+    ///   before the storage counts as damaged; zero for files only Prefs writes.
+    init(
+        url: URL, lockURL: URL? = nil, codec: any SnapshotCodec, changes: ChangeFeed = ChangeFeed(),
+        unreadableGrace: Duration = .zero
+    ) {
+        self.snapshot = Mutex(SnapshotState(grace: unreadableGrace))
         self.file = LockedFile(url: url, lockURL: lockURL)
         self.codec = codec
         self.changes = changes

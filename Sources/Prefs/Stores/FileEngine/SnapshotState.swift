@@ -1,10 +1,14 @@
 /// The decisions of the file engine, kept apart from its I/O so they can be tested without files: what a store
 /// knows about its file, and what to do when it looks at the file again.
 struct SnapshotState: Sendable {
-    /// How long a file may stay unreadable before it counts as damaged. Foundation's `synchronize()` rewrites a
-    /// property list in place (truncate, write, close), so a reader can meet an empty or half-written file for the
-    /// few milliseconds the rewrite takes; only a file that stays unreadable this long is damaged.
-    static let gracePeriod: Duration = .milliseconds(500)
+    /// How long a UserDefaults suite may stay unreadable before it counts as damaged. Foundation's `synchronize()`
+    /// rewrites a property list in place (truncate, write, close), so a reader can meet an empty or half-written
+    /// file for the few milliseconds the rewrite takes; only a file that stays unreadable this long is damaged.
+    /// Files only Prefs writes (always by atomic rename) get no grace.
+    static let inPlaceRewriteGrace: Duration = .milliseconds(500)
+
+    /// How long the file may stay unreadable before it counts as damaged: zero, or ``inPlaceRewriteGrace``.
+    let grace: Duration
 
     /// The values last read from, or written to, the file.
     var values: [String: PrefValue] = [:]
@@ -18,9 +22,10 @@ struct SnapshotState: Sendable {
     /// Whether a re-check of a suspect file is already scheduled.
     var recheckScheduled = false
 
-    init(values: [String: PrefValue] = [:], identity: FileIdentity? = nil) {
+    init(values: [String: PrefValue] = [:], identity: FileIdentity? = nil, grace: Duration = .zero) {
         self.values = values
         self.identity = identity
+        self.grace = grace
     }
 
     /// What a refresh must do, given the identity the file has now.
@@ -60,21 +65,21 @@ struct SnapshotState: Sendable {
         }
         let since = unreadableSince ?? now
         let elapsed = now - since
-        if elapsed >= Self.gracePeriod {
+        if elapsed >= grace {
             damage = error
             unreadableSince = nil
             return .damaged
         }
         unreadableSince = since
         defer { recheckScheduled = true }
-        return .suspect(recheck: Self.gracePeriod - elapsed, scheduleRecheck: !recheckScheduled)
+        return .suspect(recheck: grace - elapsed, scheduleRecheck: !recheckScheduled)
     }
 
     /// Takes newly read values; returns the keys whose values changed. Clears damage and suspicion.
     mutating func load(_ newValues: [String: PrefValue], identity newIdentity: FileIdentity?) -> Set<String> {
         let changed = Self.diff(values, newValues)
         let scheduled = recheckScheduled
-        self = SnapshotState(values: newValues, identity: newIdentity)
+        self = SnapshotState(values: newValues, identity: newIdentity, grace: grace)
         recheckScheduled = scheduled
         return changed
     }
