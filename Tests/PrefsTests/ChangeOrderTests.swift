@@ -72,7 +72,6 @@ struct ChangeOrderTests {
     }
 }
 
-
 /// The values `stream` yields up to and including `last`, failing after `seconds` (a guard, not a synchronisation).
 private func collect<T: Sendable & Equatable>(
     _ stream: AsyncStream<T>, through last: T, within seconds: Double = 20

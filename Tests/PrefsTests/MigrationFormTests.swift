@@ -6,7 +6,10 @@ import Testing
 /// Issue 14, point 1: the exact forms sindresorhus/Defaults, Boutique and `@AppStorage` write, in a property list
 /// written by Foundation, read as the declared type; the next write stores Prefs' own form.
 struct MigrationFormTests {
-    enum Level: Int, Codable, Sendable { case one = 1, two = 2 }
+    enum Level: Int, Codable, Sendable {
+        case one = 1
+        case two = 2
+    }
     struct Tag: RawRepresentable, Codable, Sendable, Equatable, Hashable {
         var rawValue: String
     }
@@ -17,7 +20,8 @@ struct MigrationFormTests {
         /// The property-list object the library stores (built from the bytes its source writes).
         let stored: @Sendable () -> Any
         /// Reads the key as the declared type, expects the value, writes it back and returns what is stored now.
-        let check: @Sendable (any KeyValueStore, String) throws -> (matches: Bool, rewritten: PrefValue?, native: PrefValue?)
+        let check:
+            @Sendable (any KeyValueStore, String) throws -> (matches: Bool, rewritten: PrefValue?, native: PrefValue?)
         var testDescription: String { name }
 
         init<T: Codable & Sendable & Equatable>(
@@ -73,7 +77,9 @@ struct MigrationFormTests {
             "Boutique Date", json(#"{"value":786123456.789}"#), as: Date.distantPast,
             reads: Date(timeIntervalSinceReferenceDate: 786_123_456.789)),
         Cell("Boutique Data", json(#"{"value":"AQI="}"#), as: Data(), reads: Data([1, 2])),
-        Cell("Boutique URL", json(#"{"value":"https:\/\/example.com\/a?b=c"}"#), as: URL(string: "about:blank")!, reads: url),
+        Cell(
+            "Boutique URL", json(#"{"value":"https:\/\/example.com\/a?b=c"}"#), as: URL(string: "about:blank")!,
+            reads: url),
         Cell("Boutique enum", json(#"{"value":"dark"}"#), as: Theme.light, reads: .dark),
         Cell("Boutique Codable struct", json(#"{"value":\#(prefsJSON)}"#), as: UserPreferences(), reads: prefs),
         Cell("Boutique [String]", json(#"{"value":["a","b"]}"#), as: [String](), reads: ["a", "b"]),

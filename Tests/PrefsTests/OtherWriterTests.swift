@@ -41,8 +41,9 @@ struct OtherWriterTests {
         #expect(readErrors.isEmpty, "\(readErrors.prefix(3))")
         // Their last round is read eventually (their last rewrite may have replaced one of ours, or the reverse,
         // since they take no lock: wait for the file to settle, then for the value the file holds).
-        let settled = try PropertyListSerialization.propertyList(
-            from: Data(contentsOf: directory.file("shared.plist")), format: nil) as? [String: Any]
+        let settled =
+            try PropertyListSerialization.propertyList(
+                from: Data(contentsOf: directory.file("shared.plist")), format: nil) as? [String: Any]
         let last = settled?["theirs"] as? Int ?? -2
         var seen: [Int] = []
         for await value in stream {
@@ -101,7 +102,8 @@ struct UnreadableFileStateTests {
     @Test func aSuiteIsSuspectForItsGracePeriodAndDamagedOnlyAfter() {
         var state = SnapshotState(values: ["a": .int(1)], grace: .milliseconds(500))
         let start = ContinuousClock.now
-        #expect(state.failedToDecode(Broken(), at: start) == .suspect(recheck: .milliseconds(500), scheduleRecheck: true))
+        #expect(
+            state.failedToDecode(Broken(), at: start) == .suspect(recheck: .milliseconds(500), scheduleRecheck: true))
         #expect(state.values == ["a": .int(1)] && state.damage == nil && state.isSuspect)
         #expect(
             state.failedToDecode(Broken(), at: start + .milliseconds(200))
@@ -116,5 +118,35 @@ struct UnreadableFileStateTests {
         var state = SnapshotState(values: ["a": .int(1)])
         #expect(state.failedToDecode(Broken(), at: .now) == .damaged)
         #expect(state.damage != nil)
+    }
+}
+
+/// The rule for mixing Foundation's `UserDefaults` and Prefs on one suite in one process, as the guides state it.
+struct FoundationInTheSameProcessTests {
+    @Test func eachSeesTheOthersWritesOnlyAfterFoundationsSynchronize() async throws {
+        let suite = "prefs-mixing-\(UUID().uuidString.prefix(8))"
+        let defaults = try #require(UserDefaults(suiteName: suite))
+        let store = try UserDefaultsStore(suiteName: suite)
+        defer {
+            try? FileManager.default.removeItem(at: store.url)
+            try? FileManager.default.removeItem(at: store.url.deletingPathExtension().appendingPathExtension("lock"))
+        }
+        #expect(defaults.object(forKey: "fromPrefs") == nil)
+        try store.setValue(.int(1), forKey: "fromPrefs")
+        // Foundation keeps serving its cache until its own synchronize() re-reads the file.
+        #expect(defaults.object(forKey: "fromPrefs") == nil)
+        defaults.synchronize()
+        #expect(defaults.integer(forKey: "fromPrefs") == 1)
+
+        defaults.set(2, forKey: "fromFoundation")
+        #expect(try store.value(forKey: "fromFoundation") == nil, "not on disk before synchronize()")
+        defaults.synchronize()
+        // Foundation's synchronize() rewrote the file; the store's watcher notices and reloads it.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try store.value(forKey: "fromFoundation") == nil, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(try store.value(forKey: "fromFoundation") == .int(2))
+        #expect(try store.value(forKey: "fromPrefs") == .int(1), "Foundation's rewrite kept Prefs' key")
     }
 }

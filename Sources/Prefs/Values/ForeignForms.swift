@@ -101,8 +101,9 @@ enum ForeignForms {
         case .float(let number): return Double(number)
         case .double(let number): return number
         case .string(let text):
-            if expandingJSONText, let first = text.utf8.first, [UInt8(ascii: "{"), UInt8(ascii: "["), UInt8(ascii: "\"")].contains(first)
-                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) || first == UInt8(ascii: "-"),
+            if expandingJSONText, let first = text.utf8.first,
+                [UInt8(ascii: "{"), UInt8(ascii: "["), UInt8(ascii: "\"")].contains(first)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) || first == UInt8(ascii: "-"),
                 let parsed = try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])
             {
                 return parsed

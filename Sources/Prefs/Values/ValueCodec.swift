@@ -71,7 +71,8 @@ struct AnyCodec: Sendable {
     }
 
     private static func readingForeignForms<T: Decodable & Sendable>(_ primary: AnyCodec, _ type: T.Type) -> AnyCodec {
-        AnyCodec(encode: primary.encode, decode: { stored in try ForeignForms.decode(stored, as: T.self, primary.decode) })
+        AnyCodec(
+            encode: primary.encode, decode: { stored in try ForeignForms.decode(stored, as: T.self, primary.decode) })
     }
 
     private static func optionalCodec<O: OptionalCodable & Sendable>(_ type: O.Type) -> AnyCodec? {
