@@ -51,7 +51,9 @@ final class FileBackedStorage: Sendable {
     func open() throws {
         let failure: (any Error)?
         do {
-            try refreshWaitingForReadableFile(announcing: false)
+            // No grace at the first load: nothing has been served yet, and a file that cannot be read is refused
+            // at once (and watched, so the store recovers when the file is repaired or its rewrite finishes).
+            try refreshLocked(announcing: false, graceful: false)
             failure = nil
         } catch {
             failure = error
@@ -197,9 +199,9 @@ final class FileBackedStorage: Sendable {
     /// writer's in-place rewrite, looks again every few milliseconds until it reads or the grace period is over
     /// (then it throws the file's error). Writers call it under the lock, so they never fail on a rewrite in
     /// progress and never overwrite a file they could not read.
-    private func refreshWaitingForReadableFile(announcing: Bool = true) throws {
+    private func refreshWaitingForReadableFile() throws {
         while true {
-            try refreshLocked(announcing: announcing)
+            try refreshLocked()
             guard snapshot.withLock({ $0.isSuspect }) else { return }
             usleep(5_000)
         }
@@ -211,7 +213,9 @@ final class FileBackedStorage: Sendable {
     /// A file that cannot be decoded leaves the file and the last good snapshot as they were. At first it is only
     /// suspect: reads keep the last good values and a re-check is scheduled. Once it has stayed unreadable for the
     /// grace period the storage is damaged and the error is thrown.
-    private func refreshLocked(announcing: Bool = true) throws {
+    ///
+    /// With `graceful` false (the first load), an unreadable file damages the storage at once.
+    private func refreshLocked(announcing: Bool = true, graceful: Bool = true) throws {
         let current = try file.identity()
         switch snapshot.withLock({ $0.refresh(currentIdentity: current) }) {
         case .upToDate:
@@ -230,7 +234,13 @@ final class FileBackedStorage: Sendable {
         do {
             values = try codec.decode(data, path: path)
         } catch {
-            let verdict = snapshot.withLock { $0.failedToDecode(error, at: .now) }
+            let verdict = snapshot.withLock { state in
+                guard graceful else {
+                    state.damage = error
+                    return SnapshotState.Unreadable.damaged
+                }
+                return state.failedToDecode(error, at: .now)
+            }
             switch verdict {
             case .damaged:
                 throw error
