@@ -91,14 +91,16 @@ final class RemoteConfigStore: KeyValueStore {
 
     @discardableResult
     func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
-        let (old, new) = try values.withLock { values in
+        let new = try values.withLock { values in
             let old = values[key]
             let new = try transform(old)
             values[key] = new
-            return (old, new)
+            // Announce under the lock, so the order of announcements is the order of changes.
+            if old != new { changes.announce([key: new]) }
+            return new
         }
-        // Announce after the lock is released: observers may read the store from their callbacks.
-        if old != new { changes.publish(changedKeys: [key]) }
+        // Deliver after the lock is released: observers may read the store from their callbacks.
+        changes.deliverAnnouncements()
         return new
     }
 
@@ -108,12 +110,12 @@ final class RemoteConfigStore: KeyValueStore {
 
     /// Replaces everything with a fresh download and announces exactly the keys whose values changed.
     func apply(download: [String: PrefValue]) {
-        let changed = values.withLock { values in
+        values.withLock { values in
             let changed = Set(values.keys).union(download.keys).filter { values[$0] != download[$0] }
             values = download
-            return changed
+            changes.announce(Dictionary(uniqueKeysWithValues: changed.map { ($0, download[$0]) }))
         }
-        changes.publish(changedKeys: changed)
+        changes.deliverAnnouncements()
     }
 }
 
@@ -221,26 +223,6 @@ enum PersistorMigration {
 }
 
 // MARK: - MigratingFromBoutique.md
-
-/// The envelope Boutique's `@StoredValue` wraps every value in before storing it as JSON data.
-private struct BoutiqueEnvelope<Value: Decodable>: Decodable {
-    let value: Value
-}
-
-/// Rewrites one value that Boutique stored (`{"value": …}` as JSON data) in Prefs' native form. Values already in
-/// native form are left alone, so running it at every launch is harmless.
-func migrateFromBoutique<Value: Codable & Sendable & Equatable>(
-    _ key: PrefKey<Value>, in store: any KeyValueStore
-) throws {
-    try store.updateValue(forKey: key.name) { stored in
-        guard case .data(let data)? = stored,
-            let envelope = try? JSONDecoder().decode(BoutiqueEnvelope<Value>.self, from: data)
-        else { return stored }
-        let migrated = InMemoryStore()
-        try migrated.set(envelope.value, for: key)
-        return try migrated.value(forKey: key.name)
-    }
-}
 
 enum BoutiqueMigration {
     @Observable
@@ -631,20 +613,18 @@ struct DocumentationExamplesTests {
         #expect(try throwing.selectedTheme() == .system)
     }
 
-    @Test func boutiqueValuesAreMigratedInPlace() throws {
+    @Test func boutiqueValuesAreReadAsTheyAreAndRewrittenNatively() throws {
         // What Boutique's @StoredValue leaves in UserDefaults: JSON data of {"value": …}.
         let store = InMemoryStore([
             "hasHapticsEnabled": .data(Data(#"{"value":true}"#.utf8)),
             "currentTheme": .data(Data(#"{"value":"dark"}"#.utf8)),
         ])
-        try migrateFromBoutique(PrefKey("hasHapticsEnabled", default: false), in: store)
-        try migrateFromBoutique(PrefKey("currentTheme", default: Theme.light), in: store)
-        try migrateFromBoutique(PrefKey("currentTheme", default: Theme.light), in: store)  // idempotent
-        #expect(try store.allValues() == ["hasHapticsEnabled": .bool(true), "currentTheme": .string("dark")])
-
         let prefs = BoutiqueMigration.Preferences(store: store)
         #expect(prefs.hasHapticsEnabled)
         #expect(prefs.currentTheme == .dark)
+        prefs.$hasHapticsEnabled.toggle()
+        prefs.$currentTheme.set(.system)
+        #expect(try store.allValues() == ["hasHapticsEnabled": .bool(false), "currentTheme": .string("system")])
 
         let folder = try TempDir()
         defer { folder.cleanup() }

@@ -21,7 +21,7 @@ import Testing
         for text in ["", "null", "[1,", "{\"a\": 1} x", "'single'"] {
             #expect(throws: PrefsError.self) { try PrefValue(jsonText: text) }
         }
-        #expect(throws: PrefsError.self) { try PrefValue.double(.nan).jsonText() }
+        #expect(throws: PrefsError.self) { try PrefValue.date(Date(timeIntervalSinceReferenceDate: .nan)).jsonText() }
     }
 
     @Test func documentsRoundTripAndRejectPartialInput() throws {

@@ -36,6 +36,7 @@ enum Reports {
     }()
 
     static func install() { _ = installed }
+    static func everything() -> [PrefsReport] { all.withLock { $0 } }
     static func `for`(_ key: String) -> [PrefsReport] {
         all.withLock { $0.filter { $0.key == key } }
     }

@@ -11,7 +11,11 @@ public import Foundation
 /// - writes and read-modify-write updates hold a lock file beside the data file (`flock`), so processes sharing
 ///   the file never lose each other's updates;
 /// - another process's changes are noticed (inotify on Linux) and announced on ``changes``, key by key;
-/// - a file that cannot be decoded is never overwritten: reads and writes throw until it is repaired;
+/// - a file that cannot be decoded is never overwritten: reads and writes throw until it is repaired. A
+///   UserDefaults suite that another writer is rewriting in place (Foundation's `synchronize()` truncates and
+///   rewrites the file) is given half a second: meanwhile reads keep the last values read, writes wait for the
+///   file to become readable, and nothing is reported or announced; only a file still unreadable after that is
+///   treated as damaged, and reported once;
 /// - stores opened on the same file in one process share one snapshot, so they never disagree.
 ///
 /// The class cannot be subclassed outside Prefs; use it as a type when code works with any of the three.

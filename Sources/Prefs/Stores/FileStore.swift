@@ -9,7 +9,9 @@ public import Foundation
 /// another process's changes are noticed (through inotify on Linux) and announced on ``FileBackedStore/changes``.
 ///
 /// Values JSON cannot express natively are tagged so they round-trip exactly:
-/// `{"$date": 786123456.789}` (seconds since 2001-01-01), `{"$data": "base64…"}` and `{"$float": 0.1}`.
+/// `{"$date": 786123456.789}` (seconds since 2001-01-01), `{"$data": "base64…"}`, `{"$float": 0.1}`, and
+/// `{"$double": "inf"}`, `{"$double": "-inf"}`, `{"$double": "nan"}` (or `$float`) for numbers JSON has no
+/// form for.
 public final class FileStore: FileBackedStore, @unchecked Sendable {
     /// `try FileStore(url: url)` opens (or, on the first write, creates) the JSON file at `url`.
     ///

@@ -44,18 +44,21 @@ public final class InMemoryStore: KeyValueStore {
         try validateKey(key)
         try layers.checkWritable(key)  // Layers hook: a forced key is refused.
         // Writers are serialised by the feed's recursive update lock; the transform runs outside the storage lock
-        // so it may read (or even write) other preferences of this store.
-        let (updated, changed) = try changes.withUpdateLock {
-            let old = storage.withLock { $0[key] }
+        // so it may read (or even write) other preferences of this store. The change is announced in the same
+        // critical section that applies it, so observers see changes in the order they were applied, and delivered
+        // once the locks are released.
+        let updated = try changes.withUpdateLock {
             // Layers hook: without a value of its own, the transform starts from the default below it.
-            let new = try transform(old ?? layers.valueBelowUser(key))
-            storage.withLock {
-                $0[key] = new
+            let new = try transform(storage.withLock { $0[key] } ?? layers.valueBelowUser(key))
+            storage.withLock { values in
+                let old = values[key]
+                values[key] = new
                 layers.userChanged(key, new)  // Layers hook: the merged snapshot follows.
+                if old != new { changes.announce([key: layers.value(forKey: key)]) }
             }
-            return (new, old != new)
+            return new
         }
-        if changed { changes.publish(changedKeys: [key]) }
+        changes.deliverAnnouncements()
         return updated
     }
 
@@ -78,14 +81,15 @@ public final class InMemoryStore: KeyValueStore {
     }
 
     private func edit(_ change: (inout [String: PrefValue]) throws -> Void) throws {
-        let changed = try changes.withUpdateLock {
+        try changes.withUpdateLock {
             try storage.withLock { values in
                 let old = values
                 try change(&values)
-                _ = layers.userReplaced(values)  // Layers hook: the merged snapshot follows.
-                return Set(old.keys).union(values.keys).filter { old[$0] != values[$0] }
+                let changed = layers.userReplaced(values)  // Layers hook: the merged snapshot follows.
+                    .union(Set(old.keys).union(values.keys).filter { old[$0] != values[$0] })
+                changes.announce(Dictionary(uniqueKeysWithValues: changed.map { ($0, layers.value(forKey: $0)) }))
             }
         }
-        changes.publish(changedKeys: changed)
+        changes.deliverAnnouncements()
     }
 }

@@ -15,9 +15,12 @@
 /// ### Writing a store
 /// - Serve reads from memory where you can: property wrappers cache decoded values, but a miss calls
 ///   ``value(forKey:)``.
-/// - After a change has been applied, and after releasing your own locks, call
-///   `changes.publish(changedKeys:)` with the keys whose values changed, whoever changed them (this process or
-///   another one). Wrappers and observers rely on it.
+/// - Announce every change, whoever made it (this process or another one), in two steps: while still holding the
+///   lock under which you applied it, call `changes.announce(_:)` with the new values of the keys that changed;
+///   after releasing your locks, call `changes.deliverAnnouncements()`. Observers then see every value that became
+///   current, in the order you applied them, and none of their code runs under your lock. (A store that cannot
+///   tell the new values calls `changes.publish(changedKeys:)` after releasing its locks instead; its observers
+///   read the current value, so quick successive changes may reach them as one.)
 /// - Implement ``updateValue(forKey:_:)`` atomically if your backend can; the default implementation is atomic
 ///   within the process only.
 public protocol KeyValueStore: AnyObject, Sendable {

@@ -64,7 +64,9 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
     /// The lock file is `<suite>.lock`, so that it fits the file-name limit whenever `<suite>.plist` does.
     private static func makeStorage(url: URL) -> FileBackedStorage {
         let lockURL = url.deletingPathExtension().appendingPathExtension("lock")
-        return FileBackedStorage(url: url, lockURL: lockURL, codec: PropertyListSnapshotCodec())
+        return FileBackedStorage(
+            url: url, lockURL: lockURL, codec: PropertyListSnapshotCodec(),
+            unreadableGrace: SnapshotState.inPlaceRewriteGrace)
     }
 
     /// `UserDefaultsStore.preferencesDirectory()` returns the folder Foundation keeps UserDefaults files in:

@@ -39,6 +39,22 @@ public struct PrefKey<Value: Sendable & Equatable>: Sendable {
         self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(codable: Value.self))
     }
 
+    /// `PrefKey<User?>("owner")` declares an optional key for a ``PrefValueConvertible`` type: it reads nil until
+    /// something is stored, and storing nil removes the key.
+    public init<Wrapped>(_ name: String, default defaultValue: Value = nil)
+    where Value == Wrapped?, Wrapped: PrefValueConvertible {
+        let codec = ValueCodec<Value>(
+            encode: { value in try value.map { try $0.prefValue } }, decode: { try Wrapped(prefValue: $0) })
+        self.init(name: name, defaultValue: defaultValue, codec: codec)
+    }
+
+    /// `PrefKey<Int?>("limit")` for an optional of a type that is both `Codable` and ``PrefValueConvertible``:
+    /// its own stored form wins.
+    public init<Wrapped>(_ name: String, default defaultValue: Value = nil)
+    where Value == Wrapped?, Wrapped: PrefValueConvertible & Codable {
+        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(codable: Value.self))
+    }
+
     init(name: String, defaultValue: Value, codec: ValueCodec<Value>) {
         self.name = name
         self.defaultValue = defaultValue

@@ -22,7 +22,7 @@ public enum PrefsError: Error, Sendable, Equatable {
     /// `.typeMismatch(key:expected:found:)`: a stored value that does not have the shape the declared type expects.
     /// Nothing was overwritten.
     case typeMismatch(key: String, expected: String, found: String)
-    /// `.encodingFailed(key:reason:)`: a value that could not be encoded for storage (for example a `Double.nan`
+    /// `.encodingFailed(key:reason:)`: a value that could not be encoded for storage (for example a date at infinity
     /// inside JSON).
     case encodingFailed(key: String, reason: String)
     /// `.decodingFailed(key:reason:)`: a value stored under `key` that could not be decoded as the declared type.

@@ -54,10 +54,25 @@ struct AnyCodec: Sendable {
 
     static func make(for type: Any.Type) -> AnyCodec? {
         if let optional = type as? any (OptionalCodable & Sendable).Type { return optionalCodec(optional) }
-        if let convertible = type as? any PrefValueConvertible.Type { return native(convertible) }
-        if let raw = type as? any (RawRepresentable & Sendable).Type, let codec = rawCodec(raw) { return codec }
-        if let codable = type as? any (Codable & Sendable).Type { return json(codable) }
-        return nil
+        let primary: AnyCodec?
+        if let convertible = type as? any PrefValueConvertible.Type {
+            primary = native(convertible)
+        } else if let raw = type as? any (RawRepresentable & Sendable).Type, let codec = rawCodec(raw) {
+            primary = codec
+        } else if let codable = type as? any (Codable & Sendable).Type {
+            primary = json(codable)
+        } else {
+            primary = nil
+        }
+        guard let primary else { return nil }
+        // A Codable type also reads the forms other libraries wrote for it (see ForeignForms).
+        if let codable = type as? any (Decodable & Sendable).Type { return readingForeignForms(primary, codable) }
+        return primary
+    }
+
+    private static func readingForeignForms<T: Decodable & Sendable>(_ primary: AnyCodec, _ type: T.Type) -> AnyCodec {
+        AnyCodec(
+            encode: primary.encode, decode: { stored in try ForeignForms.decode(stored, as: T.self, primary.decode) })
     }
 
     private static func optionalCodec<O: OptionalCodable & Sendable>(_ type: O.Type) -> AnyCodec? {
@@ -67,7 +82,11 @@ struct AnyCodec: Sendable {
                 guard let some = (value as! O).wrappedAny else { return nil }
                 return try wrapped.encode(some)
             },
-            decode: { stored in O(wrappedAny: try wrapped.decode(stored)) }
+            decode: { stored in
+                // Boutique stores an optional's nil as `{"value":null}`.
+                if ForeignForms.isBoutiqueNil(stored) { return O.nothing }
+                return O(wrappedAny: try wrapped.decode(stored))
+            }
         )
     }
 
@@ -92,20 +111,15 @@ struct AnyCodec: Sendable {
 
     static func json<T: Codable & Sendable>(_ type: T.Type) -> AnyCodec {
         AnyCodec(
-            encode: { value in
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-                let data = try encoder.encode(value as! T)
-                return .string(String(decoding: data, as: UTF8.self))
-            },
+            encode: { value in .string(try ForeignForms.jsonText(value as! T)) },
             decode: { stored in
                 let data: Data
                 switch stored {
                 case .string(let text): data = Data(text.utf8)
-                case .data(let bytes): data = bytes  // Boutique and AppStorage store JSON as Data.
+                case .data(let bytes): data = bytes  // AppStorage users store JSON as Data.
                 default: throw mismatch("JSON text for \(T.self)", stored)
                 }
-                return try JSONDecoder().decode(T.self, from: data)
+                return try ForeignForms.decoder.decode(T.self, from: data)
             }
         )
     }
@@ -114,12 +128,14 @@ struct AnyCodec: Sendable {
 /// Lets the codec see through `Optional` at run time.
 protocol OptionalCodable {
     static var wrappedType: Any.Type { get }
+    static var nothing: Self { get }
     var wrappedAny: Any? { get }
     init(wrappedAny: Any)
 }
 
 extension Optional: OptionalCodable {
     static var wrappedType: Any.Type { Wrapped.self }
+    static var nothing: Self { nil }
     var wrappedAny: Any? { self.map { $0 as Any } }
     init(wrappedAny: Any) { self = .some(wrappedAny as! Wrapped) }
 }

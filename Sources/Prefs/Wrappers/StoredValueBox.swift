@@ -13,6 +13,8 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     private struct Subscriber {
         let yield: @Sendable (_ old: Value, _ new: Value) -> Void
         var last: Value
+        /// The key's version when `last` was read: changes announced up to it are already in `last`.
+        let since: UInt64
     }
 
     private struct Subscribers {
@@ -139,13 +141,26 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     ) -> @Sendable () -> Void {
         startListening()
         let token = subscribers.withLock { subscribers in
-            let current = currentValue()
+            let (version, current) = versionedValue()
             subscribers.nextToken += 1
-            subscribers.byToken[subscribers.nextToken] = Subscriber(yield: yield, last: current)
+            subscribers.byToken[subscribers.nextToken] = Subscriber(yield: yield, last: current, since: version)
             yieldingCurrent?(current)
             return subscribers.nextToken
         }
         return { self.subscribers.withLock { _ = $0.byToken.removeValue(forKey: token) } }
+    }
+
+    /// The current value with a version it is at least as new as: stores advance the version right after applying
+    /// a value, under their lock, so when the version is the same before and after reading, the value read is
+    /// that version's or the next one's, never one announced later still.
+    private func versionedValue() -> (UInt64, Value) {
+        var attempts = 0
+        while true {
+            let before = cell.version
+            let value = currentValue()
+            attempts += 1
+            if cell.version == before || attempts == 100 { return (before, value) }
+        }
     }
 
     private func startListening() {
@@ -154,20 +169,34 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
             return !subscribers.listening
         }
         guard start else { return }
-        cell.addListener(ObjectIdentifier(self)) { [weak self] in self?.deliver() }
+        cell.addListener(ObjectIdentifier(self)) { [weak self] version, update in
+            self?.deliver(version: version, update)
+        }
     }
 
-    /// Sends the current value to each subscriber that has not seen it yet. Runs under the subscribers' lock so
-    /// concurrent deliveries cannot reorder values; yielding never runs subscriber code, so this cannot deadlock.
-    private func deliver() {
+    /// Sends one announced change to each subscriber that has not seen it yet. The feed delivers one change at a
+    /// time, in the order the store applied them, so each subscriber sees every distinct value in that order.
+    /// The stored value is decoded before taking the subscribers' lock; yielding never runs subscriber code.
+    private func deliver(version: UInt64, _ update: ChangeFeed.Update) {
+        guard subscribers.withLock({ !$0.byToken.isEmpty }) else { return }
+        let new: Value
+        switch update {
+        case .value(let stored): new = decodeQuietly(stored)
+        case .unknown: new = currentValue()
+        }
         subscribers.withLock { subscribers in
-            guard !subscribers.byToken.isEmpty else { return }
-            let current = currentValue()
-            for (token, subscriber) in subscribers.byToken where subscriber.last != current {
-                subscriber.yield(subscriber.last, current)
-                subscribers.byToken[token]?.last = current
+            for (token, subscriber) in subscribers.byToken where version > subscriber.since && subscriber.last != new {
+                subscriber.yield(subscriber.last, new)
+                subscribers.byToken[token]?.last = new
             }
         }
+    }
+
+    /// A stored value as the declared type; what cannot be decoded reads as the default, as it does through
+    /// `value` (which reports the error when the value is read).
+    private func decodeQuietly(_ stored: PrefValue?) -> Value {
+        guard let stored else { return defaultValue }
+        return (try? codec.decode(stored, key: key)) ?? defaultValue
     }
 
     var subscriberCount: Int { subscribers.withLock { $0.byToken.count } }

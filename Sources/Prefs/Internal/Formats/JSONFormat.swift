@@ -5,13 +5,15 @@ import Foundation
 ///
 /// JSON has no float, date or data kinds, so those are written as single-key tagged objects:
 /// `{"$float": 0.10000000149011612}`, `{"$date": 123456.789}` (seconds since the reference date) and
-/// `{"$data": "yv4="}`. A dictionary value with exactly one key that starts with `$` is wrapped as
+/// `{"$data": "yv4="}`. Non-finite numbers are tagged with their name, `{"$double": "inf"}`, `{"$double": "-inf"}`,
+/// `{"$double": "nan"}` (and `{"$float": "inf"}` for a `Float`). A dictionary value with exactly one key that starts with `$` is wrapped as
 /// `{"$dict": {...}}` so that it cannot be mistaken for a tag. The top-level object is never a tag.
 enum JSONFormat {
     /// The deepest nesting of arrays and objects the parser accepts.
     static let maximumDepth = 512
 
     static let floatTag = "$float"
+    static let doubleTag = "$double"
     static let dateTag = "$date"
     static let dataTag = "$data"
     static let dictTag = "$dict"
@@ -60,6 +62,24 @@ enum JSONFormat {
             return try parser.parseSingleValue()
         } catch {
             throw .decodingFailed(key: key, reason: "invalid JSON value: " + error.description)
+        }
+    }
+}
+
+extension JSONFormat {
+    /// `"inf"`, `"-inf"` or `"nan"`: how a tag names a number JSON cannot hold.
+    static func name(ofNonFinite number: Double) -> String {
+        if number.isNaN { return "nan" }
+        return number < 0 ? "-inf" : "inf"
+    }
+
+    /// The number a tag's name stands for, or nil for any other text.
+    static func nonFinite(named name: String) -> Double? {
+        switch name {
+        case "inf": .infinity
+        case "-inf": -.infinity
+        case "nan": .nan
+        default: nil
         }
     }
 }
@@ -140,11 +160,19 @@ extension JSONFormat {
                 output.append(String(number))
             case .unsignedInt(let number):
                 output.append(String(number))
+            case .double(let number) where !number.isFinite:
+                try writeTagged(doubleTag, indent: indent, key: key) { (writer: inout Writer) throws(PrefsError) in
+                    writer.writeString(JSONFormat.name(ofNonFinite: number))
+                }
             case .double(let number):
                 try writeDouble(number, kind: "double", key: key)
             case .float(let number):
                 try writeTagged(floatTag, indent: indent, key: key) { (writer: inout Writer) throws(PrefsError) in
-                    try writer.writeDouble(Double(number), kind: "float", key: key)
+                    if number.isFinite {
+                        try writer.writeDouble(Double(number), kind: "float", key: key)
+                    } else {
+                        writer.writeString(JSONFormat.name(ofNonFinite: Double(number)))
+                    }
                 }
             case .date(let date):
                 try writeTagged(dateTag, indent: indent, key: key) { (writer: inout Writer) throws(PrefsError) in
@@ -488,6 +516,9 @@ extension JSONFormat {
             }
             switch tag {
             case JSONFormat.floatTag:
+                if case .string(let name) = payload, let special = JSONFormat.nonFinite(named: name) {
+                    return .float(Float(special))
+                }
                 guard case .double(let wide) = payload else {
                     throw fail("$float tag needs a floating-point number", at: offset)
                 }
@@ -496,6 +527,11 @@ extension JSONFormat {
                     throw fail("$float value \(wide) is not exactly a single-precision float", at: offset)
                 }
                 return .float(narrow)
+            case JSONFormat.doubleTag:
+                guard case .string(let name) = payload, let special = JSONFormat.nonFinite(named: name) else {
+                    throw fail("$double tag needs \"inf\", \"-inf\" or \"nan\"", at: offset)
+                }
+                return .double(special)
             case JSONFormat.dateTag:
                 switch payload {
                 case .double(let seconds): return .date(Date(timeIntervalSinceReferenceDate: seconds))

@@ -6,8 +6,8 @@ extension PrefValue {
     /// Any JSON value except `null` is accepted: numbers without a fraction or exponent become ``int(_:)`` (or
     /// ``unsignedInt(_:)`` above `Int64.max`), other numbers ``double(_:)``, objects ``dictionary(_:)``. The tagged
     /// objects a ``FileStore`` writes are understood too, so every value round-trips exactly through ``jsonText()``:
-    /// `{"$float": 0.5}`, `{"$date": 786123456.789}` (seconds since 2001-01-01), `{"$data": "yv4="}` (base64) and
-    /// `{"$dict": {…}}`.
+    /// `{"$float": 0.5}`, `{"$date": 786123456.789}` (seconds since 2001-01-01), `{"$data": "yv4="}` (base64),
+    /// `{"$double": "inf"}` (also `"-inf"` and `"nan"`, and the same names in `$float`) and `{"$dict": {…}}`.
     ///
     /// - Throws: ``PrefsError/decodingFailed(key:reason:)`` naming the byte offset of the first error.
     package init(jsonText: String) throws {
@@ -16,7 +16,7 @@ extension PrefValue {
 
     /// `try value.jsonText()` writes the value as single-line JSON, in the form ``init(jsonText:)`` reads back.
     ///
-    /// - Throws: ``PrefsError/encodingFailed(key:reason:)`` for a value JSON cannot hold, such as `Double.nan`.
+    /// - Throws: ``PrefsError/encodingFailed(key:reason:)`` for a value JSON cannot hold: a date at infinity.
     package func jsonText() throws -> String {
         try JSONFormat.encodeValue(self)
     }

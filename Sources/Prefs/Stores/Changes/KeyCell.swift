@@ -1,13 +1,13 @@
 import Observation
 import Synchronization
 
-/// One key of one store: a version counter bumped on every change, the Observation registrar that lets
+/// One key of one store: a version counter advanced on every announced change, the Observation registrar that lets
 /// `withObservationTracking` see reads of this key, and the listeners that feed `values` streams.
 final class KeyCell: Observable, Sendable {
     let key: String
     private let versionCounter = Atomic<UInt64>(1)
     private let registrar = ObservationRegistrar()
-    private let listeners = Mutex<[ObjectIdentifier: @Sendable () -> Void]>([:])
+    private let listeners = Mutex<[ObjectIdentifier: @Sendable (UInt64, ChangeFeed.Update) -> Void]>([:])
     /// The first declaration of the key by a wrapper, and the conflicting ones already reported.
     let declarations = Mutex<(first: KeyDeclaration?, reported: Set<String>)>((nil, []))
     // Key paths are immutable; the stored one only avoids re-forming it on every read.
@@ -30,13 +30,21 @@ final class KeyCell: Observable, Sendable {
     /// Tells Observation that the current tracking scope read this key.
     func trackAccess() { registrar.access(self, keyPath: Self.versionPath) }
 
-    func didChange() {
-        versionCounter.add(1, ordering: .releasing)
-        registrar.withMutation(of: self, keyPath: Self.versionPath) {}
-        for listener in listeners.withLock({ Array($0.values) }) { listener() }
+    /// Moves to the next version when a change is announced, while the store still holds the lock under which
+    /// it applied the change: a read after the write returns sees the new version and decodes the new value.
+    /// Returns the new version.
+    func advance() -> UInt64 {
+        let version = versionCounter.add(1, ordering: .releasing).newValue
+        return version
     }
 
-    func addListener(_ owner: ObjectIdentifier, _ listener: @escaping @Sendable () -> Void) {
+    /// Tells Observation and the listeners about one announced change, after the store released its locks.
+    func deliver(version: UInt64, _ update: ChangeFeed.Update) {
+        registrar.withMutation(of: self, keyPath: Self.versionPath) {}
+        for listener in listeners.withLock({ Array($0.values) }) { listener(version, update) }
+    }
+
+    func addListener(_ owner: ObjectIdentifier, _ listener: @escaping @Sendable (UInt64, ChangeFeed.Update) -> Void) {
         listeners.withLock { $0[owner] = listener }
     }
 

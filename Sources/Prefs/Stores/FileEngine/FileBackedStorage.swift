@@ -11,7 +11,7 @@ final class FileBackedStorage: Sendable {
     /// The layers merged over and under the file's values (registered defaults at least); see `Stores/Layers`.
     let layers: StoreLayers
 
-    private let snapshot = Mutex(SnapshotState())
+    private let snapshot: Mutex<SnapshotState>
     /// Serialises writers in this process; recursive so a transform may itself write to the same store.
     private let writer = NSRecursiveLock()
     /// How deep the current writer thread is nested; only touched while holding `writer`.
@@ -24,7 +24,13 @@ final class FileBackedStorage: Sendable {
 
     /// Opens the storage, loading the file if it exists. Throws when the file exists but cannot be read or
     /// decoded; the file is left untouched.
-    init(url: URL, lockURL: URL? = nil, codec: any SnapshotCodec, changes: ChangeFeed = ChangeFeed()) {
+    /// - Parameter unreadableGrace: How long the file may stay unreadable (another writer rewriting it in place)
+    ///   before the storage counts as damaged; zero for files only Prefs writes.
+    init(
+        url: URL, lockURL: URL? = nil, codec: any SnapshotCodec, changes: ChangeFeed = ChangeFeed(),
+        unreadableGrace: Duration = .zero
+    ) {
+        self.snapshot = Mutex(SnapshotState(grace: unreadableGrace))
         self.file = LockedFile(url: url, lockURL: lockURL)
         self.codec = codec
         self.changes = changes
@@ -48,7 +54,9 @@ final class FileBackedStorage: Sendable {
     func open() throws {
         let failure: (any Error)?
         do {
-            _ = try refreshLocked(announcing: false)
+            // No grace at the first load: nothing has been served yet, and a file that cannot be read is refused
+            // at once (and watched, so the store recovers when the file is repaired or its rewrite finishes).
+            try refreshLocked(announcing: false, graceful: false)
             failure = nil
         } catch {
             failure = error
@@ -69,13 +77,25 @@ final class FileBackedStorage: Sendable {
         watch.withLock { $0 = token }
     }
 
-    /// Called by the watcher when the file's folder changed: reload and announce what changed.
+    /// Called by the watcher when the file's folder changed: reload and announce what changed. A file that cannot
+    /// be decoded is reported only once it has stayed unreadable for the grace period (see `SnapshotState`).
     func reloadFromDisk() {
         do {
-            let changed = try refresh(lock: .shared)
-            changes.publish(changedKeys: changed)
+            try file.withLock(.shared) { try refreshLocked() }
         } catch {
             ErrorReporter.reportOnce(error, key: "", operation: .read, source: changes)
+        }
+        changes.deliverAnnouncements()
+    }
+
+    /// Looks at a suspect file again once its grace period is over, in case no watcher event comes.
+    private func scheduleRecheck(after delay: Duration) {
+        let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
+        let deadline = DispatchTime.now() + .nanoseconds(Int(nanoseconds) + 20_000_000)
+        DispatchQueue.global().asyncAfter(deadline: deadline) { [weak self] in
+            guard let self else { return }
+            self.snapshot.withLock { $0.recheckScheduled = false }
+            self.reloadFromDisk()
         }
     }
 
@@ -101,9 +121,9 @@ final class FileBackedStorage: Sendable {
     func update(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try validateKey(key)
         try layers.checkWritable(key)  // Layers hook: a forced key is refused.
-        var changed: Set<String> = []
-        let result = try withWriteLock { () throws -> PrefValue? in
-            changed = try refreshLocked()
+        defer { changes.deliverAnnouncements() }
+        return try withWriteLock { () throws -> PrefValue? in
+            try refreshWaitingForReadableFile()
             let old = snapshot.withLock { $0.values[key] }
             // Layers hook: without a value of the user's, the transform starts from the default below it.
             let new = try transform(old ?? layers.valueBelowUser(key))
@@ -112,11 +132,8 @@ final class FileBackedStorage: Sendable {
             var next = snapshot.withLock { $0.values }
             next[key] = new
             try write(next)
-            changed.insert(key)
             return new
         }
-        changes.publish(changedKeys: changed)
-        return result
     }
 
     /// Replaces every value at once (imports), durably and atomically.
@@ -135,24 +152,22 @@ final class FileBackedStorage: Sendable {
     /// Applies `change` to the latest values under the cross-process lock and writes the result in one atomic,
     /// durable write (none if nothing changed), then announces exactly the keys whose values changed.
     func edit(_ change: (inout [String: PrefValue]) throws -> Void) throws {
-        var changed: Set<String> = []
+        defer { changes.deliverAnnouncements() }
         try withWriteLock {
-            changed = try refreshLocked()
+            try refreshWaitingForReadableFile()
             let old = snapshot.withLock { $0.values }
             var new = old
             try change(&new)
             guard new != old else { return }
             try write(new)
-            changed.formUnion(SnapshotState.diff(old, new))
         }
-        changes.publish(changedKeys: changed)
     }
 
     /// Re-encodes the current values after `prepare` changed the codec (a new vault key). `prepare` returns how
     /// to undo its change, which runs if the write fails so the codec keeps matching the file.
     func rewrite(prepare: () throws -> () -> Void) throws {
         try withWriteLock {
-            _ = try refreshLocked()
+            try refreshWaitingForReadableFile()
             let undo = try prepare()
             do { try write(snapshot.withLock { $0.values }) } catch {
                 undo()
@@ -169,9 +184,9 @@ final class FileBackedStorage: Sendable {
             file.removeStaleTemporaryFiles()
         }
         let identity = try file.writeAtomically(data)
-        snapshot.withLock {
-            $0 = SnapshotState(values: values, identity: identity)
-            _ = layers.userReplaced(values)  // Layers hook: the merged snapshot follows the file's values.
+        snapshot.withLock { state in
+            let changed = state.load(values, identity: identity)
+            mirrorInLayers(values, announcing: changed)
         }
     }
 
@@ -186,54 +201,84 @@ final class FileBackedStorage: Sendable {
 
     // MARK: Loading
 
-    /// Re-reads the file if another process replaced it, returning the keys whose values changed.
-    private func refresh(lock kind: LockKind) throws -> Set<String> {
-        try file.withLock(kind) { try refreshLocked() }
-    }
-
-    /// Takes newly read values into the snapshot and the layers' mirror of them; returns the changed keys.
-    private func load(_ values: [String: PrefValue], identity: FileIdentity?) -> Set<String> {
-        snapshot.withLock { state in
-            let changed = state.load(values, identity: identity)
-            _ = layers.userReplaced(values)  // Layers hook: the merged snapshot follows the file's values.
-            return changed
+    /// Refreshes like `refreshLocked`, but while the file is unreadable and may be in the middle of another
+    /// writer's in-place rewrite, looks again every few milliseconds until it reads or the grace period is over
+    /// (then it throws the file's error). Writers call it under the lock, so they never fail on a rewrite in
+    /// progress and never overwrite a file they could not read.
+    private func refreshWaitingForReadableFile() throws {
+        while true {
+            try refreshLocked()
+            guard snapshot.withLock({ $0.isSuspect }) else { return }
+            usleep(5_000)
         }
     }
 
-    /// Must hold the file lock (except for the first load, see `open`). A file that cannot be read or decoded marks the
-    /// storage damaged and throws, leaving the file and the last good snapshot in memory as they were. Returns no
-    /// keys when `announcing` is false, which saves building the set nobody will publish.
-    private func refreshLocked(announcing: Bool = true) throws -> Set<String> {
+    /// Must hold the file lock (except for the first load, see `open`). Announces the keys whose values changed
+    /// (unless `announcing` is false, for the first load, which nobody can observe yet).
+    ///
+    /// A file that cannot be decoded leaves the file and the last good snapshot as they were. At first it is only
+    /// suspect: reads keep the last good values and a re-check is scheduled. Once it has stayed unreadable for the
+    /// grace period the storage is damaged and the error is thrown.
+    ///
+    /// With `graceful` false (the first load), an unreadable file damages the storage at once.
+    private func refreshLocked(announcing: Bool = true, graceful: Bool = true) throws {
         let current = try file.identity()
         switch snapshot.withLock({ $0.refresh(currentIdentity: current) }) {
         case .upToDate:
-            return []
+            return
         case .cleared:
-            let changed = load([:], identity: nil)
-            return announcing ? changed : []
+            load([:], identity: nil, announcing: announcing)
+            return
         case .read:
             break
         }
         let values: [String: PrefValue]
         let identity: FileIdentity?
         do {
+            // A file that cannot even be read (a folder in its place, no permission) is unreadable like one that
+            // cannot be decoded: never overwritten, reported, and recovered from once it reads again.
             guard let (data, readIdentity) = try file.read() else {
-                let changed = load([:], identity: nil)
-                return announcing ? changed : []
+                load([:], identity: nil, announcing: announcing)
+                return
             }
             values = try codec.decode(data, path: path)
             identity = readIdentity
         } catch {
-            snapshot.withLock { $0.damage = error }
-            throw error
+            let verdict = snapshot.withLock { state in
+                guard graceful else {
+                    state.damage = error
+                    return SnapshotState.Unreadable.damaged
+                }
+                return state.failedToDecode(error, at: .now)
+            }
+            switch verdict {
+            case .damaged:
+                throw error
+            case .suspect(let recheck, let schedule):
+                if schedule { scheduleRecheck(after: recheck) }
+                return
+            }
         }
-        let (changed, recovered) = snapshot.withLock { state in
+        load(values, identity: identity, announcing: announcing)
+    }
+
+    private func load(_ values: [String: PrefValue], identity: FileIdentity?, announcing: Bool) {
+        let recovered = snapshot.withLock { state in
             let recovered = state.damage != nil
             let changed = state.load(values, identity: identity)
-            _ = layers.userReplaced(values)  // Layers hook: the merged snapshot follows the file's values.
-            return (changed, recovered)
+            mirrorInLayers(values, announcing: announcing ? changed : nil)
+            return recovered
         }
         if recovered { ErrorReporter.forgetIncidents(of: changes) }
-        return announcing ? changed : []
+    }
+
+    /// Layers hook: mirrors the file's values into the layers and, unless `changed` is nil, announces the effective
+    /// value (what reads return) of every key whose own or effective value changed. Called holding the snapshot
+    /// lock, so announcements keep the order in which values were applied.
+    private func mirrorInLayers(_ values: [String: PrefValue], announcing changed: Set<String>?) {
+        let effectiveChanges = layers.userReplaced(values)
+        guard let changed else { return }
+        let keys = changed.union(effectiveChanges)
+        changes.announce(Dictionary(uniqueKeysWithValues: keys.map { ($0, layers.value(forKey: $0)) }))
     }
 }

@@ -1,12 +1,32 @@
 /// The decisions of the file engine, kept apart from its I/O so they can be tested without files: what a store
 /// knows about its file, and what to do when it looks at the file again.
 struct SnapshotState: Sendable {
+    /// How long a UserDefaults suite may stay unreadable before it counts as damaged. Foundation's `synchronize()`
+    /// rewrites a property list in place (truncate, write, close), so a reader can meet an empty or half-written
+    /// file for the few milliseconds the rewrite takes; only a file that stays unreadable this long is damaged.
+    /// Files only Prefs writes (always by atomic rename) get no grace.
+    static let inPlaceRewriteGrace: Duration = .milliseconds(500)
+
+    /// How long the file may stay unreadable before it counts as damaged: zero, or ``inPlaceRewriteGrace``.
+    let grace: Duration
+
     /// The values last read from, or written to, the file.
     var values: [String: PrefValue] = [:]
     /// The identity (device, inode, size, change time) of the file those values came from; nil when absent.
     var identity: FileIdentity?
     /// Set while the file on disk cannot be decoded; writes are refused so it is never overwritten.
     var damage: (any Error)?
+    /// Set while the file could not be decoded but may be in the middle of a rewrite: since when. The last good
+    /// values keep being served, nothing is reported and nothing is announced.
+    var unreadableSince: ContinuousClock.Instant?
+    /// Whether a re-check of a suspect file is already scheduled.
+    var recheckScheduled = false
+
+    init(values: [String: PrefValue] = [:], identity: FileIdentity? = nil, grace: Duration = .zero) {
+        self.values = values
+        self.identity = identity
+        self.grace = grace
+    }
 
     /// What a refresh must do, given the identity the file has now.
     enum Refresh: Equatable {
@@ -18,18 +38,55 @@ struct SnapshotState: Sendable {
         case read
     }
 
-    /// A damaged store re-reads even an unchanged file, so a repaired file is noticed.
+    /// What a file that could not be decoded means now.
+    enum Unreadable: Equatable {
+        /// Possibly a rewrite in progress: keep serving the last good values, and look again within `recheck`
+        /// (`scheduleRecheck` says whether a re-check must be scheduled, or one is pending already).
+        case suspect(recheck: Duration, scheduleRecheck: Bool)
+        /// Unreadable for longer than the grace period: the store is damaged and the error is to be reported.
+        case damaged
+    }
+
+    /// Whether the store is waiting to see if its unreadable file is being rewritten.
+    var isSuspect: Bool { unreadableSince != nil }
+
+    /// A damaged or suspect store re-reads even an unchanged file, so a repaired or finished file is noticed.
     func refresh(currentIdentity current: FileIdentity?) -> Refresh {
-        if damage == nil, let current, current == identity { return .upToDate }
+        if damage == nil, unreadableSince == nil, let current, current == identity { return .upToDate }
         if current == nil { return .cleared }
         return .read
     }
 
-    /// Takes newly read values; returns the keys whose values changed.
+    /// Records that the file could not be decoded at `now`, and decides what that means.
+    mutating func failedToDecode(_ error: any Error, at now: ContinuousClock.Instant) -> Unreadable {
+        if damage != nil {
+            damage = error
+            return .damaged
+        }
+        let since = unreadableSince ?? now
+        let elapsed = now - since
+        if elapsed >= grace {
+            damage = error
+            unreadableSince = nil
+            return .damaged
+        }
+        unreadableSince = since
+        defer { recheckScheduled = true }
+        return .suspect(recheck: grace - elapsed, scheduleRecheck: !recheckScheduled)
+    }
+
+    /// Takes newly read values; returns the keys whose values changed. Clears damage and suspicion.
     mutating func load(_ newValues: [String: PrefValue], identity newIdentity: FileIdentity?) -> Set<String> {
         let changed = Self.diff(values, newValues)
-        self = SnapshotState(values: newValues, identity: newIdentity)
+        let scheduled = recheckScheduled
+        self = SnapshotState(values: newValues, identity: newIdentity, grace: grace)
+        recheckScheduled = scheduled
         return changed
+    }
+
+    /// The new values of `keys`, as a change feed announces them (nil: removed).
+    func newValues(of keys: Set<String>) -> [String: PrefValue?] {
+        Dictionary(uniqueKeysWithValues: keys.map { ($0, values[$0]) })
     }
 
     /// The keys whose values differ between two snapshots.

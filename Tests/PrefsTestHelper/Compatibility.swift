@@ -1,0 +1,65 @@
+// The child-process side of the compatibility tests: another writer that rewrites a suite in place, the way
+// Foundation's `UserDefaults.synchronize()` does on Linux.
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+enum CompatibilityCommands {
+    /// Runs `arguments` if they name a compatibility command; returns false otherwise.
+    static func run(_ arguments: [String]) -> Bool {
+        switch arguments.first {
+        case "rewrite-in-place":
+            // rewrite-in-place PLIST KEY COUNT PAUSE_MS: COUNT times, reads the property list, sets KEY to the
+            // round's number, and writes the file back in place: open with truncate, the first half, a pause,
+            // the second half, close. Prints "done" at the end.
+            rewriteInPlace(
+                path: arguments[1], key: arguments[2], count: Int(arguments[3])!, pauseMilliseconds: Int(arguments[4])!)
+            emit("done")
+        case "foundation-count":
+            // foundation-count SUITE KEY COUNT: sets KEY to 1…COUNT through Foundation's UserDefaults, with a
+            // synchronize() after each, so Foundation rewrites the suite's file in place COUNT times.
+            let defaults = UserDefaults(suiteName: arguments[1])!
+            for round in 1...Int(arguments[3])! {
+                defaults.set(round, forKey: arguments[2])
+                defaults.synchronize()
+            }
+            emit("done")
+        default:
+            return false
+        }
+        return true
+    }
+
+    private static func rewriteInPlace(path: String, key: String, count: Int, pauseMilliseconds: Int) {
+        for round in 1...count {
+            guard let data = FileManager.default.contents(atPath: path),
+                var values = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any]
+            else { fail("cannot read \(path)") }
+            values[key] = round
+            let bytes: Data
+            do {
+                bytes = try PropertyListSerialization.data(fromPropertyList: values, format: .xml, options: 0)
+            } catch { fail("cannot encode: \(error)") }
+            let fd = open(path, O_WRONLY | O_TRUNC)
+            guard fd >= 0 else { fail("cannot open \(path)") }
+            let half = bytes.count / 2
+            writeAll(bytes[..<half], to: fd)
+            usleep(useconds_t(pauseMilliseconds * 1000))
+            writeAll(bytes[half...], to: fd)
+            close(fd)
+        }
+    }
+
+    private static func writeAll(_ bytes: Data, to fd: Int32) {
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                guard written > 0 else { fail("write failed") }
+                offset += written
+            }
+        }
+    }
+}
