@@ -132,7 +132,9 @@ package enum PrefsTool {
               0  success
               1  not found (domain, key, secret, vault, file), or the file system refused the operation
               2  usage error: unknown command or option, missing argument, a value that does not parse
-              3  authentication or integrity failure: wrong key, modified vault, damaged preferences file
+              3  authentication or integrity failure: wrong key, modified vault, an older copy of a vault or
+                 another vault where one was seen before, damaged preferences file
+              4  the change was made, but syncing it to disk failed: it is in effect, do not undo it
             """,
         options: [], subcommands: commands)
 

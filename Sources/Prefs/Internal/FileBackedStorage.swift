@@ -5,6 +5,21 @@ import Synchronization
 protocol SnapshotCodec: Sendable {
     func encode(_ values: [String: PrefValue]) throws -> Data
     func decode(_ data: Data, path: String) throws -> [String: PrefValue]
+    /// Called once the bytes of the last `encode` are in place (renamed over the file), even when their
+    /// durability could not be confirmed.
+    func didCommit()
+}
+
+extension SnapshotCodec {
+    func didCommit() {}
+}
+
+extension Error {
+    /// Whether this is the error of a write that took effect although it reports a failure.
+    var isCommitted: Bool {
+        if case .durabilityNotConfirmed? = self as? PrefsError { return true }
+        return false
+    }
 }
 
 /// The machinery shared by every file-backed store: an in-memory snapshot that serves reads, durable atomic
@@ -99,6 +114,7 @@ final class FileBackedStorage: Sendable {
     func update(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try validateKey(key)
         var changed: Set<String> = []
+        var committedError: (any Error)?
         let result = try withWriteLock { () throws -> PrefValue? in
             changed = try refreshLocked()
             let old = snapshot.withLock { $0.values[key] }
@@ -107,11 +123,12 @@ final class FileBackedStorage: Sendable {
             // The transform may have written other keys through this store: apply on top of the latest state.
             var next = snapshot.withLock { $0.values }
             next[key] = new
-            try write(next)
+            do { try write(next) } catch  where error.isCommitted { committedError = error }
             changed.insert(key)
             return new
         }
         changes.publish(changedKeys: changed)
+        if let committedError { throw committedError }
         return result
     }
 
@@ -119,13 +136,15 @@ final class FileBackedStorage: Sendable {
     func replaceAll(_ values: [String: PrefValue]) throws {
         for key in values.keys { try validateKey(key) }
         var changed: Set<String> = []
+        var committedError: (any Error)?
         try withWriteLock {
             _ = try refreshLocked()
             let old = snapshot.withLock { $0.values }
-            try write(values)
+            do { try write(values) } catch  where error.isCommitted { committedError = error }
             changed = Self.diff(old, values)
         }
         changes.publish(changedKeys: changed)
+        if let committedError { throw committedError }
     }
 
     /// Re-encodes the current values after `prepare` changed the codec (a new vault key). `prepare` returns how
@@ -134,13 +153,15 @@ final class FileBackedStorage: Sendable {
         try withWriteLock {
             _ = try refreshLocked()
             let undo = try prepare()
-            do { try write(snapshot.withLock { $0.values }) } catch {
+            do { try write(snapshot.withLock { $0.values }) } catch  where !error.isCommitted {
                 undo()
                 throw error
             }
         }
     }
 
+    /// Past the rename the new values are in effect even if a later step throws (`isCommitted`): memory and the
+    /// codec follow the file, and the error is rethrown for the caller to report.
     private func write(_ values: [String: PrefValue]) throws {
         let data = try codec.encode(values)
         if !sweptTemporaryFiles {
@@ -148,8 +169,19 @@ final class FileBackedStorage: Sendable {
             sweptTemporaryFiles = true
             file.removeStaleTemporaryFiles()
         }
-        let identity = try file.writeAtomically(data)
-        snapshot.withLock { $0 = Snapshot(values: values, identity: identity) }
+        var identity: FileIdentity?
+        var committedError: PrefsError?
+        do {
+            identity = try file.writeAtomically(data)
+        } catch {
+            guard error.isCommitted else { throw error }
+            committedError = error
+            identity = try? file.identity()
+        }
+        let written = Snapshot(values: values, identity: identity)
+        snapshot.withLock { $0 = written }
+        codec.didCommit()
+        if let committedError { throw committedError }
     }
 
     private func withWriteLock<T>(_ body: () throws -> T) throws -> T {

@@ -40,7 +40,7 @@ public final class EncryptedFileStore: KeyValueStore {
 
     init(url: URL, key: VaultKey, cost: KDFParameters.Cost) throws {
         self.url = url
-        codec = VaultSnapshotCodec(key: key, cost: cost)
+        codec = VaultSnapshotCodec(key: key, cost: cost, vaultPath: url.path(percentEncoded: false))
         storage = FileBackedStorage(url: url, codec: codec)
         try storage.open()
     }

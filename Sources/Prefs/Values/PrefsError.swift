@@ -24,6 +24,10 @@ public enum PrefsError: Error, Sendable, Equatable {
     /// `.io(path:operation:errno:message:)`: a file-system operation that failed, with the `errno` text: permission
     /// denied, disk full, …
     case io(path: String, operation: String, errno: Int32, message: String)
+    /// `.durabilityNotConfirmed(path:operation:errno:message:)`: the change **was made** (the new file is in place
+    /// and every reader sees it) but a step after that commit point failed, usually syncing the folder, so it may
+    /// not survive a power loss or system crash. Do not undo or retry the change as if it had failed.
+    case durabilityNotConfirmed(path: String, operation: String, errno: Int32, message: String)
 }
 
 extension PrefsError: LocalizedError, CustomStringConvertible {
@@ -39,6 +43,9 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
             "cannot decode value for \(String(reflecting: key)): \(reason); left unchanged"
         case .corruptFile(let path, let reason): "\(path) is not a valid preferences file (\(reason)); left untouched"
         case .io(let path, let operation, _, let message): "\(operation) \(path): \(message)"
+        case .durabilityNotConfirmed(let path, let operation, _, let message):
+            "the change to \(path) was made, but its durability is not confirmed (\(operation): \(message)); "
+                + "it is in effect now but might not survive a power loss"
         }
     }
 
