@@ -182,8 +182,8 @@ package enum PrefsTool {
             return
         }
         guard let command = group.subcommands.first(where: { $0.name == name }) else {
-            throw Failure.usage(
-                "\(path): unknown command \(String(reflecting: name)); run `\(path) --help` for the list")
+            let shown = path.hasPrefix("prefs secure") ? "(not shown: it may be a secret)" : String(reflecting: name)
+            throw Failure.usage("\(path): unknown command \(shown); run `\(path) --help` for the list")
         }
         let commandPath = path + " " + name
         if !command.subcommands.isEmpty {

@@ -15,6 +15,7 @@ func fail(_ message: String) -> Never {
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 if await ReliabilityCommands.run(arguments) { exit(0) }
+if HardeningCommands.run(arguments) { exit(0) }
 if arguments.first == "foundation-read" {
     // foundation-read SUITE KEY: what Foundation's own UserDefaults reads from the suite file.
     let defaults = UserDefaults(suiteName: arguments[1])!

@@ -128,8 +128,10 @@ struct VaultHeader: Sendable, Equatable {
     /// Nil in a version 1 file.
     var identity: VaultIdentity?
 
-    init(kdf: KDFParameters, nonce: [UInt8], ciphertextLength: UInt64, identity: VaultIdentity) {
-        self.version = Self.currentVersion
+    /// A header to write; without an identity, a version 1 header (only tests write those, to check that old
+    /// vaults still open).
+    init(kdf: KDFParameters, nonce: [UInt8], ciphertextLength: UInt64, identity: VaultIdentity?) {
+        self.version = identity == nil ? 1 : Self.currentVersion
         self.kdf = kdf
         self.nonce = nonce
         self.ciphertextLength = ciphertextLength
@@ -139,22 +141,23 @@ struct VaultHeader: Sendable, Equatable {
     /// The number of header bytes of a file of `version`.
     static func count(version: UInt16) -> Int { version == 1 ? version1Count : count }
 
-    /// The header bytes as written to disk (always the current version).
+    /// The header bytes as written to disk.
     func serialized() -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(Self.count)
         out += Self.magic
-        out.appendLittleEndian(Self.currentVersion)
+        out.appendLittleEndian(version)
         out.append(kdf.algorithm.rawValue)
         out.appendLittleEndian(kdf.opsLimit)
         out.appendLittleEndian(kdf.memLimit)
         out += kdf.salt
         out += nonce
         out.appendLittleEndian(ciphertextLength)
-        let identity = identity ?? VaultIdentity.fresh()
-        out += identity.id
-        out.appendLittleEndian(identity.generation)
-        assert(out.count == Self.count)
+        if let identity {
+            out += identity.id
+            out.appendLittleEndian(identity.generation)
+        }
+        assert(out.count == Self.count(version: version))
         return out
     }
 
@@ -241,7 +244,7 @@ enum VaultFormat {
     /// Encrypts `plaintext` under `key` with a fresh random nonce and returns the complete vault file, whose
     /// header carries `identity` (by default a new vault's).
     static func seal(
-        _ plaintext: Data, key: SecureBytes, kdf: KDFParameters, identity: VaultIdentity = .fresh()
+        _ plaintext: Data, key: SecureBytes, kdf: KDFParameters, identity: VaultIdentity? = .fresh()
     ) -> Data {
         precondition(key.count == keyCount, "vault keys are \(keyCount) bytes")
         Sodium.ensureInitialized()
@@ -250,14 +253,14 @@ enum VaultFormat {
         let header = VaultHeader(
             kdf: kdf, nonce: nonce, ciphertextLength: UInt64(ciphertextCount), identity: identity
         ).serialized()
-        var file = Data(count: VaultHeader.count + ciphertextCount)
-        file.replaceSubrange(0..<VaultHeader.count, with: header)
+        var file = Data(count: header.count + ciphertextCount)
+        file.replaceSubrange(0..<header.count, with: header)
         let status = file.withUnsafeMutableBytes { fileBuffer in
             plaintext.withUnsafeBytes { plainBuffer in
                 key.withUnsafeBytes { keyBuffer in
                     var written: UInt64 = 0
                     return crypto_aead_xchacha20poly1305_ietf_encrypt(
-                        bytePointer(fileBuffer.baseAddress!) + VaultHeader.count, &written,
+                        bytePointer(fileBuffer.baseAddress!) + header.count, &written,
                         plainBuffer.baseAddress.map(bytePointer), UInt64(plainBuffer.count),
                         header, UInt64(header.count),
                         nil, nonce, bytePointer(keyBuffer.baseAddress!))
