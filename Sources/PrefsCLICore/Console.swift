@@ -106,16 +106,10 @@ enum Terminal {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// Overwrites `buffer` with zeros through a volatile-like path the optimizer keeps.
+    /// Overwrites `buffer` with zeros using `explicit_bzero`, which the compiler may not remove.
     static func wipe(_ buffer: UnsafeMutableRawBufferPointer) {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return }
-        _ = memset_s_fallback(base, buffer.count)
-    }
-
-    /// Zeroes `count` bytes with `explicit_bzero`, which the compiler may not remove.
-    private static func memset_s_fallback(_ base: UnsafeMutableRawPointer, _ count: Int) -> Int {
-        explicit_bzero(base, count)
-        return count
+        explicit_bzero(base, buffer.count)
     }
 
     /// Makes the process not dumpable while it handles secrets: no core file, and other processes of the same user
