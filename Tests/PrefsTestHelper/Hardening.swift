@@ -14,7 +14,9 @@ enum HardeningCommands {
         switch arguments.first {
         case "try-open": tryOpen(spec: arguments[1])
         case "append-on-go":
-            appendOnGo(spec: arguments[1], key: arguments[2], count: Int(arguments[3])!, tag: arguments[4])
+            appendOnGo(
+                spec: arguments[1], key: arguments[2], count: Int(arguments[3])!, tag: arguments[4],
+                waiting: arguments.count < 6 || arguments[5] != "now")
         default: return false
         }
         return true
@@ -40,14 +42,15 @@ enum HardeningCommands {
     /// standard input, then
     /// appends "TAG-0" … "TAG-(COUNT-1)" to the string array under KEY, each an atomic read-modify-write, and prints
     /// `done`. Any error fails the process.
-    static func appendOnGo(spec: String, key: String, count: Int, tag: String) {
+    /// With a sixth argument `now` it starts at once instead.
+    static func appendOnGo(spec: String, key: String, count: Int, tag: String, waiting: Bool) {
         PrefsConfig.errorHandler = { report in fail("reported: \(report)") }
         do {
             let store = try StoreSpec.open(spec)
             // Takes the lock once (an update that changes nothing), so this process holds its lock descriptor.
             try store.updateValue(forKey: key) { $0 }
             emit("ready")
-            _ = readLine()
+            if waiting { _ = readLine() }
             for index in 0..<count {
                 try store.updateValue(forKey: key) { old in
                     var list: [PrefValue] = []

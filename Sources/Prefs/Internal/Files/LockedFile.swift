@@ -178,6 +178,9 @@ final class LockedFile: Sendable {
     /// Writes a synced temporary file and renames it over the file: everything up to the commit point.
     private func replace(with data: Data, mode: mode_t) throws(SystemCallError) {
         let (fd, temporaryPath) = try createTemporaryFile(mode: mode)
+        // Locked while it is written, so the sweep can tell it from a killed writer's file (whose lock the kernel
+        // released) even if the lock file was deleted and two writers are in at once.
+        _ = flock(fd, LOCK_EX | LOCK_NB)
         var succeeded = false
         var isOpen = true
         defer {
@@ -215,7 +218,8 @@ final class LockedFile: Sendable {
     /// (`.<name>.tmp-<hex>` beside the file), and returns how many it removed. Best effort: errors are ignored.
     ///
     /// Call only while holding `withLock(.exclusive)`: then no writer of this file, in any process, can be
-    /// between creating and renaming its temporary file, so every match is stale. The whole name must match (the
+    /// between creating and renaming its temporary file, so every match is stale. A writer also keeps its temporary
+    /// file locked until the rename, and a locked one is never removed. The whole name must match (the
     /// file's full name, or for a long name its cut-down form with a hash of the full name), so the sweep never
     /// touches the temporary file of another file in the same folder.
     @discardableResult
@@ -232,7 +236,15 @@ final class LockedFile: Sendable {
             guard (1...16).contains(suffix.count), suffix.allSatisfy(hexDigits.contains) else { continue }
             stale.append(String(decoding: name, as: UTF8.self))
         }
-        return stale.filter { unlink(directoryPath + "/" + $0) == 0 }.count
+        return stale.filter { name in
+            let path = directoryPath + "/" + name
+            let fd = POSIX.retrying { open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK) }
+            guard fd >= 0 else { return false }
+            defer { close(fd) }
+            // A live writer holds its temporary file locked: only unlocked ones are stale.
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return false }
+            return unlink(path) == 0
+        }.count
     }
 
     /// Removes the file; a missing file is fine. The directory is synced so the removal is durable.
