@@ -316,7 +316,7 @@ private struct APICredentials: Codable, Sendable, Equatable { var token: String 
         #expect(fd >= 0 && ftruncate(fd, 300 << 20) == 0)
         close(fd)
         try Self.expectRefused(
-            "plist:\(directory.url.path(percentEncoded: false)):suite", saying: "more than the 64 MiB", maxMiB: 100)
+            "plist:\(directory.url.path(percentEncoded: false)):suite", saying: "more than the 64 MiB", maxMiB: 250)
     }
 
     @Test func aDanglingKeyFileSymlinkIsRefusedAtOnceAndLeavesNothing() throws {

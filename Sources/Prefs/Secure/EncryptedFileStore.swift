@@ -16,8 +16,9 @@ public import Foundation
 ///
 /// Opening fails with a ``VaultError`` and leaves the file untouched when the key is wrong or the file was
 /// modified (``VaultError/authenticationFailed``, indistinguishable by design), when it was written by a newer
-/// version (``VaultError/unsupportedFormatVersion(_:)``), when it is truncated, or when a key file is readable
-/// by others (``VaultError/insecureKeyFile(path:mode:)``).
+/// version (``VaultError/unsupportedFormatVersion(_:)``), when it is truncated, when a key file is readable
+/// by others (``VaultError/insecureKeyFile(path:mode:)``), or when it is an older copy of this vault or another
+/// vault than the one last seen at this path (``VaultError/rollbackDetected(reason:)``).
 public final class EncryptedFileStore: KeyValueStore {
     /// `vault.url` is the vault file.
     public let url: URL
@@ -92,7 +93,9 @@ public final class EncryptedFileStore: KeyValueStore {
     /// `try vault.rekey(to: .passphrase(newPassphrase))` re-encrypts the vault under a new key.
     ///
     /// The vault is replaced in one atomic rename: at every instant the file opens with exactly one of the two
-    /// keys. If anything fails the vault stays under the old key.
+    /// keys. If anything fails before the rename the vault stays under the old key. If only syncing the folder
+    /// fails after it, the vault and the store are under the new key and this throws
+    /// ``PrefsError/durabilityNotConfirmed(path:operation:errno:message:)``: keep the new key.
     public func rekey(to newKey: VaultKey) throws {
         try storage.rewrite { [codec] () throws -> () -> Void in try codec.replaceKey(with: newKey) }
     }

@@ -13,13 +13,15 @@ public enum VaultKey: Sendable {
     ///
     /// When a new vault is created and the file does not exist yet, it is created with 32 random bytes, mode 0600
     /// (and any missing parent folders with mode 0700). Like ssh, a key file that group or others can access in
-    /// any way is refused with ``VaultError/insecureKeyFile(path:mode:)``, and one that is not exactly 32 bytes
-    /// with ``VaultError/invalidKey(reason:)``. Losing the file means losing the vault: back it up.
+    /// any way is refused with ``VaultError/insecureKeyFile(path:mode:)``, and one that is not exactly 32 bytes, or
+    /// is not a regular file (a FIFO, a device, a symbolic link to a missing file), with
+    /// ``VaultError/invalidKey(reason:)``. Losing the file means losing the vault: back it up.
     case keyFile(URL)
     /// `.passphrase(text)` derives the vault key from `text` with Argon2id.
     ///
     /// The salt and cost parameters are stored in the vault header; the key is derived once each time the vault
-    /// is opened (about 55 ms with the default cost). An empty passphrase is refused.
+    /// is opened (about 55 ms with the default cost). An empty passphrase is refused, and so is a header asking for
+    /// a higher cost than this version writes. The store keeps a copy of the passphrase in `sodium_malloc` memory.
     case passphrase(String)
     /// `.raw(bytes)` uses `bytes` as the key: exactly 32 bytes that the app keeps in its own secret manager
     /// (Keychain, Secret Service, …), for example 32 bytes from `SecRandomCopyBytes`.
