@@ -23,7 +23,7 @@ enum HardeningCommands {
     }
 
     /// try-open SPEC: opens the store, reads everything and writes one value. Prints `ok`, or `error TYPE MESSAGE`
-    /// for the first error, then `maxrss KIB`, the most memory the process ever used.
+    /// for the first error, then `maxrss KIB`, the most memory the process used (its peak resident size).
     static func tryOpen(spec: String) {
         do {
             let store = try StoreSpec.open(spec)
@@ -33,9 +33,10 @@ enum HardeningCommands {
         } catch {
             emit("error \(type(of: error)) \(error)".replacingOccurrences(of: "\n", with: " "))
         }
-        var usage = rusage()
-        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-        emit("maxrss \(usage.ru_maxrss)")
+        // VmHWM, this process image's peak resident size (`ru_maxrss` would include the parent's from before exec).
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        let peak = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }
+        emit("maxrss \(peak?.split(separator: " ").dropFirst().first ?? "unknown")")
     }
 
     /// append-on-go SPEC KEY COUNT TAG: opens the store and takes its lock once, prints `ready`, waits for a line on

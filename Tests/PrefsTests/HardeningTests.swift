@@ -269,7 +269,7 @@ private struct APICredentials: Codable, Sendable, Equatable { var token: String 
 
 @Suite struct SpecialFileTests {
     private static func expectRefused(
-        _ spec: String, saying phrase: String, type: String = "PrefsError", maxMiB: Int = 200
+        _ spec: String, saying phrase: String, type: String = "PrefsError", maxMiB: Int = 100
     ) throws {
         let started = ContinuousClock.now
         let result = try runChild(["try-open", spec])
@@ -316,7 +316,7 @@ private struct APICredentials: Codable, Sendable, Equatable { var token: String 
         #expect(fd >= 0 && ftruncate(fd, 300 << 20) == 0)
         close(fd)
         try Self.expectRefused(
-            "plist:\(directory.url.path(percentEncoded: false)):suite", saying: "more than the 64 MiB", maxMiB: 250)
+            "plist:\(directory.url.path(percentEncoded: false)):suite", saying: "more than the 64 MiB", maxMiB: 100)
     }
 
     @Test func aDanglingKeyFileSymlinkIsRefusedAtOnceAndLeavesNothing() throws {
