@@ -66,6 +66,12 @@ final class LockedFile: Sendable {
             let operation = kind == .shared ? LOCK_SH : LOCK_EX
             var attempts = 0
             while true {
+                attempts += 1
+                if attempts > 1000 {
+                    throw PrefsError.io(
+                        path: lockPath, operation: "lock", errno: EAGAIN,
+                        message: "the lock file keeps being removed or replaced")
+                }
                 if fd < 0 { fd = try prefsIO { () throws(SystemCallError) in try openLockFile() } }
                 if POSIX.retrying({ flock(fd, operation) }) != 0 {
                     throw SystemCallError(path: lockPath, operation: "lock").prefsError
@@ -73,21 +79,41 @@ final class LockedFile: Sendable {
                 // The lock file may have been removed or replaced while this descriptor was open (or while it
                 // waited): a lock on a file nobody else opens excludes nobody, so start again on the current one,
                 // as SQLite's unix VFS does.
-                if isCurrentLockFile(fd) { break }
+                if isCurrentLockFile(fd) {
+                    heldLock.store(fd, ordering: .sequentiallyConsistent)
+                    do {
+                        defer {
+                            heldLock.store(-1, ordering: .sequentiallyConsistent)
+                            _ = flock(fd, LOCK_UN)
+                        }
+                        return try body()
+                    } catch let error as PrefsError where error == lockLost {
+                        // Removed while `body` ran, before it committed anything: run it again under the new lock.
+                    }
+                }
                 _ = flock(fd, LOCK_UN)
                 close(fd)
                 fd = -1
-                attempts += 1
-                if attempts >= 1000 {
-                    throw PrefsError.io(
-                        path: lockPath, operation: "lock", errno: EAGAIN,
-                        message: "the lock file keeps being removed or replaced")
-                }
             }
-            let locked = fd
-            defer { _ = flock(locked, LOCK_UN) }
-            return try body()
         }
+    }
+
+    /// The descriptor `withLock` holds while its body runs (-1 outside), for the check before each commit.
+    private let heldLock = Atomic<Int32>(-1)
+
+    /// What a write throws, before its commit point, when the lock file it holds is no longer the one at the lock
+    /// path; `withLock` catches it and runs its body again.
+    private var lockLost: PrefsError {
+        .io(path: lockPath, operation: "lock", errno: ESTALE, message: "the lock file was removed during the write")
+    }
+
+    /// Throws `lockLost` if this thread's `withLock` holds a lock file that was removed or replaced since: another
+    /// process may have locked the new one and be writing too, so committing now could lose its update.
+    private func checkLockBeforeCommit() throws(SystemCallError) {
+        let held = heldLock.load(ordering: .sequentiallyConsistent)
+        guard held >= 0, !isCurrentLockFile(held) else { return }
+        throw SystemCallError(
+            path: lockPath, operation: "lock", errno: ESTALE, detail: "the lock file was removed during the write")
     }
 
     /// Whether `fd` is still the file at `lockPath` (same device and inode, not a symbolic link).
@@ -200,6 +226,7 @@ final class LockedFile: Sendable {
         try POSIX.sync(fd, path: temporaryPath)
         isOpen = false
         if close(fd) != 0 && errno != EINTR { throw SystemCallError(path: temporaryPath, operation: "close") }
+        try checkLockBeforeCommit()
         if rename(temporaryPath, path) != 0 { throw SystemCallError(path: path, operation: "replace") }
         succeeded = true
     }
