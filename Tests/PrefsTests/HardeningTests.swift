@@ -95,6 +95,23 @@ private func isRollback(_ error: any Error) -> Bool {
         #expect(try Data(contentsOf: vault.url) == old)
     }
 
+    /// A store's first load takes no lock, so it may read a vault that another process replaces (and records) a
+    /// moment later: that read is out of date, not a rollback, and must not fail the open.
+    @Test func aFirstLoadRacingAnotherWriterIsNotARollback() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        try vault.store.setValue(.int(1), forKey: "k")
+        let read = try Data(contentsOf: vault.url)
+        try vault.store.setValue(.int(2), forKey: "k")  // the other writer, after the read
+        let path = vault.url.path(percentEncoded: false)
+        let opening = VaultSnapshotCodec(key: .keyFile(vault.keyFile), cost: .testing, vaultPath: path)
+        #expect(try opening.decode(read, path: path) == ["k": .int(1)])
+        // The same bytes still on disk are a rollback.
+        try read.write(to: vault.url)
+        let reopening = VaultSnapshotCodec(key: .keyFile(vault.keyFile), cost: .testing, vaultPath: path)
+        #expect(throws: VaultError.self) { try reopening.decode(read, path: path) }
+    }
+
     @Test func version1VaultsOpenAndAreUpgradedOnTheirNextWrite() throws {
         let vault = try Vault()
         defer { vault.directory.cleanup() }

@@ -39,14 +39,23 @@ final class VaultSnapshotCodec: SnapshotCodec {
         defer { plaintext.withUnsafeMutableBytes { secureZero($0) } }
         // Authenticated: the identity in the header is the writer's. Check it before using anything inside.
         let record = VaultRecord.read(forVault: vaultPath)
-        try state.withLock { state throws(VaultError) in
-            if let seen = state.seen { try Self.check(header.identity, against: seen, source: "in this process") }
-            if let record {
+        if let known = record {
+            do {
                 try Self.check(
-                    header.identity, against: record,
+                    header.identity, against: known,
                     source: "before (remembered in \(VaultRecord.path(forVault: vaultPath)); if you restored an "
                         + "older copy or replaced the vault on purpose, delete that file)")
+            } catch {
+                // The first load of a store takes no lock: another process may have committed a newer vault (and
+                // its record) after `data` was read. Then `data` is simply out of date, and the store reloads the
+                // new file under the lock, where this check runs again. Only a file still on disk is refused.
+                let current = try? LockedFile(url: URL(filePath: path)).read()?.data
+                guard current == data else { return try VaultPayload.decode(plaintext, path: path) }
+                throw error
             }
+        }
+        try state.withLock { state throws(VaultError) in
+            if let seen = state.seen { try Self.check(header.identity, against: seen, source: "in this process") }
             if let found = header.identity { state.seen = found }
         }
         let values = try VaultPayload.decode(plaintext, path: path)
