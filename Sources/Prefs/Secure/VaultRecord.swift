@@ -58,7 +58,9 @@ enum VaultRecord {
             if let current, current == identity { return }
             if !replacing, let current, current.id == identity.id, current.generation >= identity.generation { return }
             let text = "prefs vault record 1\n\(canonicalPath(vaultPath))\n\(identity.idText)\n\(identity.generation)\n"
-            _ = try? file.writeAtomically(Data(text.utf8))
+            // Not synced: a record lost in a crash only lags behind its vault, which is safe (and saves two fsyncs
+            // on every vault write).
+            _ = try? file.writeAtomically(Data(text.utf8), durable: false)
         }
     }
 

@@ -178,16 +178,17 @@ final class LockedFile: Sendable {
     /// file and syncs the directory. On failure before the rename the temporary file is removed and the old file is
     /// untouched. The rename is the commit point: a failure after it (syncing the directory) throws
     /// `PrefsError.durabilityNotConfirmed`, because the new contents are in place and must not be treated as lost.
-    /// Does not lock: callers hold `withLock(.exclusive)` around read-modify-write.
+    /// Does not lock: callers hold `withLock(.exclusive)` around read-modify-write. With `durable` false nothing is
+    /// synced (still atomic for readers, but a crash may lose the write), for files that may safely lag behind.
     @discardableResult
-    func writeAtomically(_ data: Data, mode: mode_t = 0o600) throws(PrefsError) -> FileIdentity {
+    func writeAtomically(_ data: Data, mode: mode_t = 0o600, durable: Bool = true) throws(PrefsError) -> FileIdentity {
         Self.ignoreFileSizeSignal()
         try prefsIO { () throws(SystemCallError) in
             try POSIX.createDirectory(atPath: directoryPath, mode: createDirectoryMode)
-            try replace(with: data, mode: mode)
+            try replace(with: data, mode: mode, durable: durable)
         }
         do {
-            try syncDirectoryAfterCommit()
+            if durable { try syncDirectoryAfterCommit() }
         } catch {
             throw .durabilityNotConfirmed(
                 path: path, operation: error.operation + " " + error.path, errno: error.errno, message: error.message)
@@ -202,7 +203,7 @@ final class LockedFile: Sendable {
     }
 
     /// Writes a synced temporary file and renames it over the file: everything up to the commit point.
-    private func replace(with data: Data, mode: mode_t) throws(SystemCallError) {
+    private func replace(with data: Data, mode: mode_t, durable: Bool) throws(SystemCallError) {
         let (fd, temporaryPath) = try createTemporaryFile(mode: mode)
         // Locked while it is written, so the sweep can tell it from a killed writer's file (whose lock the kernel
         // released) even if the lock file was deleted and two writers are in at once.
@@ -223,7 +224,7 @@ final class LockedFile: Sendable {
         }
         if let failure { throw failure }
         if fchmod(fd, mode) != 0 { throw SystemCallError(path: temporaryPath, operation: "set permissions of") }
-        try POSIX.sync(fd, path: temporaryPath)
+        if durable { try POSIX.sync(fd, path: temporaryPath) }
         isOpen = false
         if close(fd) != 0 && errno != EINTR { throw SystemCallError(path: temporaryPath, operation: "close") }
         try checkLockBeforeCommit()
