@@ -21,7 +21,8 @@ enum LockKind: Sendable {
 ///   synced: readers see either the old or the new bytes, never a mix, and a crash leaves one of the two.
 /// - `withLock` serializes callers in this process (a `Mutex`) and across processes (`flock` on the lock file).
 ///   Callers doing read-modify-write hold `.exclusive` around `read()` … `writeAtomically(_:mode:)`.
-/// - Nothing is created on disk until the first lock, write or removal.
+/// - Nothing is created on disk until the first lock, write or removal; a shared lock in a folder that does not
+///   exist creates nothing (there is nothing to read).
 final class LockedFile: Sendable {
     /// The data file.
     let url: URL
@@ -72,6 +73,11 @@ final class LockedFile: Sendable {
                         path: lockPath, operation: "lock", errno: EAGAIN,
                         message: "the lock file keeps being removed or replaced")
                 }
+                if fd < 0, kind == .shared, !directoryExists(POSIX.parentPath(of: lockPath)) {
+                    // Nothing to read and nobody to exclude: a reader does not create the folder (someone may be
+                    // about to, as in `mv dir dir.old; mkdir dir`).
+                    return try body()
+                }
                 if fd < 0 { fd = try prefsIO { () throws(SystemCallError) in try openLockFile() } }
                 if POSIX.retrying({ flock(fd, operation) }) != 0 {
                     throw SystemCallError(path: lockPath, operation: "lock").prefsError
@@ -114,6 +120,11 @@ final class LockedFile: Sendable {
         guard held >= 0, !isCurrentLockFile(held) else { return }
         throw SystemCallError(
             path: lockPath, operation: "lock", errno: ESTALE, detail: "the lock file was removed during the write")
+    }
+
+    private func directoryExists(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
     }
 
     /// Whether `fd` is still the file at `lockPath` (same device and inode, not a symbolic link).
