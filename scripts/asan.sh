@@ -9,5 +9,5 @@ scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 export ASAN_OPTIONS="detect_leaks=1 ${ASAN_OPTIONS:-}"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp ${LSAN_OPTIONS:-}"
-XDG_CONFIG_HOME="$scratch/config" XDG_DATA_HOME="$scratch/data" \
+XDG_CONFIG_HOME="$scratch/config" XDG_DATA_HOME="$scratch/data" XDG_STATE_HOME="$scratch/state" \
     swift test --skip-build --sanitize=address --scratch-path "$scratch_path" "$@"

@@ -21,7 +21,7 @@ llvm_cov="$toolchain_bin/llvm-cov"
 # Private XDG folders, as in scripts/test.sh, so no test touches the real ~/.config or ~/.local/share.
 xdg="$(mktemp -d)"
 trap 'rm -rf "$xdg"' EXIT
-XDG_CONFIG_HOME="$xdg/config" XDG_DATA_HOME="$xdg/data" \
+XDG_CONFIG_HOME="$xdg/config" XDG_DATA_HOME="$xdg/data" XDG_STATE_HOME="$xdg/state" \
     swift test --scratch-path "$scratch_path" --enable-code-coverage
 
 bin_path="$(swift build --scratch-path "$scratch_path" --show-bin-path)"

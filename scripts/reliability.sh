@@ -10,7 +10,7 @@ trap 'rm -rf "$scratch"' EXIT
 log=".build/reliability.log"
 started=$(date +%s)
 status=0
-PREFS_RELIABILITY=1 XDG_CONFIG_HOME="$scratch/config" XDG_DATA_HOME="$scratch/data" \
+PREFS_RELIABILITY=1 XDG_CONFIG_HOME="$scratch/config" XDG_DATA_HOME="$scratch/data" XDG_STATE_HOME="$scratch/state" \
     swift test --skip-build --filter PrefsReliabilityTests "$@" 2>&1 | tee "$log" || status=$?
 echo
 echo "== Reliability figures (PREFS_SOAK=${PREFS_SOAK:-0}, $(($(date +%s) - started)) s) =="

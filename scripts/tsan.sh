@@ -9,7 +9,7 @@ swift build --build-tests --sanitize=thread --scratch-path "$scratch_path" -Xswi
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 export TSAN_OPTIONS="halt_on_error=0 exitcode=66 suppressions=$PWD/scripts/tsan.supp ${TSAN_OPTIONS:-}"
-export XDG_CONFIG_HOME="$scratch/config" XDG_DATA_HOME="$scratch/data"
+export XDG_CONFIG_HOME="$scratch/config" XDG_DATA_HOME="$scratch/data" XDG_STATE_HOME="$scratch/state"
 swift test --skip-build --sanitize=thread --scratch-path "$scratch_path" -Xswiftc -DPREFS_TSAN "$@"
 PREFS_RELIABILITY=1 swift test --skip-build --sanitize=thread --scratch-path "$scratch_path" -Xswiftc -DPREFS_TSAN \
     --filter 'LoadTests/tasksShareWrappers'

@@ -119,8 +119,13 @@ enum ArgumentParser {
         }
         if count > command.positionals.upperBound {
             let extra = invocation.positionals[command.positionals.upperBound]
-            throw Failure.usage(
-                "\(path): unexpected argument \(String(reflecting: extra)); usage: \(usage(of: command, path: path))")
+            // Under `prefs secure` an extra argument is often a secret typed where it does not belong: never echo it.
+            let shown =
+                path.hasPrefix("prefs secure")
+                ? "number \(command.positionals.upperBound + 1) (not shown: it may be a secret; secrets are read "
+                    + "from standard input)"
+                : String(reflecting: extra)
+            throw Failure.usage("\(path): unexpected argument \(shown); usage: \(usage(of: command, path: path))")
         }
         return invocation
     }

@@ -37,11 +37,27 @@ package struct Console: Sendable {
     }
 }
 
-/// Reading a line from the controlling terminal with echo turned off, restoring the terminal even on Ctrl-C.
+/// Reading a line from the controlling terminal with echo turned off, restoring the terminal if the process is
+/// interrupted, terminated, hung up on or quit while it waits (then the signal is raised again, as
+/// `readpassphrase(3)` does, so the process still ends the way the signal says).
 enum Terminal {
+    /// The signals that end the process while echo is off; each restores the terminal first.
+    static let restoredSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
+
     // Only touched by the main flow while the terminal is silenced, and by the signal handler that restores it.
     nonisolated(unsafe) private static var silencedDescriptor: Int32 = -1
     nonisolated(unsafe) private static var originalSettings = termios()
+
+    /// Restores the terminal, puts back the default action and raises the signal again.
+    private static let restoreAndReraise: @convention(c) (Int32) -> Void = { signal in
+        if Terminal.silencedDescriptor >= 0 {
+            tcsetattr(Terminal.silencedDescriptor, TCSAFLUSH, &Terminal.originalSettings)
+        }
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = SIG_DFL
+        sigaction(signal, &action, nil)
+        raise(signal)
+    }
 
     static func readSecret(prompt: String) throws -> String {
         let descriptor = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY)
@@ -59,22 +75,25 @@ enum Terminal {
         silent.c_lflag &= ~tcflag_t(ECHO)
         originalSettings = original
         silencedDescriptor = descriptor
-        let previousInterrupt = signal(SIGINT) { _ in
-            if Terminal.silencedDescriptor >= 0 {
-                tcsetattr(Terminal.silencedDescriptor, TCSANOW, &Terminal.originalSettings)
-            }
-            _exit(130)
+        var previous = Array(repeating: sigaction(), count: restoredSignals.count)
+        for (index, signal) in restoredSignals.enumerated() {
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = restoreAndReraise
+            sigemptyset(&action.sa_mask)
+            for other in restoredSignals { sigaddset(&action.sa_mask, other) }
+            sigaction(signal, &action, &previous[index])
         }
         tcsetattr(descriptor, TCSAFLUSH, &silent)
         defer {
             tcsetattr(descriptor, TCSAFLUSH, &original)
             silencedDescriptor = -1
-            signal(SIGINT, previousInterrupt)
+            for (index, signal) in restoredSignals.enumerated() { sigaction(signal, &previous[index], nil) }
             _ = "\n".withCString { write(descriptor, $0, 1) }
         }
         _ = prompt.withCString { write(descriptor, $0, strlen($0)) }
         var bytes: [UInt8] = []
-        defer { for index in bytes.indices { bytes[index] = 0 } }
+        bytes.reserveCapacity(256)  // grows rarely, so few stale copies of the secret are left in freed memory
+        defer { bytes.withUnsafeMutableBytes { wipe($0) } }
         var byte: UInt8 = 0
         while true {
             let count = read(descriptor, &byte, 1)
@@ -82,13 +101,49 @@ enum Terminal {
             if count <= 0 || byte == UInt8(ascii: "\n") { break }
             bytes.append(byte)
         }
+        byte = 0
         if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Overwrites `buffer` with zeros using `explicit_bzero`, which the compiler may not remove.
+    static func wipe(_ buffer: UnsafeMutableRawBufferPointer) {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return }
+        explicit_bzero(base, buffer.count)
+    }
+
+    /// Makes the process not dumpable while it handles secrets: no core file, and other processes of the same user
+    /// cannot attach a debugger or read its memory through `/proc`. Best effort.
+    static func protectSecrets() {
+        var none = rlimit(rlim_cur: 0, rlim_max: 0)
+        _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &none)
+        Prctl.call(Prctl.setDumpable, 0)
     }
 
     /// Makes SIGINT and SIGTERM end the process with status 0, for commands that run until interrupted.
     static func exitCleanlyOnInterrupt() {
         signal(SIGINT) { _ in _exit(0) }
         signal(SIGTERM) { _ in _exit(0) }
+    }
+}
+
+/// `prctl(2)`, which Swift cannot import because it is variadic: looked up once and called with its arguments
+/// spelled out as unsigned longs, which is how the kernel reads them.
+package enum Prctl {
+    private typealias Function = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
+
+    /// `PR_GET_DUMPABLE` and `PR_SET_DUMPABLE` from `<linux/prctl.h>`, which Glibc does not export to Swift.
+    package static let getDumpable: Int32 = 3
+    package static let setDumpable: Int32 = 4
+
+    private static let function: Function? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "prctl") else { return nil }
+        return unsafeBitCast(symbol, to: Function.self)
+    }()
+
+    /// `prctl(option, argument)`; -1 when prctl is unavailable.
+    @discardableResult
+    package static func call(_ option: Int32, _ argument: UInt) -> Int32 {
+        function?(option, argument, 0, 0, 0) ?? -1
     }
 }

@@ -17,6 +17,8 @@ package enum ExitStatus: Int32, Sendable {
     case usage = 2
     /// A vault that does not authenticate (wrong key or modified file), or a damaged preferences file.
     case integrity = 3
+    /// The change was made, but it could not be confirmed durable (syncing the folder failed): do not undo it.
+    case notDurable = 4
 }
 
 /// A failure that ends a command: the exit status and a one-line message that says what to do.
@@ -48,6 +50,8 @@ struct Failure: Error, Equatable {
                 return Failure(.integrity, error.description + "; repair or delete it")
             case .io(_, _, let code, _):
                 return Failure(.notFound, error.description + (code == EACCES ? "; check the permissions" : ""))
+            case .durabilityNotConfirmed:
+                return Failure(.notDurable, error.description + "; do not undo it (keep any new key file)")
             }
         case let error as VaultError:
             switch error {
@@ -57,7 +61,7 @@ struct Failure: Error, Equatable {
                 return Failure(.notFound, error.description)
             case .invalidKey:
                 return Failure(.integrity, error.description + "; give the kind of key the vault was created with")
-            case .unsupportedFormatVersion, .notAVault, .truncated, .insecureKeyFile:
+            case .unsupportedFormatVersion, .notAVault, .truncated, .insecureKeyFile, .rollbackDetected:
                 return Failure(.integrity, error.description)
             }
         case let error as PostgresStoreError:

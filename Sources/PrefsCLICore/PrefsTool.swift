@@ -141,7 +141,9 @@ package enum PrefsTool {
               1  not found (domain, key, secret, vault, file), the file system refused the operation, or the
                  PostgreSQL server is unreachable
               2  usage error: unknown command or option, missing argument, a value that does not parse
-              3  authentication or integrity failure: wrong key, modified vault, damaged preferences file
+              3  authentication or integrity failure: wrong key, modified vault, an older copy of a vault or
+                 another vault where one was seen before, damaged preferences file
+              4  the change was made, but syncing it to disk failed: it is in effect, do not undo it
             """,
         options: [], subcommands: commands)
 
@@ -189,8 +191,8 @@ package enum PrefsTool {
             return
         }
         guard let command = group.subcommands.first(where: { $0.name == name }) else {
-            throw Failure.usage(
-                "\(path): unknown command \(String(reflecting: name)); run `\(path) --help` for the list")
+            let shown = path.hasPrefix("prefs secure") ? "(not shown: it may be a secret)" : String(reflecting: name)
+            throw Failure.usage("\(path): unknown command \(shown); run `\(path) --help` for the list")
         }
         let commandPath = path + " " + name
         if !command.subcommands.isEmpty {

@@ -12,7 +12,11 @@ enum SecureCommands {
     ]
 
     /// Where the vault is, and the key file that goes with it when it is an app's default vault.
+    ///
+    /// Every `prefs secure` command starts here, so this is also where the process stops being dumpable (no core
+    /// file, no debugger attach by the same user) before any secret is read.
     static func location(_ invocation: Invocation) throws -> (vault: URL, defaultKeyFile: URL?) {
+        Terminal.protectSecrets()
         if let vault = invocation["--vault"] {
             if invocation["--app"] != nil {
                 throw Failure.usage("\(invocation.command): give either --vault or --app, not both")
@@ -22,6 +26,12 @@ enum SecureCommands {
         let app = invocation["--app"] ?? "prefs"
         guard !app.isEmpty, !app.contains("/"), !app.contains("..") else {
             throw Failure.usage("\(invocation.command): --app needs an identifier such as com.example.notes")
+        }
+        // The identifier is a folder name: one a file name cannot hold would silently become the `prefs` vault.
+        guard (try? UserDefaultsStore.validate(suiteName: app)) != nil else {
+            throw Failure.usage(
+                "\(invocation.command): --app is \(app.utf8.count) bytes, longer than a folder name can be; "
+                    + "use a shorter identifier such as com.example.notes")
         }
         let location = EncryptedFileStore.defaultLocation(appIdentifier: app)
         return (location.vault, location.keyFile)

@@ -18,6 +18,7 @@ if await ReliabilityCommands.run(arguments) { exit(0) }
 if AdoptionCommands.run(arguments) { exit(0) }
 if await LayerCommands.run(arguments) { exit(0) }
 if CompatibilityCommands.run(arguments) { exit(0) }
+if HardeningCommands.run(arguments) { exit(0) }
 if arguments.first == "foundation-read" {
     // foundation-read SUITE KEY: what Foundation's own UserDefaults reads from the suite file.
     let defaults = UserDefaults(suiteName: arguments[1])!

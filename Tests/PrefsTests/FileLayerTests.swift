@@ -123,7 +123,10 @@ struct FileLayerTests {
         #expect(try file.read() == nil)
         #expect(!FileManager.default.fileExists(atPath: directory.url.path(percentEncoded: false)))
 
+        // A reader in a missing folder creates nothing either: there is nothing to read.
         try file.withLock(.shared) {}
+        #expect(!FileManager.default.fileExists(atPath: directory.url.path(percentEncoded: false)))
+        try file.withLock(.exclusive) {}
         #expect(permissions(of: file.lockURL) == 0o600)
     }
 

@@ -44,7 +44,9 @@ struct VaultCryptoTests {
         static let salt = 27
         static let nonce = 43
         static let ciphertextLength = 67
-        static let ciphertext = 75
+        static let vaultID = 75
+        static let generation = 91
+        static let ciphertext = 99
     }
 
     private static func writeLittleEndian(_ value: UInt64, into data: inout Data, at offset: Int) {
@@ -74,12 +76,14 @@ struct VaultCryptoTests {
         let key = try Self.resolveRaw(7)
         let sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)
         #expect(Array(sealed.prefix(8)) == Array("PREFSVLT".utf8))
-        #expect(sealed[Offset.version] == 1 && sealed[Offset.version + 1] == 0)
+        #expect(sealed[Offset.version] == 2 && sealed[Offset.version + 1] == 0)
         #expect(sealed[Offset.kdfID] == 0)
         #expect(sealed[Offset.ciphertextLength] == 76)
         let header = try VaultFormat.parseHeader(sealed)
-        #expect(header.version == 1)
+        #expect(header.version == 2)
         #expect(header.kdf == .none)
+        #expect(header.identity?.id == Array(sealed[Offset.vaultID..<Offset.vaultID + 16]))
+        #expect(header.identity?.generation == 1 && sealed[Offset.generation] == 1)
         #expect(header.ciphertextLength == 76)
         #expect(header.nonce == Array(sealed[Offset.nonce..<Offset.nonce + 24]))
     }
@@ -187,12 +191,12 @@ struct VaultCryptoTests {
                         Issue.record("byte \(byteIndex): \(error)")
                         continue
                     }
-                case Offset.ciphertextLength..<Offset.ciphertext:
+                case Offset.ciphertextLength..<Offset.vaultID:
                     switch error {
                     case .truncated, .notAVault: break
                     default: Issue.record("length byte \(byteIndex): \(error)")
                     }
-                case Offset.nonce..<Offset.ciphertextLength, Offset.ciphertext...:
+                case Offset.nonce..<Offset.ciphertextLength, Offset.vaultID...:
                     #expect(error == .authenticationFailed, "byte \(byteIndex) bit \(bit)")
                 default:  // kdf id, cost and salt: refused as malformed or by the AEAD
                     break
@@ -215,7 +219,7 @@ struct VaultCryptoTests {
         // Flips that keep the header well-formed reach the AEAD and fail there.
         for offset in [Offset.salt, Offset.salt + 15, Offset.opsLimit] {
             var tampered = sealed
-            tampered[offset] ^= offset == Offset.opsLimit ? 0b10 : 1
+            tampered[offset] ^= offset == Offset.opsLimit ? 0b11 : 1  // opslimit 1 → 2, within the cap
             #expect(throws: VaultError.authenticationFailed) { try VaultFormat.open(tampered, key: key) }
         }
     }
@@ -224,7 +228,11 @@ struct VaultCryptoTests {
         let key = try Self.resolveRaw(7)
         let sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)
         for length in 0..<sealed.count {
-            #expect(throws: VaultError.truncated(expected: length < 91 ? 91 : sealed.count, actual: length)) {
+            #expect(
+                throws: VaultError.truncated(
+                    expected: length < VaultHeader.minimumFileCount ? VaultHeader.minimumFileCount : sealed.count,
+                    actual: length)
+            ) {
                 try VaultFormat.open(sealed.prefix(length), key: key)
             }
         }
@@ -243,7 +251,7 @@ struct VaultCryptoTests {
         for text in ["", "{}", "bplist00", String(repeating: "x", count: 500)] {
             let error = #expect(throws: VaultError.self) { try VaultFormat.open(Data(text.utf8), key: key) }
             if text.isEmpty {
-                #expect(error == .truncated(expected: 91, actual: 0))
+                #expect(error == .truncated(expected: VaultHeader.minimumFileCount, actual: 0))
             } else {
                 #expect(error == .notAVault(reason: "missing PREFSVLT signature"))
             }
@@ -253,8 +261,8 @@ struct VaultCryptoTests {
     @Test func futureVersionIsRefused() throws {
         let key = try Self.resolveRaw(7)
         var sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)
-        sealed[Offset.version] = 2
-        #expect(throws: VaultError.unsupportedFormatVersion(2)) { try VaultFormat.open(sealed, key: key) }
+        sealed[Offset.version] = 3
+        #expect(throws: VaultError.unsupportedFormatVersion(3)) { try VaultFormat.open(sealed, key: key) }
         sealed[Offset.version] = 0x34
         sealed[Offset.version + 1] = 0x12
         #expect(throws: VaultError.unsupportedFormatVersion(0x1234)) { try VaultFormat.parseHeader(sealed) }

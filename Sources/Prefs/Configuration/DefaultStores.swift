@@ -38,10 +38,9 @@ enum DefaultStores {
         if let configured = state.withLock({ $0.secureStore ?? $0.vault }) { return configured }
         return openOnce(\.vault) { app in
             // The folders resolved once for the whole process, like the standard domain's.
-            let vault = Locations.current.dataHome.appending(path: app).appending(path: "secrets.vault")
-            let keyFile = Locations.current.configHome.appending(path: app).appending(path: "secrets.key")
+            let location = EncryptedFileStore.defaultLocation(appIdentifier: app)
             do {
-                return (try EncryptedFileStore(url: vault, key: .keyFile(keyFile)), nil)
+                return (try EncryptedFileStore(url: location.vault, key: .keyFile(location.keyFile)), nil)
             } catch {
                 return (UnavailableStore(error), error)
             }

@@ -1,4 +1,5 @@
 import CSodium
+import Foundation
 
 /// One-time libsodium set-up. Every entry point that calls into libsodium goes through ``ensureInitialized()``.
 enum Sodium {
@@ -40,6 +41,20 @@ final class SecureBytes: @unchecked Sendable {
     deinit {
         sodium_memzero(pointer, count)
         sodium_free(pointer)
+    }
+
+    /// A guarded copy of `bytes` (which must not be empty).
+    convenience init(copying bytes: Data) {
+        self.init(count: bytes.count)
+        withUnsafeMutableBytes { destination in bytes.withUnsafeBytes { destination.copyMemory(from: $0) } }
+    }
+
+    /// A guarded copy of the UTF-8 bytes of `text` (which must not be empty).
+    convenience init(copying text: String) {
+        self.init(count: text.utf8.count)
+        withUnsafeMutableBytes { destination in
+            for (index, byte) in text.utf8.enumerated() { destination[index] = byte }
+        }
     }
 
     /// `count` bytes from libsodium's CSPRNG.

@@ -19,6 +19,10 @@ public enum VaultError: Error, Sendable, Equatable {
     /// `.invalidKey(reason:)`: a key that cannot be used: a key file or raw key that is not 32 bytes, an empty
     /// passphrase, or a key of the wrong kind for the vault.
     case invalidKey(reason: String)
+    /// `.rollbackDetected(reason:)`: a vault that authenticates but is older than a version of the same vault
+    /// already seen (a restored or replayed copy), or is another vault than the one seen at this path (for example
+    /// another app's vault under the same key). `reason` says which, and where the last seen version is remembered.
+    case rollbackDetected(reason: String)
     /// `.io(path:operation:errno:message:)`: a file-system operation that failed, with the `errno` text: permission
     /// denied, disk full, …
     case io(path: String, operation: String, errno: Int32, message: String)
@@ -31,7 +35,7 @@ extension VaultError: LocalizedError, CustomStringConvertible {
         case .authenticationFailed:
             "authentication failed: wrong key or the vault was modified; the file was left untouched"
         case .unsupportedFormatVersion(let version):
-            "vault format version \(version) is not supported (this build reads version 1); "
+            "vault format version \(version) is not supported (this build reads versions 1 and 2); "
                 + "update the app to open it; the file was left untouched"
         case .notAVault(let reason): "not a Prefs vault (\(reason)); the file was left untouched"
         case .truncated(let expected, let actual):
@@ -40,10 +44,16 @@ extension VaultError: LocalizedError, CustomStringConvertible {
             "key file \(path) is accessible by group or others (mode \(String(mode & 0o7777, radix: 8))); "
                 + "run `chmod 600 \(path)`"
         case .invalidKey(let reason): "invalid vault key: \(reason)"
+        case .rollbackDetected(let reason): "vault refused: \(reason); the file was left untouched"
         case .io(let path, let operation, _, let message): "\(operation) \(path): \(message)"
         }
     }
 
     /// `error.localizedDescription` is the same text as ``description``.
     public var errorDescription: String? { description }
+}
+
+extension SystemCallError {
+    /// The same failure as a `VaultError.io`, for vault key files.
+    var vaultError: VaultError { .io(path: path, operation: operation, errno: errno, message: message) }
 }

@@ -32,10 +32,11 @@ struct KDFParameters: Sendable, Equatable {
     }
 
     static let saltCount = 16
-    /// The most a header may ask for; anything above is refused before deriving, so a tampered file cannot make
-    /// opening take forever or exhaust memory.
-    static let maxOpsLimit: UInt64 = 16
-    static let maxMemLimit: UInt64 = 1 << 30
+    /// The most a header may ask for: the cost this build writes (libsodium's interactive limits). The cost fields
+    /// are only authenticated once the key has been derived with them, so anything above is refused before
+    /// deriving: a tampered file cannot make opening (or every reload on the watcher thread) slow or memory-hungry.
+    static var maxOpsLimit: UInt64 { max(Cost.interactive.opsLimit, Cost.defaultCost.opsLimit) }
+    static var maxMemLimit: UInt64 { max(Cost.interactive.memLimit, Cost.defaultCost.memLimit) }
 
     var algorithm: Algorithm
     var opsLimit: UInt64
@@ -76,22 +77,46 @@ struct KDFParameters: Sendable, Equatable {
     }
 }
 
+/// Which vault a file is, and how many times it has been written: bound into the authenticated header (format
+/// version 2) so that an older copy of a vault, or another vault under the same key, can be told apart.
+struct VaultIdentity: Sendable, Equatable {
+    static let idCount = 16
+
+    /// `idCount` random bytes chosen when the vault is created, kept across writes and rekeys.
+    var id: [UInt8]
+    /// 1 for the first write, one more for every write after it.
+    var generation: UInt64
+
+    /// A new vault's identity: a fresh random id, generation 1.
+    static func fresh() -> VaultIdentity { VaultIdentity(id: randomBytes(count: idCount), generation: 1) }
+
+    /// The identity of the write after this one.
+    var next: VaultIdentity { VaultIdentity(id: id, generation: generation &+ 1) }
+
+    /// The id in hexadecimal, for records and messages.
+    var idText: String { id.map { String($0 >> 4, radix: 16) + String($0 & 0xf, radix: 16) }.joined() }
+}
+
 /// Everything in a vault file before the ciphertext; all of it is authenticated as associated data.
 ///
 /// ```
 /// magic "PREFSVLT" (8) | version u16 LE | kdf id u8 | opslimit u64 LE | memlimit u64 LE | salt (16) | nonce (24)
-/// | ciphertext length u64 LE | ciphertext (plaintext + 16-byte tag)
+/// | ciphertext length u64 LE | vault id (16) | generation u64 LE          (the last two from version 2 on)
+/// | ciphertext (plaintext + 16-byte tag)
 /// ```
 ///
-/// The plaintext is a ``VaultPayload``: the store's values in a compact, versioned binary encoding.
+/// Version 1 files (without id and generation) are still read; every write produces version 2. The plaintext is a
+/// ``VaultPayload``: the store's values in a compact, versioned binary encoding.
 struct VaultHeader: Sendable, Equatable {
     static let magic: [UInt8] = Array("PREFSVLT".utf8)
-    static let currentVersion: UInt16 = 1
+    static let currentVersion: UInt16 = 2
     static let nonceCount = 24
     static let tagCount = 16
-    /// 8 + 2 + 1 + 8 + 8 + 16 + 24 + 8 = 75 bytes.
-    static let count = 8 + 2 + 1 + 8 + 8 + KDFParameters.saltCount + nonceCount + 8
-    /// The shortest possible vault: a header and the tag of an empty plaintext.
+    /// Version 1: 8 + 2 + 1 + 8 + 8 + 16 + 24 + 8 = 75 bytes.
+    static let version1Count = 8 + 2 + 1 + 8 + 8 + KDFParameters.saltCount + nonceCount + 8
+    /// Version 2 adds the vault id and the generation: 99 bytes.
+    static let count = version1Count + VaultIdentity.idCount + 8
+    /// The shortest possible vault this build writes: a header and the tag of an empty plaintext.
     static let minimumFileCount = count + tagCount
 
     var version: UInt16
@@ -100,27 +125,39 @@ struct VaultHeader: Sendable, Equatable {
     var nonce: [UInt8]
     /// The length of ciphertext plus tag that follows the header.
     var ciphertextLength: UInt64
+    /// Nil in a version 1 file.
+    var identity: VaultIdentity?
 
-    init(version: UInt16 = currentVersion, kdf: KDFParameters, nonce: [UInt8], ciphertextLength: UInt64) {
-        self.version = version
+    /// A header to write; without an identity, a version 1 header (only tests write those, to check that old
+    /// vaults still open).
+    init(kdf: KDFParameters, nonce: [UInt8], ciphertextLength: UInt64, identity: VaultIdentity?) {
+        self.version = identity == nil ? 1 : Self.currentVersion
         self.kdf = kdf
         self.nonce = nonce
         self.ciphertextLength = ciphertextLength
+        self.identity = identity
     }
 
-    /// The `count` header bytes as written to disk.
+    /// The number of header bytes of a file of `version`.
+    static func count(version: UInt16) -> Int { version == 1 ? version1Count : count }
+
+    /// The header bytes as written to disk.
     func serialized() -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(Self.count)
         out += Self.magic
-        appendLittleEndian(version, to: &out)
+        out.appendLittleEndian(version)
         out.append(kdf.algorithm.rawValue)
-        appendLittleEndian(kdf.opsLimit, to: &out)
-        appendLittleEndian(kdf.memLimit, to: &out)
+        out.appendLittleEndian(kdf.opsLimit)
+        out.appendLittleEndian(kdf.memLimit)
         out += kdf.salt
         out += nonce
-        appendLittleEndian(ciphertextLength, to: &out)
-        assert(out.count == Self.count)
+        out.appendLittleEndian(ciphertextLength)
+        if let identity {
+            out += identity.id
+            out.appendLittleEndian(identity.generation)
+        }
+        assert(out.count == Self.count(version: version))
         return out
     }
 
@@ -133,38 +170,70 @@ struct VaultHeader: Sendable, Equatable {
         guard magicPrefix.elementsEqual(Self.magic.prefix(magicPrefix.count)) else {
             throw .notAVault(reason: "missing PREFSVLT signature")
         }
-        guard fileCount >= Self.minimumFileCount else {
-            throw .truncated(expected: Self.minimumFileCount, actual: fileCount)
+        let header = Array(bytes.prefix(Self.count))
+        let parsed: Result<VaultHeader, VaultError> = header.withUnsafeBytes { buffer in
+            var reader = LittleEndianReader(buffer)
+            do throws(BinaryFormatFailure) {
+                try reader.skip(Self.magic.count)
+                let version = try reader.integer(UInt16.self)
+                guard version == 1 || version == Self.currentVersion else {
+                    return .failure(.unsupportedFormatVersion(version))
+                }
+                guard fileCount >= Self.count(version: version) + Self.tagCount else {
+                    return .failure(
+                        .truncated(expected: Self.count(version: version) + Self.tagCount, actual: fileCount))
+                }
+                let kdfID = try reader.byte()
+                guard let algorithm = KDFParameters.Algorithm(rawValue: kdfID) else {
+                    return .failure(.notAVault(reason: "unknown key-derivation id \(kdfID)"))
+                }
+                let opsLimit = try reader.integer(UInt64.self)
+                let memLimit = try reader.integer(UInt64.self)
+                let salt = Array(try reader.slice(KDFParameters.saltCount))
+                let kdf = KDFParameters(algorithm: algorithm, opsLimit: opsLimit, memLimit: memLimit, salt: salt)
+                let nonce = Array(try reader.slice(Self.nonceCount))
+                let ciphertextLength = try reader.integer(UInt64.self)
+                var identity: VaultIdentity?
+                if version >= 2 {
+                    let id = Array(try reader.slice(VaultIdentity.idCount))
+                    identity = VaultIdentity(id: id, generation: try reader.integer(UInt64.self))
+                }
+                return .success(
+                    VaultHeader(
+                        version: version, kdf: kdf, nonce: nonce, ciphertextLength: ciphertextLength,
+                        identity: identity))
+            } catch {
+                // Only a file shorter than the smallest header gets here.
+                return .failure(.truncated(expected: Self.minimumFileCount, actual: fileCount))
+            }
         }
-        var reader = ByteReader(Array(bytes.prefix(Self.count)))
-        reader.skip(Self.magic.count)
-        version = reader.read(UInt16.self)
-        guard version == Self.currentVersion else { throw .unsupportedFormatVersion(version) }
-        let kdfID = reader.readByte()
-        guard let algorithm = KDFParameters.Algorithm(rawValue: kdfID) else {
-            throw .notAVault(reason: "unknown key-derivation id \(kdfID)")
-        }
-        let opsLimit = reader.read(UInt64.self)
-        let memLimit = reader.read(UInt64.self)
-        let salt = reader.readBytes(KDFParameters.saltCount)
-        kdf = KDFParameters(algorithm: algorithm, opsLimit: opsLimit, memLimit: memLimit, salt: salt)
-        nonce = reader.readBytes(Self.nonceCount)
-        ciphertextLength = reader.read(UInt64.self)
+        self = try parsed.get()
 
-        let remaining = UInt64(fileCount - Self.count)
+        let headerCount = Self.count(version: version)
+        let remaining = UInt64(fileCount - headerCount)
         guard ciphertextLength >= UInt64(Self.tagCount) else {
             throw .notAVault(reason: "ciphertext length \(ciphertextLength) is shorter than the authentication tag")
         }
-        guard ciphertextLength <= UInt64(Int.max - Self.count) else {
+        guard ciphertextLength <= UInt64(Int.max - headerCount) else {
             throw .notAVault(reason: "ciphertext length \(ciphertextLength) is out of range")
         }
         guard ciphertextLength <= remaining else {
-            throw .truncated(expected: Self.count + Int(ciphertextLength), actual: fileCount)
+            throw .truncated(expected: headerCount + Int(ciphertextLength), actual: fileCount)
         }
         guard ciphertextLength == remaining else {
             throw .notAVault(reason: "\(remaining - ciphertextLength) unexpected bytes after the ciphertext")
         }
         try kdf.validate()
+    }
+
+    private init(
+        version: UInt16, kdf: KDFParameters, nonce: [UInt8], ciphertextLength: UInt64, identity: VaultIdentity?
+    ) {
+        self.version = version
+        self.kdf = kdf
+        self.nonce = nonce
+        self.ciphertextLength = ciphertextLength
+        self.identity = identity
     }
 }
 
@@ -172,21 +241,26 @@ struct VaultHeader: Sendable, Equatable {
 enum VaultFormat {
     static let keyCount = 32
 
-    /// Encrypts `plaintext` under `key` with a fresh random nonce and returns the complete vault file.
-    static func seal(_ plaintext: Data, key: SecureBytes, kdf: KDFParameters) -> Data {
+    /// Encrypts `plaintext` under `key` with a fresh random nonce and returns the complete vault file, whose
+    /// header carries `identity` (by default a new vault's).
+    static func seal(
+        _ plaintext: Data, key: SecureBytes, kdf: KDFParameters, identity: VaultIdentity? = .fresh()
+    ) -> Data {
         precondition(key.count == keyCount, "vault keys are \(keyCount) bytes")
         Sodium.ensureInitialized()
         let ciphertextCount = plaintext.count + VaultHeader.tagCount
         let nonce = randomBytes(count: VaultHeader.nonceCount)
-        let header = VaultHeader(kdf: kdf, nonce: nonce, ciphertextLength: UInt64(ciphertextCount)).serialized()
-        var file = Data(count: VaultHeader.count + ciphertextCount)
-        file.replaceSubrange(0..<VaultHeader.count, with: header)
+        let header = VaultHeader(
+            kdf: kdf, nonce: nonce, ciphertextLength: UInt64(ciphertextCount), identity: identity
+        ).serialized()
+        var file = Data(count: header.count + ciphertextCount)
+        file.replaceSubrange(0..<header.count, with: header)
         let status = file.withUnsafeMutableBytes { fileBuffer in
             plaintext.withUnsafeBytes { plainBuffer in
                 key.withUnsafeBytes { keyBuffer in
                     var written: UInt64 = 0
                     return crypto_aead_xchacha20poly1305_ietf_encrypt(
-                        bytePointer(fileBuffer.baseAddress!) + VaultHeader.count, &written,
+                        bytePointer(fileBuffer.baseAddress!) + header.count, &written,
                         plainBuffer.baseAddress.map(bytePointer), UInt64(plainBuffer.count),
                         header, UInt64(header.count),
                         nil, nonce, bytePointer(keyBuffer.baseAddress!))
@@ -208,16 +282,17 @@ enum VaultFormat {
     static func open(_ bytes: Data, key: SecureBytes) throws(VaultError) -> Data {
         precondition(key.count == keyCount, "vault keys are \(keyCount) bytes")
         let header = try parseHeader(bytes)
+        let headerCount = VaultHeader.count(version: header.version)
         let plaintextCount = Int(header.ciphertextLength) - VaultHeader.tagCount
         var plaintext = Data(count: plaintextCount)
-        let headerBytes = Array(bytes.prefix(VaultHeader.count))  // authenticate exactly what is on disk
+        let headerBytes = Array(bytes.prefix(headerCount))  // authenticate exactly what is on disk
         let status = plaintext.withUnsafeMutableBytes { plainBuffer in
             bytes.withUnsafeBytes { fileBuffer in
                 key.withUnsafeBytes { keyBuffer in
                     var written: UInt64 = 0
                     let status = crypto_aead_xchacha20poly1305_ietf_decrypt(
                         plainBuffer.baseAddress.map(bytePointer), &written, nil,
-                        bytePointer(fileBuffer.baseAddress!) + VaultHeader.count, header.ciphertextLength,
+                        bytePointer(fileBuffer.baseAddress!) + headerCount, header.ciphertextLength,
                         headerBytes, UInt64(headerBytes.count),
                         header.nonce, bytePointer(keyBuffer.baseAddress!))
                     if status != 0 { secureZero(plainBuffer) }
@@ -234,35 +309,4 @@ private func bytePointer(_ raw: UnsafeRawPointer) -> UnsafePointer<UInt8> { raw.
 
 private func bytePointer(_ raw: UnsafeMutableRawPointer) -> UnsafeMutablePointer<UInt8> {
     raw.assumingMemoryBound(to: UInt8.self)
-}
-
-private func appendLittleEndian<T: FixedWidthInteger>(_ value: T, to out: inout [UInt8]) {
-    for index in 0..<(T.bitWidth / 8) { out.append(UInt8(truncatingIfNeeded: value >> (index * 8))) }
-}
-
-/// Sequential little-endian reads from a buffer whose length the caller has already checked.
-private struct ByteReader {
-    private let bytes: [UInt8]
-    private var offset = 0
-
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
-
-    mutating func skip(_ count: Int) { offset += count }
-
-    mutating func readByte() -> UInt8 {
-        defer { offset += 1 }
-        return bytes[offset]
-    }
-
-    mutating func readBytes(_ count: Int) -> [UInt8] {
-        defer { offset += count }
-        return Array(bytes[offset..<offset + count])
-    }
-
-    mutating func read<T: FixedWidthInteger>(_: T.Type) -> T {
-        var value: T = 0
-        for index in 0..<(T.bitWidth / 8) { value |= T(bytes[offset + index]) << (index * 8) }
-        offset += T.bitWidth / 8
-        return value
-    }
 }

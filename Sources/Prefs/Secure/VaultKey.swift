@@ -13,13 +13,15 @@ public enum VaultKey: Sendable {
     ///
     /// When a new vault is created and the file does not exist yet, it is created with 32 random bytes, mode 0600
     /// (and any missing parent folders with mode 0700). Like ssh, a key file that group or others can access in
-    /// any way is refused with ``VaultError/insecureKeyFile(path:mode:)``, and one that is not exactly 32 bytes
-    /// with ``VaultError/invalidKey(reason:)``. Losing the file means losing the vault: back it up.
+    /// any way is refused with ``VaultError/insecureKeyFile(path:mode:)``, and one that is not exactly 32 bytes, or
+    /// is not a regular file (a FIFO, a device, a symbolic link to a missing file), with
+    /// ``VaultError/invalidKey(reason:)``. Losing the file means losing the vault: back it up.
     case keyFile(URL)
     /// `.passphrase(text)` derives the vault key from `text` with Argon2id.
     ///
     /// The salt and cost parameters are stored in the vault header; the key is derived once each time the vault
-    /// is opened (about 55 ms with the default cost). An empty passphrase is refused.
+    /// is opened (about 55 ms with the default cost). An empty passphrase is refused, and so is a header asking for
+    /// a higher cost than this version writes. The store keeps a copy of the passphrase in `sodium_malloc` memory.
     case passphrase(String)
     /// `.raw(bytes)` uses `bytes` as the key: exactly 32 bytes that the app keeps in its own secret manager
     /// (Keychain, Secret Service, …), for example 32 bytes from `SecRandomCopyBytes`.
@@ -31,6 +33,40 @@ extension VaultKey {
     static let keyCount = 32
 
     /// Produces the key for a vault: `header` is the existing vault's header, or nil for a new vault.
+    /// See ``VaultKeyMaterial/resolve(for:creating:cost:)``.
+    func resolve(
+        for header: VaultHeader?, creating: Bool, cost: KDFParameters.Cost = KDFParameters.Cost.defaultCost
+    ) throws(VaultError) -> (key: SecureBytes, kdf: KDFParameters) {
+        try VaultKeyMaterial(self).resolve(for: header, creating: creating, cost: cost)
+    }
+
+    /// Argon2id13 of a passphrase given as a `String` (tests).
+    static func deriveArgon2id(passphrase: String, kdf: KDFParameters) throws(VaultError) -> SecureBytes {
+        try VaultKeyMaterial.deriveArgon2id(passphrase: SecureBytes(copying: passphrase), kdf: kdf)
+    }
+}
+
+/// What a store keeps of its ``VaultKey`` for its whole life: the key file's location, or the passphrase or raw
+/// key copied into `sodium_malloc` memory (guarded, excluded from core dumps, wiped on release), so no secret
+/// stays in ordinary memory once the `VaultKey` the caller passed is gone.
+enum VaultKeyMaterial: Sendable {
+    case keyFile(String)
+    /// The passphrase's UTF-8 bytes; nil when it is empty (refused when used).
+    case passphrase(SecureBytes?)
+    /// The raw key, or how many bytes a key of the wrong length had (refused when used).
+    case raw(SecureBytes?, count: Int)
+
+    init(_ key: VaultKey) {
+        switch key {
+        case .keyFile(let url): self = .keyFile(url.path(percentEncoded: false))
+        case .passphrase(let text): self = .passphrase(text.isEmpty ? nil : SecureBytes(copying: text))
+        case .raw(let data):
+            self = .raw(
+                data.count == VaultKey.keyCount ? SecureBytes(copying: data as Data) : nil, count: data.count)
+        }
+    }
+
+    /// Produces the key for a vault: `header` is the existing vault's header, or nil for a new vault.
     ///
     /// A passphrase is derived with the header's salt and cost, or for a new vault with a fresh salt and `cost`.
     /// A missing key file is created only when `creating` is true. The returned parameters go into the header of
@@ -40,7 +76,7 @@ extension VaultKey {
     ) throws(VaultError) -> (key: SecureBytes, kdf: KDFParameters) {
         switch self {
         case .passphrase(let passphrase):
-            guard !passphrase.isEmpty else { throw .invalidKey(reason: "the passphrase is empty") }
+            guard let passphrase else { throw .invalidKey(reason: "the passphrase is empty") }
             let kdf: KDFParameters
             if let header {
                 guard header.kdf.algorithm == .argon2id13 else {
@@ -51,16 +87,14 @@ extension VaultKey {
                 kdf = .argon2id(cost: cost)
             }
             return (try Self.deriveArgon2id(passphrase: passphrase, kdf: kdf), kdf)
-        case .keyFile(let url):
+        case .keyFile(let path):
             try Self.requireNoDerivation(header)
-            return (try KeyFile.load(path: url.path(percentEncoded: false), creating: creating), .none)
-        case .raw(let data):
+            return (try KeyFile.load(path: path, creating: creating), .none)
+        case .raw(let key, let count):
             try Self.requireNoDerivation(header)
-            guard data.count == Self.keyCount else {
-                throw .invalidKey(reason: "a raw key must be exactly \(Self.keyCount) bytes, got \(data.count)")
+            guard let key else {
+                throw .invalidKey(reason: "a raw key must be exactly \(VaultKey.keyCount) bytes, got \(count)")
             }
-            let key = SecureBytes(count: Self.keyCount)
-            key.withUnsafeMutableBytes { destination in data.withUnsafeBytes { destination.copyMemory(from: $0) } }
             return (key, .none)
         }
     }
@@ -72,20 +106,17 @@ extension VaultKey {
     }
 
     /// Argon2id13 through `crypto_pwhash`, after checking the parameters' bounds (they may come from a file).
-    static func deriveArgon2id(passphrase: String, kdf: KDFParameters) throws(VaultError) -> SecureBytes {
+    static func deriveArgon2id(passphrase: SecureBytes, kdf: KDFParameters) throws(VaultError) -> SecureBytes {
         precondition(kdf.algorithm == .argon2id13)
         try kdf.validate()
-        let key = SecureBytes(count: keyCount)
-        var text = passphrase  // shares storage; withUTF8 only copies a non-contiguous (bridged) string
-        let status = text.withUTF8 { utf8 in
-            key.withUnsafeMutableBytes { output in
+        let key = SecureBytes(count: VaultKey.keyCount)
+        let status = key.withUnsafeMutableBytes { output in
+            passphrase.withUnsafeBytes { password in
                 kdf.salt.withUnsafeBufferPointer { salt in
-                    utf8.withMemoryRebound(to: CChar.self) { password in
-                        crypto_pwhash(
-                            output.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(output.count),
-                            password.baseAddress!, UInt64(password.count), salt.baseAddress!,
-                            kdf.opsLimit, Int(kdf.memLimit), crypto_pwhash_alg_argon2id13())
-                    }
+                    crypto_pwhash(
+                        output.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(output.count),
+                        password.baseAddress!.assumingMemoryBound(to: CChar.self), UInt64(password.count),
+                        salt.baseAddress!, kdf.opsLimit, Int(kdf.memLimit), crypto_pwhash_alg_argon2id13())
                 }
             }
         }
@@ -98,47 +129,58 @@ extension VaultKey {
     }
 }
 
-/// Reading and creating key files with POSIX calls, so that permissions are checked on the open descriptor.
+/// Reading and creating key files through the file layer's helpers: opened without blocking (a FIFO cannot hang
+/// the open), refused unless a regular file, read and written with `EINTR` retries, created durably.
 private enum KeyFile {
     static func load(path: String, creating: Bool) throws(VaultError) -> SecureBytes {
-        while true {
-            let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-            if descriptor >= 0 {
-                defer { close(descriptor) }
-                return try readKey(descriptor, path: path)
+        // A second attempt only happens when another process created the file between our open and our link.
+        for _ in 0..<3 {
+            let opened: (fd: Int32, info: stat)?
+            do {
+                opened = try POSIX.openRegularFile(atPath: path, maximumSize: Int.max)
+            } catch  where error.errno == EINVAL {
+                throw .invalidKey(reason: "key file \(path) \(error.message)")
+            } catch {
+                throw error.vaultError
             }
-            let code = errno
-            guard code == ENOENT, creating else { throw ioError(path, "open key file", code) }
+            if let (descriptor, info) = opened {
+                defer { close(descriptor) }
+                return try readKey(descriptor, info: info, path: path)
+            }
+            var info = stat()
+            if lstat(path, &info) == 0 {
+                // Something is there but open found nothing: a symbolic link to a missing file. Creating the
+                // key through it would write wherever it points, and linking over it is impossible: refuse.
+                throw .invalidKey(
+                    reason: "key file \(path) is a symbolic link to a missing file; remove it or point it at the key")
+            }
+            guard creating else {
+                throw SystemCallError(path: path, operation: "open key file", errno: ENOENT).vaultError
+            }
             if let key = try create(path: path) { return key }
-            // Another process created it between our open and link: read theirs.
         }
+        throw SystemCallError(
+            path: path, operation: "open key file", errno: EAGAIN, detail: "it keeps appearing and disappearing"
+        ).vaultError
     }
 
     /// Checks the open file like ssh does (mode bits, not access(), because root passes every access check).
-    private static func readKey(_ descriptor: Int32, path: String) throws(VaultError) -> SecureBytes {
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw ioError(path, "stat key file", errno) }
-        guard (info.st_mode & S_IFMT) == S_IFREG else {
-            throw .invalidKey(reason: "key file \(path) is not a regular file")
-        }
+    private static func readKey(_ descriptor: Int32, info: stat, path: String) throws(VaultError) -> SecureBytes {
         guard info.st_mode & 0o077 == 0 else { throw .insecureKeyFile(path: path, mode: UInt32(info.st_mode & 0o7777)) }
         guard info.st_size == VaultKey.keyCount else {
             throw .invalidKey(reason: "key file \(path) is \(info.st_size) bytes, expected \(VaultKey.keyCount)")
         }
         let key = SecureBytes(count: VaultKey.keyCount)
-        var filled = 0
-        while filled < key.count {
-            let result = key.withUnsafeMutableBytes { buffer in
-                read(descriptor, buffer.baseAddress! + filled, buffer.count - filled)
+        let filled: Int
+        do {
+            filled = try key.withUnsafeMutableBytes { (buffer) throws(SystemCallError) in
+                try POSIX.readFully(descriptor, into: buffer, path: path)
             }
-            if result < 0 {
-                if errno == EINTR { continue }
-                throw ioError(path, "read key file", errno)
-            }
-            if result == 0 {
-                throw .invalidKey(reason: "key file \(path) is \(filled) bytes, expected \(VaultKey.keyCount)")
-            }
-            filled += result
+        } catch {
+            throw error.vaultError
+        }
+        guard filled == key.count else {
+            throw .invalidKey(reason: "key file \(path) is \(filled) bytes, expected \(VaultKey.keyCount)")
         }
         return key
     }
@@ -146,66 +188,36 @@ private enum KeyFile {
     /// Writes 32 random bytes to a private temporary file, fsyncs it and links it into place, so the key file
     /// appears complete or not at all. Returns nil when another process created the file first.
     private static func create(path: String) throws(VaultError) -> SecureBytes? {
-        let directory = (path as NSString).deletingLastPathComponent
-        try makeDirectories(directory.isEmpty ? "." : directory)
-        let suffix = randomBytes(count: 8).map { String($0, radix: 16) }.joined()
-        let temporary = "\(path).tmp-\(suffix)"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard descriptor >= 0 else { throw ioError(temporary, "create key file", errno) }
-        defer { unlink(temporary) }
+        let directory = POSIX.parentPath(of: path)
         let key = SecureBytes.random(count: VaultKey.keyCount)
-        do {
-            defer { close(descriptor) }
-            guard fchmod(descriptor, 0o600) == 0 else { throw ioError(temporary, "chmod key file", errno) }
-            var written = 0
-            while written < key.count {
-                let result = key.withUnsafeBytes { buffer in
-                    write(descriptor, buffer.baseAddress! + written, buffer.count - written)
-                }
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    throw ioError(temporary, "write key file", errno)
-                }
-                written += result
+        do throws(SystemCallError) {
+            try POSIX.createDirectory(atPath: directory, mode: 0o700)
+            let suffix = randomBytes(count: 8).map { String($0, radix: 16) }.joined()
+            let temporary = "\(path).tmp-\(suffix)"
+            let descriptor = POSIX.retrying {
+                open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
             }
-            guard fsync(descriptor) == 0 else { throw ioError(temporary, "fsync key file", errno) }
+            guard descriptor >= 0 else { throw SystemCallError(path: temporary, operation: "create key file") }
+            defer { unlink(temporary) }
+            do {
+                defer { close(descriptor) }
+                guard fchmod(descriptor, 0o600) == 0 else {
+                    throw SystemCallError(path: temporary, operation: "chmod key file")
+                }
+                try key.withUnsafeBytes { (buffer) throws(SystemCallError) in
+                    try POSIX.writeAll(descriptor, buffer, path: temporary)
+                }
+                try POSIX.sync(descriptor, path: temporary)
+            }
+            guard link(temporary, path) == 0 else {
+                let code = errno
+                if code == EEXIST { return nil }
+                throw SystemCallError(path: path, operation: "create key file", errno: code)
+            }
+            try POSIX.syncDirectory(atPath: directory)
+        } catch {
+            throw error.vaultError
         }
-        guard link(temporary, path) == 0 else {
-            let code = errno
-            if code == EEXIST { return nil }
-            throw ioError(path, "create key file", code)
-        }
-        syncDirectory(directory.isEmpty ? "." : directory)
         return key
-    }
-
-    /// `mkdir -p` with mode 0700 for every folder it creates; existing folders are left as they are.
-    private static func makeDirectories(_ path: String) throws(VaultError) {
-        if mkdir(path, 0o700) == 0 {
-            chmod(path, 0o700)  // in case the umask removed owner bits
-            return
-        }
-        switch errno {
-        case EEXIST: return
-        case ENOENT:
-            let parent = (path as NSString).deletingLastPathComponent
-            guard !parent.isEmpty, parent != path else { throw ioError(path, "create folder", ENOENT) }
-            try makeDirectories(parent)
-            guard mkdir(path, 0o700) == 0 || errno == EEXIST else { throw ioError(path, "create folder", errno) }
-            chmod(path, 0o700)
-        case let code: throw ioError(path, "create folder", code)
-        }
-    }
-
-    /// Best effort: makes the new directory entry durable.
-    private static func syncDirectory(_ path: String) {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return }
-        fsync(descriptor)
-        close(descriptor)
-    }
-
-    private static func ioError(_ path: String, _ operation: String, _ code: Int32) -> VaultError {
-        .io(path: path, operation: operation, errno: code, message: String(cString: strerror(code)))
     }
 }

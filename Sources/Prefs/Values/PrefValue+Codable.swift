@@ -69,6 +69,15 @@ extension Set: EncodableSet where Element: Encodable {
 }
 
 extension PrefValue {
-    /// A total order for values without one of their own: their single-line JSON text.
-    var sortKey: String { (try? JSONFormat.encodeValue(self)) ?? description }
+    /// A total order for values without one of their own: a canonical text with dictionary keys sorted.
+    var sortKey: String {
+        switch self {
+        case .array(let elements): "[" + elements.map(\.sortKey).joined(separator: ",") + "]"
+        case .dictionary(let members):
+            "{"
+                + members.keys.sorted().map { "\(String(reflecting: $0)):\(members[$0]!.sortKey)" }
+                .joined(separator: ",") + "}"
+        default: String(reflecting: self)
+        }
+    }
 }

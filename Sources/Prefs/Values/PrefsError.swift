@@ -39,6 +39,10 @@ public enum PrefsError: Error, Sendable, Equatable {
     /// `.ambiguousEnvironmentVariable(_:keys:)`: an environment variable that several keys of one store map to, so
     /// it sets none of them. Rename one of the keys, or set the value another way.
     case ambiguousEnvironmentVariable(String, keys: [String])
+    /// `.durabilityNotConfirmed(path:operation:errno:message:)`: the change **was made** (the new file is in place
+    /// and every reader sees it) but a step after that commit point failed, usually syncing the folder, so it may
+    /// not survive a power loss or system crash. Do not undo or retry the change as if it had failed.
+    case durabilityNotConfirmed(path: String, operation: String, errno: Int32, message: String)
 }
 
 extension PrefsError: LocalizedError, CustomStringConvertible {
@@ -66,6 +70,9 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
         case .ambiguousEnvironmentVariable(let name, let keys):
             "environment variable \(name) maps to several keys ("
                 + keys.map { String(reflecting: $0) }.joined(separator: ", ") + "); it sets none of them"
+        case .durabilityNotConfirmed(let path, let operation, _, let message):
+            "the change to \(path) was made, but its durability is not confirmed (\(operation): \(message)); "
+                + "it is in effect now but might not survive a power loss"
         }
     }
 

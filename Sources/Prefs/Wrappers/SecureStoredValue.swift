@@ -32,7 +32,7 @@ public struct SecureStoredValue<Value: Codable & Sendable & Equatable>: Sendable
     public init(key: String, service: String? = nil, store: (any KeyValueStore)? = nil) {
         let name = service.map { "\($0).\(key)" } ?? key
         box = StoredValueBox(
-            key: name, defaultValue: nil, codec: ValueCodec(codable: Value?.self),
+            key: name, defaultValue: nil, codec: ValueCodec(redactingErrorsOf: ValueCodec(codable: Value?.self)),
             store: store ?? DefaultStores.secureStore)
     }
 
@@ -79,4 +79,30 @@ extension SecureStoredValue: CustomStringConvertible, CustomDebugStringConvertib
 
     /// `dump(model)` sees a mirror without the secret, so it does not print it either.
     public var customMirror: Mirror { Mirror(self, children: ["key": key, "value": "<redacted>"]) }
+}
+
+extension ValueCodec {
+    /// `codec` with decoding errors that say only the stored value's type, never the value: a secret that does not
+    /// decode (an unknown raw value, malformed JSON) must not end up in an error message or a log.
+    init(redactingErrorsOf codec: ValueCodec<Value>) {
+        self.init(
+            encode: { try codec.encode($0) },
+            decode: { stored in
+                do { return try codec.decode(stored) } catch {
+                    if case .typeMismatch(let key, let expected, _)? = error as? PrefsError {
+                        throw PrefsError.typeMismatch(key: key, expected: expected, found: stored.typeName)
+                    }
+                    throw RedactedDecodingError(storedType: stored.typeName, expected: "\(Value.self)")
+                }
+            })
+    }
+}
+
+/// A decoding failure of a secret, described without anything taken from the secret.
+private struct RedactedDecodingError: Error, CustomStringConvertible {
+    let storedType: String
+    let expected: String
+    var description: String {
+        "the stored \(storedType) does not decode as \(expected) (details hidden, as they could contain the secret)"
+    }
 }

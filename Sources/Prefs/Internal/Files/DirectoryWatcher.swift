@@ -35,7 +35,9 @@ final class FileWatchToken: Sendable {
 ///
 /// On Linux one inotify descriptor serves the whole watcher, read by one background thread that sleeps in `poll`.
 /// Each watched file's *parent directory* is watched (atomic replacement renames a new inode over the name, so a watch
-/// on the file itself would go stale); tokens for files in the same directory share one directory watch. Events for
+/// on the file itself would go stale); tokens for files in the same directory share one directory watch. When the
+/// directory itself is removed or renamed (`mv dir dir.old; mkdir dir`), its path is watched again and every
+/// callback of its files runs, so they reload from the path. Events for
 /// temporary (`.<name>.tmp-…`) and lock (`….lock`) files are ignored, and several events for one file read together
 /// produce one callback. If the kernel queue overflows, every callback is called.
 ///
@@ -220,9 +222,11 @@ private final class Poller: Sendable {
     private enum InotifyMask {
         static let watched: UInt32 =
             UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO) | UInt32(IN_CREATE) | UInt32(IN_DELETE)
-            | UInt32(IN_MOVED_FROM) | UInt32(IN_ATTRIB)
+            | UInt32(IN_MOVED_FROM) | UInt32(IN_ATTRIB) | UInt32(IN_MOVE_SELF) | UInt32(IN_DELETE_SELF)
         static let overflow = UInt32(IN_Q_OVERFLOW)
-        static let ignored = UInt32(IN_IGNORED)
+        /// The watched directory itself went away: removed, unmounted, or renamed (the watch would follow it to
+        /// its new name, away from the path being watched).
+        static let directoryGone = UInt32(IN_IGNORED) | UInt32(IN_MOVE_SELF) | UInt32(IN_DELETE_SELF)
     }
 
     extension WatcherCore {
@@ -239,6 +243,29 @@ private final class Poller: Sendable {
             guard let handles = state.inotify else { return nil }
             let descriptor = inotify_add_watch(handles.inotify, directory, InotifyMask.watched)
             return descriptor >= 0 ? descriptor : nil
+        }
+
+        /// The directory watched by `descriptor` was removed or moved: watches its path again (a folder created
+        /// there since, or later through polling when there is none yet) and returns its registrations, whose
+        /// callbacks must run so their files are reloaded from the path.
+        private func rearm(_ descriptor: Int32, state: inout State) -> [UInt64] {
+            guard let members = state.directories.removeValue(forKey: descriptor) else { return [] }
+            if let handles = state.inotify { _ = inotify_rm_watch(handles.inotify, descriptor) }
+            var ids: [UInt64] = []
+            for id in members.sorted() {
+                guard var registration = state.registrations[id] else { continue }
+                ids.append(id)
+                registration.descriptor = nil
+                if let replacement = addDirectoryWatch(registration.directory, state: &state) {
+                    registration.descriptor = replacement
+                    state.directories[replacement, default: []].insert(id)
+                } else {
+                    let path = registration.directory + "/" + registration.name
+                    registration.poller = Poller(path: path, onChange: registration.onChange)
+                }
+                state.registrations[id] = registration
+            }
+            return ids
         }
 
         fileprivate func removeDirectoryWatch(_ descriptor: Int32, state: State) {
@@ -317,17 +344,8 @@ private final class Poller: Sendable {
                 for event in events {
                     if event.mask & InotifyMask.overflow != 0 {
                         ids.append(contentsOf: state.registrations.keys.sorted())
-                    } else if event.mask & InotifyMask.ignored != 0 {
-                        // The directory went away (deleted or unmounted): tell its watchers, then poll them.
-                        guard let members = state.directories.removeValue(forKey: event.descriptor) else { continue }
-                        for id in members.sorted() {
-                            guard var registration = state.registrations[id] else { continue }
-                            ids.append(id)
-                            registration.descriptor = nil
-                            let path = registration.directory + "/" + registration.name
-                            registration.poller = Poller(path: path, onChange: registration.onChange)
-                            state.registrations[id] = registration
-                        }
+                    } else if event.mask & InotifyMask.directoryGone != 0 {
+                        ids.append(contentsOf: rearm(event.descriptor, state: &state))
                     } else if !event.name.isEmpty, !Self.isScratchName(event.name),
                         let members = state.directories[event.descriptor]
                     {
@@ -345,6 +363,29 @@ private final class Poller: Sendable {
 
     extension WatcherCore {
         fileprivate func addDirectoryWatch(_ directory: String, state: inout State) -> Int32? { nil }
+        /// The directory watched by `descriptor` was removed or moved: watches its path again (a folder created
+        /// there since, or later through polling when there is none yet) and returns its registrations, whose
+        /// callbacks must run so their files are reloaded from the path.
+        private func rearm(_ descriptor: Int32, state: inout State) -> [UInt64] {
+            guard let members = state.directories.removeValue(forKey: descriptor) else { return [] }
+            if let handles = state.inotify { _ = inotify_rm_watch(handles.inotify, descriptor) }
+            var ids: [UInt64] = []
+            for id in members.sorted() {
+                guard var registration = state.registrations[id] else { continue }
+                ids.append(id)
+                registration.descriptor = nil
+                if let replacement = addDirectoryWatch(registration.directory, state: &state) {
+                    registration.descriptor = replacement
+                    state.directories[replacement, default: []].insert(id)
+                } else {
+                    let path = registration.directory + "/" + registration.name
+                    registration.poller = Poller(path: path, onChange: registration.onChange)
+                }
+                state.registrations[id] = registration
+            }
+            return ids
+        }
+
         fileprivate func removeDirectoryWatch(_ descriptor: Int32, state: State) {}
         fileprivate func wakeForShutDown(state: State) {}
     }

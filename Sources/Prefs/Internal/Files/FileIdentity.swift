@@ -53,25 +53,25 @@ struct FileIdentity: Equatable, Sendable {
     }
 
     /// The identity of the file at `path` (following symlinks), or nil when nothing exists there.
-    static func of(path: String) throws(PrefsError) -> FileIdentity? {
+    static func of(path: String) throws(SystemCallError) -> FileIdentity? {
         var info = stat()
         if stat(path, &info) != 0 {
             let code = errno
             if code == ENOENT { return nil }
-            throw POSIX.error(path: path, operation: "stat", errno: code)
+            throw SystemCallError(path: path, operation: "stat", errno: code)
         }
         return FileIdentity(info)
     }
 
     /// The identity of the file at `url`, or nil when nothing exists there.
-    static func of(url: URL) throws(PrefsError) -> FileIdentity? {
+    static func of(url: URL) throws(SystemCallError) -> FileIdentity? {
         try of(path: url.fileSystemPath)
     }
 
     /// The identity of an open file; `path` is only used in the error.
-    static func of(fileDescriptor fd: Int32, path: String) throws(PrefsError) -> FileIdentity {
+    static func of(fileDescriptor fd: Int32, path: String) throws(SystemCallError) -> FileIdentity {
         var info = stat()
-        if fstat(fd, &info) != 0 { throw POSIX.error(path: path, operation: "stat") }
+        if fstat(fd, &info) != 0 { throw SystemCallError(path: path, operation: "stat") }
         return FileIdentity(info)
     }
 }

@@ -21,7 +21,8 @@ enum LockKind: Sendable {
 ///   synced: readers see either the old or the new bytes, never a mix, and a crash leaves one of the two.
 /// - `withLock` serializes callers in this process (a `Mutex`) and across processes (`flock` on the lock file).
 ///   Callers doing read-modify-write hold `.exclusive` around `read()` … `writeAtomically(_:mode:)`.
-/// - Nothing is created on disk until the first lock, write or removal.
+/// - Nothing is created on disk until the first lock, write or removal; a shared lock in a folder that does not
+///   exist creates nothing (there is nothing to read).
 final class LockedFile: Sendable {
     /// The data file.
     let url: URL
@@ -63,20 +64,100 @@ final class LockedFile: Sendable {
     @discardableResult
     func withLock<T>(_ kind: LockKind, _ body: () throws -> T) throws -> T {
         try lockFD.withLock { fd throws -> T in
-            if fd < 0 { fd = try openLockFile() }
             let operation = kind == .shared ? LOCK_SH : LOCK_EX
-            if POSIX.retrying({ flock(fd, operation) }) != 0 {
-                throw POSIX.error(path: lockPath, operation: "lock")
+            var attempts = 0
+            while true {
+                attempts += 1
+                if attempts > 1000 {
+                    throw PrefsError.io(
+                        path: lockPath, operation: "lock", errno: EAGAIN,
+                        message: "the lock file keeps being removed or replaced")
+                }
+                if fd < 0, kind == .shared, !directoryExists(POSIX.parentPath(of: lockPath)) {
+                    // Nothing to read and nobody to exclude: a reader does not create the folder (someone may be
+                    // about to, as in `mv dir dir.old; mkdir dir`).
+                    return try body()
+                }
+                if fd < 0 { fd = try prefsIO { () throws(SystemCallError) in try openLockFile() } }
+                if POSIX.retrying({ flock(fd, operation) }) != 0 {
+                    throw SystemCallError(path: lockPath, operation: "lock").prefsError
+                }
+                // The lock file may have been removed or replaced while this descriptor was open (or while it
+                // waited): a lock on a file nobody else opens excludes nobody, so start again on the current one,
+                // as SQLite's unix VFS does.
+                if isCurrentLockFile(fd) {
+                    heldLock.store(fd, ordering: .sequentiallyConsistent)
+                    do {
+                        defer {
+                            heldLock.store(-1, ordering: .sequentiallyConsistent)
+                            _ = flock(fd, LOCK_UN)
+                        }
+                        return try body()
+                    } catch let error as PrefsError where error == lockLost {
+                        // Removed while `body` ran, before it committed anything: run it again under the new lock.
+                    }
+                }
+                _ = flock(fd, LOCK_UN)
+                close(fd)
+                fd = -1
             }
-            defer { _ = flock(fd, LOCK_UN) }
-            return try body()
         }
     }
 
-    private func openLockFile() throws(PrefsError) -> Int32 {
+    /// The descriptor `withLock` holds while its body runs (-1 outside), for the check before each commit.
+    private let heldLock = Atomic<Int32>(-1)
+
+    /// What a write throws, before its commit point, when the lock file it holds is no longer the one at the lock
+    /// path; `withLock` catches it and runs its body again.
+    private var lockLost: PrefsError {
+        .io(path: lockPath, operation: "lock", errno: ESTALE, message: "the lock file was removed during the write")
+    }
+
+    /// Throws `lockLost` if this thread's `withLock` holds a lock file that was removed or replaced since: another
+    /// process may have locked the new one and be writing too, so committing now could lose its update.
+    private func checkLockBeforeCommit() throws(SystemCallError) {
+        let held = heldLock.load(ordering: .sequentiallyConsistent)
+        guard held >= 0, !isCurrentLockFile(held) else { return }
+        throw SystemCallError(
+            path: lockPath, operation: "lock", errno: ESTALE, detail: "the lock file was removed during the write")
+    }
+
+    private func directoryExists(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
+    }
+
+    /// Whether `fd` is still the file at `lockPath` (same device and inode, not a symbolic link).
+    private func isCurrentLockFile(_ fd: Int32) -> Bool {
+        var open = stat()
+        var current = stat()
+        guard fstat(fd, &open) == 0, lstat(lockPath, &current) == 0 else { return false }
+        return open.st_dev == current.st_dev && open.st_ino == current.st_ino
+    }
+
+    /// Opens (creating if needed) the lock file without following a symbolic link at its name, so a planted link
+    /// cannot make this process create or lock a file elsewhere; anything but a regular file is refused.
+    private func openLockFile() throws(SystemCallError) -> Int32 {
         try POSIX.createDirectory(atPath: POSIX.parentPath(of: lockPath), mode: createDirectoryMode)
-        let fd = POSIX.retrying { open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600) }
-        guard fd >= 0 else { throw POSIX.error(path: lockPath, operation: "open lock file") }
+        let fd = POSIX.retrying {
+            open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o600)
+        }
+        guard fd >= 0 else {
+            let code = errno
+            if code == ELOOP {
+                throw SystemCallError(
+                    path: lockPath, operation: "open lock file", errno: code,
+                    detail: "is a symbolic link; remove it (lock files are never links)")
+            }
+            throw SystemCallError(path: lockPath, operation: "open lock file", errno: code)
+        }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            close(fd)
+            throw SystemCallError(
+                path: lockPath, operation: "open lock file", errno: EINVAL,
+                detail: "is \(POSIX.kindName(info.st_mode)), not a regular file")
+        }
         return fd
     }
 
@@ -86,34 +167,17 @@ final class LockedFile: Sendable {
     ///
     /// The identity comes from `fstat` of the descriptor that was read, so it describes exactly these bytes.
     func read() throws(PrefsError) -> (data: Data, identity: FileIdentity)? {
-        let fd = POSIX.retrying { open(path, O_RDONLY | O_CLOEXEC) }
-        if fd < 0 {
-            let code = errno
-            if code == ENOENT { return nil }
-            throw POSIX.error(path: path, operation: "open", errno: code)
+        try prefsIO { () throws(SystemCallError) -> (data: Data, identity: FileIdentity)? in
+            guard let (fd, info) = try POSIX.openRegularFile(atPath: path) else { return nil }
+            defer { close(fd) }
+            let data = try POSIX.readAll(fd, path: path, expectedSize: Int(info.st_size))
+            return (data, FileIdentity(info))
         }
-        defer { close(fd) }
-        let identity = try FileIdentity.of(fileDescriptor: fd, path: path)
-        var data = Data()
-        data.reserveCapacity(Int(max(0, identity.size)))
-        let chunkSize = 64 * 1024
-        var buffer = [UInt8](repeating: 0, count: chunkSize)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { bytes in
-                var result: Int
-                repeat { result = POSIX.read(fd, bytes.baseAddress, chunkSize) } while result < 0 && errno == EINTR
-                return result
-            }
-            if count < 0 { throw POSIX.error(path: path, operation: "read") }
-            if count == 0 { break }
-            data.append(contentsOf: buffer[..<count])
-        }
-        return (data, identity)
     }
 
     /// The identity of the data file, or nil when it does not exist.
     func identity() throws(PrefsError) -> FileIdentity? {
-        try FileIdentity.of(path: path)
+        try prefsIO { () throws(SystemCallError) in try FileIdentity.of(path: path) }
     }
 
     // MARK: Writing
@@ -122,41 +186,81 @@ final class LockedFile: Sendable {
     ///
     /// Creates the directory (`createDirectoryMode`) if missing, writes a temporary `.<name>.tmp-<hex>` file in the
     /// same directory with `mode` (set with `fchmod`, so the umask does not matter), syncs it, renames it over the
-    /// file and syncs the directory. On failure the temporary file is removed and the old file is untouched.
-    /// Does not lock: callers hold `withLock(.exclusive)` around read-modify-write.
+    /// file and syncs the directory. On failure before the rename the temporary file is removed and the old file is
+    /// untouched. The rename is the commit point: a failure after it (syncing the directory) throws
+    /// `PrefsError.durabilityNotConfirmed`, because the new contents are in place and must not be treated as lost.
+    /// Does not lock: callers hold `withLock(.exclusive)` around read-modify-write. With `durable` false nothing is
+    /// synced (still atomic for readers, but a crash may lose the write), for files that may safely lag behind.
     @discardableResult
-    func writeAtomically(_ data: Data, mode: mode_t = 0o600) throws(PrefsError) -> FileIdentity {
+    func writeAtomically(_ data: Data, mode: mode_t = 0o600, durable: Bool = true) throws(PrefsError) -> FileIdentity {
         Self.ignoreFileSizeSignal()
-        try POSIX.createDirectory(atPath: directoryPath, mode: createDirectoryMode)
+        try prefsIO { () throws(SystemCallError) in
+            try POSIX.createDirectory(atPath: directoryPath, mode: createDirectoryMode)
+            try replace(with: data, mode: mode, durable: durable)
+        }
+        do {
+            if durable { try syncDirectoryAfterCommit() }
+        } catch {
+            throw .durabilityNotConfirmed(
+                path: path, operation: error.operation + " " + error.path, errno: error.errno, message: error.message)
+        }
+        guard let identity = try? FileIdentity.of(path: path) else {
+            // Renamed into place but gone (or unreadable) already: another process removed or replaced it.
+            return FileIdentity(
+                device: 0, inode: 0, size: -1, modificationSeconds: 0, modificationNanoseconds: 0, changeSeconds: 0,
+                changeNanoseconds: 0)
+        }
+        return identity
+    }
 
+    /// Writes a synced temporary file and renames it over the file: everything up to the commit point.
+    private func replace(with data: Data, mode: mode_t, durable: Bool) throws(SystemCallError) {
         let (fd, temporaryPath) = try createTemporaryFile(mode: mode)
+        // Locked while it is written, so the sweep can tell it from a killed writer's file (whose lock the kernel
+        // released) even if the lock file was deleted and two writers are in at once.
+        _ = flock(fd, LOCK_EX | LOCK_NB)
         var succeeded = false
         var isOpen = true
         defer {
             if isOpen { close(fd) }
             if !succeeded { unlink(temporaryPath) }
         }
-
-        try writeAll(data, to: fd, path: temporaryPath)
-        if fchmod(fd, mode) != 0 { throw POSIX.error(path: temporaryPath, operation: "set permissions of") }
-        if POSIX.retrying({ fsync(fd) }) != 0 { throw POSIX.error(path: temporaryPath, operation: "sync") }
-        isOpen = false
-        if close(fd) != 0 && errno != EINTR { throw POSIX.error(path: temporaryPath, operation: "close") }
-        if rename(temporaryPath, path) != 0 { throw POSIX.error(path: path, operation: "replace") }
-        succeeded = true
-
-        try POSIX.syncDirectory(atPath: directoryPath)
-        guard let identity = try FileIdentity.of(path: path) else {
-            throw POSIX.error(path: path, operation: "stat", errno: ENOENT)
+        let failure: SystemCallError? = data.withUnsafeBytes { bytes in
+            do throws(SystemCallError) {
+                try POSIX.writeAll(fd, bytes, path: temporaryPath)
+                return nil
+            } catch {
+                return error
+            }
         }
-        return identity
+        if let failure { throw failure }
+        if fchmod(fd, mode) != 0 { throw SystemCallError(path: temporaryPath, operation: "set permissions of") }
+        if durable { try POSIX.sync(fd, path: temporaryPath) }
+        isOpen = false
+        if close(fd) != 0 && errno != EINTR { throw SystemCallError(path: temporaryPath, operation: "close") }
+        try checkLockBeforeCommit()
+        if rename(temporaryPath, path) != 0 { throw SystemCallError(path: path, operation: "replace") }
+        succeeded = true
+    }
+
+    /// Test hook: when set, returns the error that syncing the directory after a commit fails with (nil: sync as
+    /// usual). No real file system here can be made to fail that step on demand.
+    let directorySyncFault = Mutex<(@Sendable (String) -> SystemCallError?)?>(nil)
+
+    /// Syncs the directory after a rename or removal, or fails as the test hook says.
+    private func syncDirectoryAfterCommit() throws(SystemCallError) {
+        if let fault = directorySyncFault.withLock({ $0 }), let error = fault(directoryPath) { throw error }
+        try POSIX.syncDirectory(atPath: directoryPath)
     }
 
     /// Removes the temporary files that writers killed between creating and renaming them left behind
     /// (`.<name>.tmp-<hex>` beside the file), and returns how many it removed. Best effort: errors are ignored.
     ///
     /// Call only while holding `withLock(.exclusive)`: then no writer of this file, in any process, can be
-    /// between creating and renaming its temporary file, so every match is stale.
+    /// between creating and renaming its temporary file, so every match is stale. A writer also keeps its temporary
+    /// file locked until the rename, and a locked one is never removed. The whole name must match (the
+    /// file's full name, or for a long name its cut-down form with a hash of the full name), so the sweep never
+    /// touches the temporary file of another file in the same folder.
     @discardableResult
     func removeStaleTemporaryFiles() -> Int {
         let prefix = Array(temporaryPrefix.utf8)
@@ -171,7 +275,15 @@ final class LockedFile: Sendable {
             guard (1...16).contains(suffix.count), suffix.allSatisfy(hexDigits.contains) else { continue }
             stale.append(String(decoding: name, as: UTF8.self))
         }
-        return stale.filter { unlink(directoryPath + "/" + $0) == 0 }.count
+        return stale.filter { name in
+            let path = directoryPath + "/" + name
+            let fd = POSIX.retrying { open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK) }
+            guard fd >= 0 else { return false }
+            defer { close(fd) }
+            // A live writer holds its temporary file locked: only unlocked ones are stale.
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return false }
+            return unlink(path) == 0
+        }.count
     }
 
     /// Removes the file; a missing file is fine. The directory is synced so the removal is durable.
@@ -179,48 +291,46 @@ final class LockedFile: Sendable {
         if unlink(path) != 0 {
             let code = errno
             if code == ENOENT { return }
-            throw POSIX.error(path: path, operation: "remove", errno: code)
+            throw SystemCallError(path: path, operation: "remove", errno: code).prefsError
         }
-        try POSIX.syncDirectory(atPath: directoryPath)
+        do {
+            try syncDirectoryAfterCommit()
+        } catch {
+            throw .durabilityNotConfirmed(
+                path: path, operation: error.operation + " " + error.path, errno: error.errno, message: error.message)
+        }
     }
 
-    /// `.<name>.tmp-`, the start of every temporary file name; the name is cut to 200 bytes so the whole stays
-    /// within the 255-byte limit even when the target's own name is near it.
-    private var temporaryPrefix: String {
-        "." + String(decoding: POSIX.lastComponent(of: path).utf8.prefix(200), as: UTF8.self) + ".tmp-"
+    /// `.<name>.tmp-`, the start of every temporary file name. A name too long for that to fit in 255 bytes is cut
+    /// to 200 bytes followed by `~` and a 64-bit hash of the whole name, so two long names that share their first
+    /// 200 bytes still get different prefixes.
+    var temporaryPrefix: String {
+        let name = POSIX.lastComponent(of: path)
+        let limit = 255 - ".".utf8.count - ".tmp-".utf8.count - 16
+        guard name.utf8.count > limit else { return "." + name + ".tmp-" }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
+        for byte in name.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        let hex = String(hash, radix: 16)
+        let cut = String(decoding: name.utf8.prefix(200), as: UTF8.self)
+        return "." + cut + "~" + String(repeating: "0", count: 16 - hex.count) + hex + ".tmp-"
     }
 
-    private func createTemporaryFile(mode: mode_t) throws(PrefsError) -> (fd: Int32, path: String) {
+    private func createTemporaryFile(mode: mode_t) throws(SystemCallError) -> (fd: Int32, path: String) {
         let prefix = temporaryPrefix
         var attempts = 0
         while true {
             let suffix = String(UInt64.random(in: .min ... .max), radix: 16)
             let candidate = directoryPath + "/" + prefix + suffix
-            let fd = POSIX.retrying { open(candidate, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, mode) }
+            let fd = POSIX.retrying {
+                open(candidate, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, mode)
+            }
             if fd >= 0 { return (fd, candidate) }
             let code = errno
             attempts += 1
             if code != EEXIST || attempts >= 16 {
-                throw POSIX.error(path: candidate, operation: "create temporary file", errno: code)
+                throw SystemCallError(path: candidate, operation: "create temporary file", errno: code)
             }
         }
-    }
-
-    private func writeAll(_ data: Data, to fd: Int32, path: String) throws(PrefsError) {
-        let failure: Int32? = data.withUnsafeBytes { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
-                if written == 0 { return ENOSPC }
-                offset += written
-            }
-            return nil
-        }
-        if let failure { throw POSIX.error(path: path, operation: "write", errno: failure) }
     }
 
     // MARK: Signals

@@ -6,17 +6,20 @@ import Foundation
     import Darwin
 #endif
 
-/// Small helpers around raw system calls shared by the file layer.
+/// Small helpers around raw system calls shared by the file layer and the vault's key files. They throw
+/// ``SystemCallError``; callers convert it to their own error type.
 enum POSIX {
+    /// The largest file a store reads: anything bigger is refused before it is read, so a huge (or sparse) file
+    /// cannot exhaust memory.
+    static let maximumFileSize = 64 << 20
+
+    /// The current `errno`.
+    static var lastError: Int32 { errno }
+
     /// The `strerror` text for an `errno` value.
     static func message(for code: Int32) -> String {
         guard let text = strerror(code) else { return "error \(code)" }
         return String(cString: text)
-    }
-
-    /// A `PrefsError.io` for the current (or given) `errno`.
-    static func error(path: String, operation: String, errno code: Int32 = errno) -> PrefsError {
-        .io(path: path, operation: operation, errno: code, message: message(for: code))
     }
 
     /// `read(2)`, spelled so it does not clash with methods named `read`.
@@ -37,40 +40,164 @@ enum POSIX {
         }
     }
 
+    /// What kind of file a `stat` mode is, for messages: "a FIFO", "a directory", ….
+    static func kindName(_ mode: mode_t) -> String {
+        switch mode & S_IFMT {
+        case S_IFREG: "a regular file"
+        case S_IFDIR: "a directory"
+        case S_IFIFO: "a FIFO"
+        case S_IFCHR: "a character device"
+        case S_IFBLK: "a block device"
+        case S_IFSOCK: "a socket"
+        case S_IFLNK: "a symbolic link"
+        default: "a special file"
+        }
+    }
+
+    /// Opens an existing regular file for reading, without blocking (a FIFO would otherwise wait for a writer) and
+    /// optionally without following a final symbolic link. Returns nil when nothing exists at `path` (a dangling
+    /// symbolic link counts as nothing when links are followed). Anything but a regular file, or a regular file
+    /// larger than `maximumSize`, is closed again and refused.
+    static func openRegularFile(
+        atPath path: String, followingSymlinks: Bool = true, maximumSize: Int = maximumFileSize
+    ) throws(SystemCallError) -> (fd: Int32, info: stat)? {
+        var flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY
+        if !followingSymlinks { flags |= O_NOFOLLOW }
+        let fd = retrying { open(path, flags) }
+        if fd < 0 {
+            let code = errno
+            if code == ENOENT { return nil }
+            if code == ELOOP, !followingSymlinks {
+                throw SystemCallError(
+                    path: path, operation: "open", errno: code, detail: "is a symbolic link, which is not accepted here"
+                )
+            }
+            throw SystemCallError(path: path, operation: "open", errno: code)
+        }
+        var info = stat()
+        do throws(SystemCallError) {
+            if fstat(fd, &info) != 0 { throw SystemCallError(path: path, operation: "stat") }
+            try requireRegularFile(info, path: path, maximumSize: maximumSize)
+            // Regular files never block; clear the flag so reads behave normally everywhere.
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+        } catch {
+            close(fd)
+            throw error
+        }
+        return (fd, info)
+    }
+
+    /// Throws unless `info` describes a regular file of at most `maximumSize` bytes.
+    static func requireRegularFile(_ info: stat, path: String, maximumSize: Int) throws(SystemCallError) {
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw SystemCallError(
+                path: path, operation: "open", errno: EINVAL,
+                detail: "is \(kindName(info.st_mode)), not a regular file; replace it with a regular file")
+        }
+        guard info.st_size <= maximumSize else {
+            throw SystemCallError(
+                path: path, operation: "open", errno: EFBIG,
+                detail: "is \(info.st_size) bytes, more than the \(maximumSize >> 20) MiB a store file may have")
+        }
+    }
+
+    /// Reads `fd` to its end, refusing more than `maximumSize` bytes (the file may grow while it is read).
+    static func readAll(_ fd: Int32, path: String, expectedSize: Int, maximumSize: Int = maximumFileSize)
+        throws(SystemCallError) -> Data
+    {
+        var data = Data()
+        data.reserveCapacity(max(0, min(expectedSize, maximumSize)))
+        let chunkSize = 64 * 1024
+        var buffer = [UInt8](repeating: 0, count: chunkSize)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { bytes in
+                var result: Int
+                repeat { result = read(fd, bytes.baseAddress, chunkSize) } while result < 0 && errno == EINTR
+                return result
+            }
+            if count < 0 { throw SystemCallError(path: path, operation: "read") }
+            if count == 0 { return data }
+            guard data.count + count <= maximumSize else {
+                throw SystemCallError(
+                    path: path, operation: "read", errno: EFBIG,
+                    detail: "grew past the \(maximumSize >> 20) MiB a store file may have while it was read")
+            }
+            data.append(contentsOf: buffer[..<count])
+        }
+    }
+
+    /// Fills `buffer` from `fd`, retrying on `EINTR`; returns how many bytes were read before the end of the file.
+    static func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String)
+        throws(SystemCallError) -> Int
+    {
+        var filled = 0
+        while filled < buffer.count {
+            let result = read(fd, buffer.baseAddress! + filled, buffer.count - filled)
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw SystemCallError(path: path, operation: "read")
+            }
+            if result == 0 { break }
+            filled += result
+        }
+        return filled
+    }
+
+    /// Writes all of `bytes` to `fd`, retrying on `EINTR` and after short writes.
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws(SystemCallError) {
+        var offset = 0
+        while offset < bytes.count {
+            let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw SystemCallError(path: path, operation: "write")
+            }
+            if written == 0 { throw SystemCallError(path: path, operation: "write", errno: ENOSPC) }
+            offset += written
+        }
+    }
+
+    /// `fsync`, retrying on `EINTR`.
+    static func sync(_ fd: Int32, path: String) throws(SystemCallError) {
+        if retrying({ fsync(fd) }) != 0 { throw SystemCallError(path: path, operation: "sync") }
+    }
+
     /// Creates `path` and any missing ancestors with `mode`, leaving existing directories alone.
     ///
     /// Each directory that is created is `chmod`ed to `mode` afterwards so the process umask cannot widen or narrow
     /// it, and its parent is `fsync`ed so the new entry survives a crash.
-    static func createDirectory(atPath path: String, mode: mode_t) throws(PrefsError) {
+    static func createDirectory(atPath path: String, mode: mode_t) throws(SystemCallError) {
         var info = stat()
         if stat(path, &info) == 0 {
             if info.st_mode & S_IFMT == S_IFDIR { return }
-            throw error(path: path, operation: "create directory", errno: ENOTDIR)
+            throw SystemCallError(path: path, operation: "create directory", errno: ENOTDIR)
         }
         let missingCode = errno
-        guard missingCode == ENOENT else { throw error(path: path, operation: "create directory", errno: missingCode) }
+        guard missingCode == ENOENT else {
+            throw SystemCallError(path: path, operation: "create directory", errno: missingCode)
+        }
         let parent = parentPath(of: path)
         if parent != path { try createDirectory(atPath: parent, mode: mode) }
         if mkdir(path, mode) != 0 {
             let code = errno
             if code == EEXIST, stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR { return }
-            throw error(path: path, operation: "create directory", errno: code)
+            throw SystemCallError(path: path, operation: "create directory", errno: code)
         }
-        if chmod(path, mode) != 0 { throw error(path: path, operation: "set permissions of") }
+        if chmod(path, mode) != 0 { throw SystemCallError(path: path, operation: "set permissions of") }
         try? syncDirectory(atPath: parent)
     }
 
     /// `fsync`s a directory so renames, creations and removals inside it are durable.
     ///
     /// File systems that cannot sync directories (`EINVAL`, `ENOTSUP`) are treated as success.
-    static func syncDirectory(atPath path: String) throws(PrefsError) {
+    static func syncDirectory(atPath path: String) throws(SystemCallError) {
         let fd = retrying { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        guard fd >= 0 else { throw error(path: path, operation: "open directory") }
+        guard fd >= 0 else { throw SystemCallError(path: path, operation: "open directory") }
         defer { close(fd) }
         if retrying({ fsync(fd) }) != 0 {
             let code = errno
             if code == EINVAL || code == ENOTSUP || code == EOPNOTSUPP { return }
-            throw error(path: path, operation: "sync directory", errno: code)
+            throw SystemCallError(path: path, operation: "sync directory", errno: code)
         }
     }
 

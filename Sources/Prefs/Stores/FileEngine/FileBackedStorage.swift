@@ -164,13 +164,14 @@ final class FileBackedStorage: Sendable {
     }
 
     /// Re-encodes the current values after `prepare` changed the codec (a new vault key). `prepare` returns how
-    /// to undo its change, which runs if the write fails so the codec keeps matching the file.
+    /// to undo its change, which runs if the write fails before its commit point, so the codec keeps matching the
+    /// file; after the rename the new key stays, whatever is thrown.
     func rewrite(prepare: () throws -> () -> Void) throws {
         try withWriteLock {
             try refreshWaitingForReadableFile()
             let undo = try prepare()
-            do { try write(snapshot.withLock { $0.values }) } catch {
-                undo()
+            do { try write(snapshot.withLock { $0.values }) } catch  where !error.isCommitted {
+                undo()  // the file is still under the old key
                 throw error
             }
         }
@@ -183,11 +184,23 @@ final class FileBackedStorage: Sendable {
             sweptTemporaryFiles = true
             file.removeStaleTemporaryFiles()
         }
-        let identity = try file.writeAtomically(data)
+        // Past the rename the new values are in effect even if a later step (syncing the folder) fails: memory, the
+        // layers and the codec follow the file, observers hear of it, and the error (`isCommitted`) is rethrown.
+        var identity: FileIdentity?
+        var committedError: (any Error)?
+        do {
+            identity = try file.writeAtomically(data)
+        } catch {
+            guard error.isCommitted else { throw error }
+            committedError = error
+            identity = try? file.identity()
+        }
         snapshot.withLock { state in
             let changed = state.load(values, identity: identity)
             mirrorInLayers(values, announcing: changed)
         }
+        codec.didCommit()
+        if let committedError { throw committedError }
     }
 
     private func withWriteLock<T>(_ body: () throws -> T) throws -> T {

@@ -4,6 +4,21 @@ import Foundation
 protocol SnapshotCodec: Sendable {
     func encode(_ values: [String: PrefValue]) throws -> Data
     func decode(_ data: Data, path: String) throws -> [String: PrefValue]
+    /// Called once the bytes of the last `encode` are in place (renamed over the file), even when their
+    /// durability could not be confirmed.
+    func didCommit()
+}
+
+extension SnapshotCodec {
+    func didCommit() {}
+}
+
+extension Error {
+    /// Whether this is the error of a write that took effect although it reports a failure.
+    var isCommitted: Bool {
+        if case .durabilityNotConfirmed? = self as? PrefsError { return true }
+        return false
+    }
 }
 
 struct JSONSnapshotCodec: SnapshotCodec {

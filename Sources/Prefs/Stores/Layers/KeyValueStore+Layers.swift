@@ -10,10 +10,6 @@ extension FileBackedStore: LayeredStore {
     var layers: StoreLayers { storage.layers }
 }
 
-extension EncryptedFileStore: LayeredStore {
-    var layers: StoreLayers { storage.layers }
-}
-
 extension InMemoryStore: LayeredStore {}
 
 /// `store.addLayer(.arguments)`: a source of values a store can add to its layers (see <doc:LayeredPreferences>).

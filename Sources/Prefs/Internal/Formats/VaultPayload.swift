@@ -61,10 +61,7 @@ enum VaultPayload {
 
         func isValid(length: Int) -> Bool { length <= Int(UInt32.max) }
 
-        mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
-            var little = value.littleEndian
-            withUnsafeBytes(of: &little) { bytes.append(contentsOf: $0) }
-        }
+        mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) { bytes.appendLittleEndian(value) }
 
         mutating func appendCount(_ count: Int, key: String) throws(PrefsError) {
             guard isValid(length: count) else {
@@ -152,28 +149,21 @@ enum VaultPayload {
         }
     }
 
-    private struct Failure: Error {
-        let description: String
-        init(_ description: String) { self.description = description }
-    }
+    private typealias Failure = BinaryFormatFailure
 
     private struct Reader {
-        let bytes: UnsafeRawBufferPointer
-        var position = 0
+        var input: LittleEndianReader
 
-        var remaining: Int { bytes.count - position }
+        init(bytes: UnsafeRawBufferPointer) { input = LittleEndianReader(bytes) }
 
-        mutating func byte() throws(Failure) -> UInt8 {
-            guard position < bytes.count else { throw Failure("truncated at offset \(position)") }
-            defer { position += 1 }
-            return bytes[position]
-        }
+        var bytes: UnsafeRawBufferPointer { input.bytes }
+        var position: Int { input.position }
+        var remaining: Int { input.remaining }
 
-        mutating func littleEndian<T: FixedWidthInteger>(_: T.Type) throws(Failure) -> T {
-            let size = MemoryLayout<T>.size
-            guard remaining >= size else { throw Failure("truncated at offset \(position)") }
-            defer { position += size }
-            return T(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: T.self))
+        mutating func byte() throws(Failure) -> UInt8 { try input.byte() }
+
+        mutating func littleEndian<T: FixedWidthInteger>(_ type: T.Type) throws(Failure) -> T {
+            try input.integer(type)
         }
 
         /// A count or length, refused when the rest of the input cannot hold `minimumSize` bytes per item.
@@ -189,8 +179,7 @@ enum VaultPayload {
         mutating func string() throws(Failure) -> String {
             let length = try count(minimumSize: 1)
             let start = position
-            position += length
-            let utf8 = UnsafeRawBufferPointer(rebasing: bytes[start..<position]).assumingMemoryBound(to: UInt8.self)
+            let utf8 = try input.slice(length).assumingMemoryBound(to: UInt8.self)
             let text = String(decoding: utf8, as: UTF8.self)
             // Decoding replaces invalid sequences, which changes the bytes: valid UTF-8 is exactly what comes back
             // unchanged. ASCII (the common case) is always valid. This is several times faster than the generic
@@ -237,8 +226,7 @@ enum VaultPayload {
             case .string: return .string(try string())
             case .data:
                 let length = try count(minimumSize: 1)
-                defer { position += length }
-                return .data(Data(UnsafeRawBufferPointer(rebasing: bytes[position..<(position + length)])))
+                return .data(Data(try input.slice(length)))
             case .array:
                 guard depth + 1 <= VaultPayload.maximumDepth else {
                     throw Failure("nested deeper than \(VaultPayload.maximumDepth) levels")

@@ -1,0 +1,133 @@
+import Foundation
+import Synchronization
+
+/// Seals a store snapshot (as a ``VaultPayload``) into a vault file and opens it again, resolving the key once per vault
+/// header: a passphrase is derived when the vault is opened, not on every save.
+///
+/// It also keeps the vault from moving backwards: every vault it writes carries the vault's id and a generation one
+/// above the last it saw, and a vault it opens must have the id and at least the generation last seen, both in this
+/// process and as remembered in the ``VaultRecord``. Otherwise opening throws ``VaultError/rollbackDetected(reason:)``.
+final class VaultSnapshotCodec: SnapshotCodec {
+    private struct State {
+        var key: VaultKeyMaterial
+        var resolved: (key: SecureBytes, kdf: KDFParameters)?
+        /// The identity of the newest version of this vault this process has opened or written.
+        var seen: VaultIdentity?
+        /// The identity of the write being made, until it is committed.
+        var pending: VaultIdentity?
+    }
+
+    private let state: Mutex<State>
+    private let cost: KDFParameters.Cost
+    private let vaultPath: String
+
+    init(key: VaultKey, cost: KDFParameters.Cost, vaultPath: String) {
+        state = Mutex(State(key: VaultKeyMaterial(key)))
+        self.cost = cost
+        self.vaultPath = vaultPath
+    }
+
+    func decode(_ data: Data, path: String) throws -> [String: PrefValue] {
+        let header = try VaultFormat.parseHeader(data)
+        let key = try state.withLock { state throws(VaultError) in
+            if let resolved = state.resolved, resolved.kdf == header.kdf { return resolved.key }
+            let resolved = try state.key.resolve(for: header, creating: false, cost: cost)
+            state.resolved = resolved
+            return resolved.key
+        }
+        var plaintext = try VaultFormat.open(data, key: key)
+        defer { plaintext.withUnsafeMutableBytes { secureZero($0) } }
+        // Authenticated: the identity in the header is the writer's. Check it before using anything inside.
+        let record = VaultRecord.read(forVault: vaultPath)
+        if let known = record {
+            do {
+                try Self.check(
+                    header.identity, against: known,
+                    source: "before (remembered in \(VaultRecord.path(forVault: vaultPath)); if you restored an "
+                        + "older copy or replaced the vault on purpose, delete that file)")
+            } catch {
+                // The first load of a store takes no lock: another process may have committed a newer vault (and
+                // its record) after `data` was read. Then `data` is simply out of date, and the store reloads the
+                // new file under the lock, where this check runs again. Only a file still on disk is refused.
+                let current = try? LockedFile(url: URL(filePath: path)).read()?.data
+                guard current == data else { return try VaultPayload.decode(plaintext, path: path) }
+                throw error
+            }
+        }
+        try state.withLock { state throws(VaultError) in
+            if let seen = state.seen { try Self.check(header.identity, against: seen, source: "in this process") }
+            if let found = header.identity { state.seen = found }
+        }
+        let values = try VaultPayload.decode(plaintext, path: path)
+        if let found = header.identity, found != record {
+            VaultRecord.remember(found, forVault: vaultPath, replacing: false)
+        }
+        return values
+    }
+
+    /// Refuses `found` unless it is the vault `known` describes, at the same or a later generation.
+    private static func check(_ found: VaultIdentity?, against known: VaultIdentity, source: String) throws(VaultError)
+    {
+        guard let found else {
+            throw .rollbackDetected(
+                reason: "it is a version 1 vault, older than the version 2 vault (id \(known.idText), generation "
+                    + "\(known.generation)) seen \(source)")
+        }
+        guard found.id == known.id else {
+            throw .rollbackDetected(
+                reason: "it is another vault (id \(found.idText)) than the one (id \(known.idText)) seen \(source)")
+        }
+        guard found.generation >= known.generation else {
+            throw .rollbackDetected(
+                reason: "it is an older copy (generation \(found.generation)) of the vault whose generation "
+                    + "\(known.generation) was seen \(source)")
+        }
+    }
+
+    func encode(_ values: [String: PrefValue]) throws -> Data {
+        let (resolved, identity) = try state.withLock { state throws(VaultError) in
+            let resolved: (key: SecureBytes, kdf: KDFParameters)
+            if let current = state.resolved {
+                resolved = current
+            } else {
+                resolved = try state.key.resolve(for: nil, creating: true, cost: cost)
+                state.resolved = resolved
+            }
+            let identity = state.seen?.next ?? VaultIdentity.fresh()
+            state.pending = identity
+            return (resolved, identity)
+        }
+        var plaintext = try VaultPayload.encode(values)
+        defer { plaintext.withUnsafeMutableBytes { secureZero($0) } }
+        return VaultFormat.seal(plaintext, key: resolved.key, kdf: resolved.kdf, identity: identity)
+    }
+
+    /// The last encoded vault is in place: it is now the newest version, here and in the record.
+    func didCommit() {
+        let committed = state.withLock { state in
+            defer { state.pending = nil }
+            if let pending = state.pending { state.seen = pending }
+            return state.pending
+        }
+        if let committed { VaultRecord.remember(committed, forVault: vaultPath, replacing: true) }
+    }
+
+    /// Switches to a new key, returning the previous state so a failed rekey can restore it.
+    func replaceKey(with key: VaultKey) throws(VaultError) -> () -> Void {
+        let material = VaultKeyMaterial(key)
+        let resolved = try material.resolve(for: nil, creating: true, cost: cost)
+        let previous = state.withLock { state in
+            defer {
+                state.key = material
+                state.resolved = resolved
+            }
+            return (state.key, state.resolved)
+        }
+        return {
+            self.state.withLock { state in
+                state.key = previous.0
+                state.resolved = previous.1
+            }
+        }
+    }
+}
