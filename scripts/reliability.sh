@@ -12,6 +12,10 @@ started=$(date +%s)
 status=0
 PREFS_RELIABILITY=1 XDG_CONFIG_HOME="$scratch/config" XDG_DATA_HOME="$scratch/data" XDG_STATE_HOME="$scratch/state" \
     swift test --skip-build --filter PrefsReliabilityTests "$@" 2>&1 | tee "$log" || status=$?
+# The decoders' own mutation fuzzers, which `make test` runs briefly, at full length.
+fuzz_iterations=$((${PREFS_SOAK:-0} == 1 ? 400000 : 40000))
+PREFS_FUZZ_ITERATIONS=$fuzz_iterations swift test --skip-build --filter 'MutationFuzzNeverCrashes' 2>&1 \
+    | tee -a "$log" || status=$?
 echo
 echo "== Reliability figures (PREFS_SOAK=${PREFS_SOAK:-0}, $(($(date +%s) - started)) s) =="
 grep '^RELIABILITY ' "$log" | sort || true

@@ -1,5 +1,6 @@
 import Foundation
 import Prefs
+import PrefsTestSupport
 import Testing
 
 @testable import PrefsCLICore
@@ -173,9 +174,9 @@ import Testing
 /// Whole commands run in process with a captured console: the terminal prompts, without a terminal.
 @Suite struct InProcessCommandTests {
     @Test func aPassphraseTypedOnTheTerminalIsAskedTwiceWhenCreating() async throws {
-        let folder = FileManager.default.temporaryDirectory.appending(path: "prefs-cli-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let vault = folder.appending(path: "v.vault").path(percentEncoded: false)
+        let folder = try TempDir("prefs-cli", create: false)
+        defer { folder.cleanup() }
+        let vault = folder.path("v.vault")
 
         let mismatch = CapturedConsole(secrets: ["first try", "second try"])
         #expect(await PrefsTool.run(["secure", "init", "--vault", vault], console: mismatch.console) == 2)

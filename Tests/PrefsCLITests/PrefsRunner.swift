@@ -11,18 +11,16 @@ import Synchronization
 /// A temporary home for one test: its own preferences folder and data folder, given to `prefs` through
 /// `XDG_CONFIG_HOME` and `XDG_DATA_HOME`.
 struct Sandbox {
-    let root: URL
+    let folder: TempDir
+    var root: URL { folder.url }
     var config: URL { root.appending(path: "config") }
     var data: URL { root.appending(path: "data") }
 
-    init() throws {
-        root = FileManager.default.temporaryDirectory.appending(path: "prefs-cli-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-    }
+    init() throws { folder = try TempDir("prefs-cli") }
 
-    func cleanup() { try? FileManager.default.removeItem(at: root) }
+    func cleanup() { folder.cleanup() }
 
-    func file(_ name: String) -> URL { root.appending(path: name) }
+    func file(_ name: String) -> URL { folder.file(name) }
     func plist(_ domain: String) -> URL { config.appending(path: domain + ".plist") }
     func path(_ name: String) -> String { file(name).path(percentEncoded: false) }
 

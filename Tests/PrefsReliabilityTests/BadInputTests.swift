@@ -135,10 +135,10 @@ struct BadInputTests {
     @Test func unusablePathsGiveTypedErrors() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let regular = directory.file("regular")
+        let regular = directory.path("regular")
         #expect(FileManager.default.createFile(atPath: regular, contents: Data("x".utf8)))
         // A folder where every store file name is taken by a directory: the final rename cannot succeed.
-        let occupied = directory.file("occupied")
+        let occupied = directory.path("occupied")
         for name in ["store.json", "suite.plist", "store.vault"] {
             try FileManager.default.createDirectory(atPath: occupied + "/" + name, withIntermediateDirectories: true)
         }

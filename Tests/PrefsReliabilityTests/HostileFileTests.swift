@@ -1,4 +1,5 @@
 import Foundation
+import PrefsTestSupport
 import Testing
 
 /// Seeded mutations of valid store files (truncations, bit flips, oversized lengths, garbage headers, wrong

@@ -1,4 +1,5 @@
 import Foundation
+import PrefsTestSupport
 import Testing
 
 /// Opening and closing stores, subscribing and cancelling, in a loop in a child process: its resident memory

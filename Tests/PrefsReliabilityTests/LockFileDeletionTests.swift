@@ -1,4 +1,5 @@
 import Foundation
+import PrefsTestSupport
 import Synchronization
 import Testing
 
@@ -13,7 +14,7 @@ struct LockFileDeletionTests {
     @Test func deletingTheLockFileEvery100msLosesNoUpdate() async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let path = directory.file("store.json")
+        let path = directory.path("store.json")
         let count = Reliability.scaled(100)
         let running = Atomic(true)
         let deletions = Atomic(0)

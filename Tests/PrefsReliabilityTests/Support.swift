@@ -25,23 +25,16 @@ enum Reliability {
     }
 }
 
-/// A fresh temporary folder, removed by `cleanup()`.
-struct TempDir {
-    let url: URL
-    var path: String { url.path(percentEncoded: false) }
-    init() throws {
-        url = FileManager.default.temporaryDirectory.appending(path: "prefs-reliability-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-    func cleanup() { try? FileManager.default.removeItem(at: url) }
-    func file(_ name: String) -> String { path + "/" + name }
+/// The shared temporary folder of the test targets (PrefsTestSupport).
+typealias TempDir = PrefsTestSupport.TempDir
 
+extension TempDir {
     /// The specs of one store of each file-backed kind inside this folder.
     var specs: [(name: String, spec: String, file: String)] {
         [
-            ("UserDefaultsStore", "plist:\(path):suite", file("suite.plist")),
-            ("FileStore", "json:\(file("store.json"))", file("store.json")),
-            ("EncryptedFileStore", "vault:\(file("secrets.vault")):\(file("secrets.key"))", file("secrets.vault")),
+            ("UserDefaultsStore", "plist:\(path):suite", path("suite.plist")),
+            ("FileStore", "json:\(path("store.json"))", path("store.json")),
+            ("EncryptedFileStore", "vault:\(path("secrets.vault")):\(path("secrets.key"))", path("secrets.vault")),
         ]
     }
 

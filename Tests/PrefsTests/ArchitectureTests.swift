@@ -1,4 +1,5 @@
 import Foundation
+import PrefsTestSupport
 import Testing
 
 /// The folders of `Sources/Prefs` are layers, listed here from the bottom up. A file may use what its own layer and

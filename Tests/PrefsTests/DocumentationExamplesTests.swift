@@ -4,6 +4,7 @@
 
 import Foundation
 import Observation
+import PrefsTestSupport
 import Synchronization
 import Testing
 

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import PrefsTestSupport
 import Synchronization
 import Testing
 
@@ -66,25 +67,6 @@ private final class EventCounter: Sendable {
     }
 }
 
-/// A fresh directory under the temporary directory, removed by `remove()`.
-private struct TemporaryDirectory {
-    let url: URL
-
-    init() {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("PrefsFileLayerTests-\(UUID().uuidString)")
-    }
-
-    func file(_ name: String) -> URL { url.appendingPathComponent(name) }
-
-    func create() throws { try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true) }
-
-    func remove() { try? FileManager.default.removeItem(at: url) }
-
-    func contents() throws -> [String] {
-        try FileManager.default.contentsOfDirectory(atPath: url.path(percentEncoded: false)).sorted()
-    }
-}
-
 private func permissions(of url: URL) -> mode_t {
     var info = stat()
     guard stat(url.path(percentEncoded: false), &info) == 0 else { return 0 }
@@ -93,8 +75,8 @@ private func permissions(of url: URL) -> mode_t {
 
 struct FileLayerTests {
     @Test func writeThenReadRoundTrips() throws {
-        let directory = TemporaryDirectory()
-        defer { directory.remove() }
+        let directory = try TempDir("PrefsFileLayerTests", create: false)
+        defer { directory.cleanup() }
         let file = LockedFile(url: directory.file("prefs.json"))
         #expect(try file.read() == nil)
         #expect(try file.identity() == nil)
@@ -116,8 +98,8 @@ struct FileLayerTests {
     }
 
     @Test func initCreatesNothing() throws {
-        let directory = TemporaryDirectory()
-        defer { directory.remove() }
+        let directory = try TempDir("PrefsFileLayerTests", create: false)
+        defer { directory.cleanup() }
         let file = LockedFile(url: directory.file("sub/prefs.json"))
         #expect(file.lockURL == directory.file("sub/prefs.json.lock"))
         #expect(try file.read() == nil)
@@ -131,8 +113,8 @@ struct FileLayerTests {
     }
 
     @Test func modesIgnoreUmaskAndDirectoriesAreCreated0700() throws {
-        let directory = TemporaryDirectory()
-        defer { directory.remove() }
+        let directory = try TempDir("PrefsFileLayerTests", create: false)
+        defer { directory.cleanup() }
         // The umask is per process: change it in a child so tests running in parallel here are not affected.
         for (mask, folder) in [("0", "a/b"), ("077", "c"), ("777", "d/e")] {
             let spec = "json:" + directory.file(folder + "/prefs.json").path(percentEncoded: false)
@@ -151,8 +133,8 @@ struct FileLayerTests {
     }
 
     @Test func failedWriteThrowsIOError() throws {
-        let directory = TemporaryDirectory()
-        defer { directory.remove() }
+        let directory = try TempDir("PrefsFileLayerTests", create: false)
+        defer { directory.cleanup() }
         try directory.create()
         #expect(
             FileManager.default.createFile(atPath: directory.file("regular").path(percentEncoded: false), contents: nil)
@@ -171,8 +153,8 @@ struct FileLayerTests {
     }
 
     @Test func oldContentSurvivesFailedRename() throws {
-        let directory = TemporaryDirectory()
-        defer { directory.remove() }
+        let directory = try TempDir("PrefsFileLayerTests", create: false)
+        defer { directory.cleanup() }
         // The target name is a non-empty directory: the temporary file is written, then the rename fails.
         try FileManager.default.createDirectory(
             at: directory.file("prefs.json/keep"), withIntermediateDirectories: true)
@@ -182,8 +164,8 @@ struct FileLayerTests {
     }
 
     @Test func oldContentSurvivesFileSizeLimit() throws {
-        let directory = TemporaryDirectory()
-        defer { directory.remove() }
+        let directory = try TempDir("PrefsFileLayerTests", create: false)
+        defer { directory.cleanup() }
         let url = directory.file("prefs.json")
         let spec = "json:" + url.path(percentEncoded: false)
         #expect(try ChildProcess.run(["set-string", spec, "old", "old contents"]).lines == ["ok"])
@@ -205,8 +187,8 @@ struct FileLayerTests {
     }
 
     @Test func writesLeaveNoTemporaryFilesAndChangeIdentity() throws {
-        let directory = TemporaryDirectory()
-        defer { directory.remove() }
+        let directory = try TempDir("PrefsFileLayerTests", create: false)
+        defer { directory.cleanup() }
         let file = LockedFile(url: directory.file("prefs.json"))
         var identities: [FileIdentity] = []
         for index in 0..<5 {
@@ -221,8 +203,8 @@ struct FileLayerTests {
     }
 
     @Test func exclusiveLockSerializesReadModifyWrite() throws {
-        let directory = TemporaryDirectory()
-        defer { directory.remove() }
+        let directory = try TempDir("PrefsFileLayerTests", create: false)
+        defer { directory.cleanup() }
         let url = directory.file("counter")
         // Two objects for the same file: threads on one share the in-process lock, the two exclude via flock.
         let files = [LockedFile(url: url), LockedFile(url: url)]
@@ -254,8 +236,8 @@ struct FileLayerTests {
     }
 
     @Test func watcherFiresOnceForAnotherWriter() async throws {
-        let directory = TemporaryDirectory()
-        defer { directory.remove() }
+        let directory = try TempDir("PrefsFileLayerTests", create: false)
+        defer { directory.cleanup() }
         let watcher = DirectoryWatcher()
         let url = directory.file("prefs.json")
         let reader = LockedFile(url: url)
@@ -288,8 +270,8 @@ struct FileLayerTests {
     }
 
     @Test func cancellingTokensRemovesDirectoryWatches() throws {
-        let directory = TemporaryDirectory()
-        defer { directory.remove() }
+        let directory = try TempDir("PrefsFileLayerTests", create: false)
+        defer { directory.cleanup() }
         let watcher = DirectoryWatcher()
         let baseline = watcher.activeWatchCount
         let first = watcher.watch(fileAt: directory.file("one/a.json")) {}
@@ -312,8 +294,8 @@ struct FileLayerTests {
     }
 
     @Test func pollingFallbackNoticesChanges() async throws {
-        let directory = TemporaryDirectory()
-        defer { directory.remove() }
+        let directory = try TempDir("PrefsFileLayerTests", create: false)
+        defer { directory.cleanup() }
         let watcher = DirectoryWatcher(forcePolling: true)
         let url = directory.file("prefs.json")
         let changes = EventCounter()

@@ -1,4 +1,5 @@
 import Foundation
+import PrefsTestSupport
 import Testing
 
 @testable import Prefs
@@ -35,6 +36,7 @@ private func mutate(_ original: [UInt8], _ random: inout SplitMix64) -> [UInt8] 
 }
 
 /// `PREFS_FUZZ_ITERATIONS=1000000 PREFS_FUZZ_SEED=42 swift test --filter FormatTests` runs longer fuzz campaigns.
+/// `make test` runs a short fuzz of each decoder; `make reliability` runs each with `PREFS_FUZZ_ITERATIONS=40000`.
 private let fuzzIterations = ProcessInfo.processInfo.environment["PREFS_FUZZ_ITERATIONS"].flatMap { Int($0) }
 private let fuzzSeed = ProcessInfo.processInfo.environment["PREFS_FUZZ_SEED"].flatMap { UInt64($0) }
 
@@ -304,7 +306,7 @@ struct FormatTests {
         ]
         var random = SplitMix64(state: fuzzSeed ?? 0x5EED)
         var accepted = 0
-        for _ in 0..<(fuzzIterations ?? 20000) {
+        for _ in 0..<(fuzzIterations ?? 4000) {
             let input = mutate(seeds[random.below(seeds.count)], &random)
             do {
                 let values = try JSONFormat.decode(Data(input), path: "fuzz.json")
@@ -422,7 +424,7 @@ struct FormatTests {
                 fromPropertyList: ["a": [1, "b", ["c": 2.5]] as [Any], "d": Data([1])] as [String: Any],
                 format: .xml, options: 0))
         var random = SplitMix64(state: fuzzSeed ?? 0xB1157)
-        for index in 0..<(fuzzIterations ?? 4000) {
+        for index in 0..<(fuzzIterations ?? 800) {
             let input = mutate(index % 4 == 0 ? xmlSeed : seed, &random)
             do {
                 _ = try PropertyListFormat.decode(Data(input), path: "fuzz.plist")
@@ -670,7 +672,7 @@ extension FormatTests {
         ]
         var random = SplitMix64(state: fuzzSeed ?? 0x5AFE)
         var accepted = 0
-        for index in 0..<(fuzzIterations ?? 4000) {
+        for index in 0..<(fuzzIterations ?? 800) {
             let input = mutate(seeds[index % seeds.count], &random)
             do {
                 let values = try payloadDecodes(input)

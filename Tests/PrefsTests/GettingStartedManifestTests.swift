@@ -1,4 +1,5 @@
 import Foundation
+import PrefsTestSupport
 import Testing
 
 /// The manifest Getting Started tells users to write, taken from the article itself, resolves against this checkout

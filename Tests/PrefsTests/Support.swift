@@ -1,4 +1,5 @@
 import Foundation
+import PrefsTestSupport
 import Synchronization
 import Testing
 
@@ -17,16 +18,8 @@ struct UserPreferences: Codable, Sendable, Equatable {
 /// A key name no other test uses, so tests can share a store or the global error handler safely.
 func uniqueKey(_ base: String = "key") -> String { "\(base)-\(UUID().uuidString.prefix(8))" }
 
-/// A fresh temporary folder, removed by `cleanup()`.
-struct TempDir {
-    let url: URL
-    init() throws {
-        url = FileManager.default.temporaryDirectory.appending(path: "prefs-tests-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-    func cleanup() { try? FileManager.default.removeItem(at: url) }
-    func file(_ name: String) -> URL { url.appending(path: name) }
-}
+/// The shared temporary folder of the test targets (PrefsTestSupport).
+typealias TempDir = PrefsTestSupport.TempDir
 
 /// Collects the reports of `PrefsConfig.errorHandler`; tests filter by their own unique key.
 enum Reports {

@@ -1,3 +1,5 @@
+import PrefsTestSupport
+
 #if PREFS_TSAN
     import Synchronization
 

@@ -1,4 +1,5 @@
 import Foundation
+import PrefsTestSupport
 import Testing
 
 @testable import Prefs
@@ -13,11 +14,7 @@ struct VaultCryptoTests {
     // MARK: Helpers
 
     /// A fresh private folder for one test; remove it with `cleanUp`.
-    private static func makeTemporaryDirectory() throws -> URL {
-        let url = FileManager.default.temporaryDirectory.appending(path: "prefs-vault-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-        return url
-    }
+    private static func makeTemporaryDirectory() throws -> URL { try TempDir("prefs-vault").url }
 
     private static func cleanUp(_ url: URL) { try? FileManager.default.removeItem(at: url) }
 
