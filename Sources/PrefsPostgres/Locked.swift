@@ -4,13 +4,13 @@ import Foundation
 ///
 /// `Synchronization.Mutex` would do, but on Linux it locks with raw futex calls that ThreadSanitizer cannot see, so
 /// `make tsan` would report every access from the listener thread; `NSLock` is a pthread mutex, which it sees.
-final class Locked<Value>: @unchecked Sendable {
+package final class Locked<Value>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: Value
 
-    init(_ value: Value) { self.value = value }
+    package init(_ value: Value) { self.value = value }
 
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         lock.lock()
         defer { lock.unlock() }
         return try body(&value)
