@@ -104,6 +104,21 @@ struct PromiseTests {
         #expect(try store.value(forKey: "c") == .int(3))
     }
 
+    /// LayeredPreferences: "`$XDG_CONFIG_DIRS` is a colon-separated list of folders, the first the most important,
+    /// `/etc/xdg` when it is unset"; README: the state, data and config folders fall back to `$HOME`.
+    @Test func systemFoldersComeFromXDGConfigDirsOrEtcXDG() {
+        let paths = { (locations: Locations) in locations.configDirs.map { $0.path(percentEncoded: false) } }
+        #expect(paths(Locations(environment: ["HOME": "/home/u"])) == ["/etc/xdg/"])
+        #expect(paths(Locations(environment: ["HOME": "/home/u", "XDG_CONFIG_DIRS": ""])) == ["/etc/xdg/"])
+        #expect(
+            paths(Locations(environment: ["XDG_CONFIG_DIRS": "/opt/first:relative:/etc/second"]))
+                == ["/opt/first/", "/etc/second/"])
+        let home = Locations(environment: ["HOME": "/home/u"])
+        #expect(home.configHome.path(percentEncoded: false) == "/home/u/.config/")
+        #expect(home.dataHome.path(percentEncoded: false) == "/home/u/.local/share/")
+        #expect(home.stateHome.path(percentEncoded: false) == "/home/u/.local/state/")
+    }
+
     /// TOUR: "Reads are served from memory, and each wrapper decodes a value once per change."
     @Test func aValueIsDecodedOncePerChangeForEveryWrapperOfItsKey() throws {
         let directory = try TempDir()
