@@ -1,0 +1,26 @@
+import Foundation
+import Prefs
+import PrefsPostgres
+import Testing
+
+/// Promises of docs/PostgresStore.md that no other suite checked; docs/PROMISES.md lists every promise.
+struct PostgresPromiseTests {
+    /// "The store creates the schema on first use (under an advisory lock, so instances starting together do not
+    /// race)": eight stores open at once on a fresh database, each on its own connections.
+    @Test func instancesOpeningAFreshDatabaseTogetherAllSucceed() throws {
+        let database = try Database()
+        let connection = database.connection
+        let failures = Locked<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 8) { index in
+            do {
+                let store = try PostgresStore(connection: connection, namespace: "com.example.app")
+                try store.setValue(.int(Int64(index)), forKey: "opened-\(index)")
+            } catch {
+                failures.withLock { $0.append("\(index): \(error)") }
+            }
+        }
+        #expect(failures.withLock { $0 } == [])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["1"]])
+        #expect(try database.store().allValues().count == 8)
+    }
+}
