@@ -16,7 +16,7 @@ struct KDFParameters: Sendable, Equatable {
         var opsLimit: UInt64
         var memLimit: UInt64
 
-        /// libsodium's interactive limits (64 MiB, ~55 ms here): the default for new passphrase vaults.
+        /// libsodium's interactive limits (64 MiB): the default for new passphrase vaults.
         static var interactive: Cost {
             Cost(
                 opsLimit: UInt64(crypto_pwhash_opslimit_interactive()),

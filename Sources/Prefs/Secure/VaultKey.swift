@@ -20,7 +20,7 @@ public enum VaultKey: Sendable {
     /// `.passphrase(text)` derives the vault key from `text` with Argon2id.
     ///
     /// The salt and cost parameters are stored in the vault header; the key is derived once each time the vault
-    /// is opened (about 55 ms with the default cost). An empty passphrase is refused, and so is a header asking for
+    /// is opened (with libsodium's interactive cost, 64 MiB of memory). An empty passphrase is refused, and so is a header asking for
     /// a higher cost than this version writes. The store keeps a copy of the passphrase in `sodium_malloc` memory.
     case passphrase(String)
     /// `.raw(bytes)` uses `bytes` as the key: exactly 32 bytes that the app keeps in its own secret manager
