@@ -63,11 +63,6 @@ struct FileIdentity: Equatable, Sendable {
         return FileIdentity(info)
     }
 
-    /// The identity of the file at `url`, or nil when nothing exists there.
-    static func of(url: URL) throws(SystemCallError) -> FileIdentity? {
-        try of(path: url.fileSystemPath)
-    }
-
     /// The identity of an open file; `path` is only used in the error.
     static func of(fileDescriptor fd: Int32, path: String) throws(SystemCallError) -> FileIdentity {
         var info = stat()

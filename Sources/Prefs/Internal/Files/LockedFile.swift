@@ -28,8 +28,8 @@ final class LockedFile: Sendable {
     let url: URL
     /// The lock file; `<filename>.lock` next to the data file unless given.
     let lockURL: URL
-    /// The mode for directories this object creates.
-    let createDirectoryMode: mode_t
+    /// The mode of the folders this object creates: private to the owner.
+    static let directoryMode: mode_t = 0o700
 
     let path: String
     let directoryPath: String
@@ -38,11 +38,10 @@ final class LockedFile: Sendable {
     /// Held for the whole of `withLock`; the value is the lazily opened lock file descriptor (-1 until then).
     private let lockFD = Mutex<Int32>(-1)
 
-    init(url: URL, lockURL: URL? = nil, createDirectoryMode: mode_t = 0o700) {
+    init(url: URL, lockURL: URL? = nil) {
         self.url = url
         self.lockURL =
             lockURL ?? url.deletingLastPathComponent().appendingPathComponent(url.lastPathComponent + ".lock")
-        self.createDirectoryMode = createDirectoryMode
         self.path = url.fileSystemPath
         self.directoryPath = POSIX.parentPath(of: path)
         self.lockPath = self.lockURL.fileSystemPath
@@ -138,7 +137,7 @@ final class LockedFile: Sendable {
     /// Opens (creating if needed) the lock file without following a symbolic link at its name, so a planted link
     /// cannot make this process create or lock a file elsewhere; anything but a regular file is refused.
     private func openLockFile() throws(SystemCallError) -> Int32 {
-        try POSIX.createDirectory(atPath: POSIX.parentPath(of: lockPath), mode: createDirectoryMode)
+        try POSIX.createDirectory(atPath: POSIX.parentPath(of: lockPath), mode: Self.directoryMode)
         let fd = POSIX.retrying {
             open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o600)
         }
@@ -184,7 +183,7 @@ final class LockedFile: Sendable {
 
     /// Replaces the file with `data`, atomically and durably, and returns the new file's identity.
     ///
-    /// Creates the directory (`createDirectoryMode`) if missing, writes a temporary `.<name>.tmp-<hex>` file in the
+    /// Creates the directory (`directoryMode`) if missing, writes a temporary `.<name>.tmp-<hex>` file in the
     /// same directory with `mode` (set with `fchmod`, so the umask does not matter), syncs it, renames it over the
     /// file and syncs the directory. On failure before the rename the temporary file is removed and the old file is
     /// untouched. The rename is the commit point: a failure after it (syncing the directory) throws
@@ -195,7 +194,7 @@ final class LockedFile: Sendable {
     func writeAtomically(_ data: Data, mode: mode_t = 0o600, durable: Bool = true) throws(PrefsError) -> FileIdentity {
         Self.ignoreFileSizeSignal()
         try prefsIO { () throws(SystemCallError) in
-            try POSIX.createDirectory(atPath: directoryPath, mode: createDirectoryMode)
+            try POSIX.createDirectory(atPath: directoryPath, mode: Self.directoryMode)
             try replace(with: data, mode: mode, durable: durable)
         }
         do {
