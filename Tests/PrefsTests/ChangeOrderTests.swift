@@ -99,8 +99,8 @@ private func collect<T: Sendable & Equatable>(
 /// The store of the "Writing a store" documentation: announces each change under its lock, delivers after.
 private final class AnnouncingStore: KeyValueStore {
     let changes = ChangeFeed()
-    let log = Mutex<[String]>([])
-    private let values = Mutex<[String: PrefValue]>([:])
+    let log = PThreadLocked<[String]>([])
+    private let values = PThreadLocked<[String: PrefValue]>([:])
 
     func value(forKey key: String) throws -> PrefValue? { values.withLock { $0[key] } }
 
