@@ -32,13 +32,17 @@ func roundTwoScenarios(folders: Folders) -> [Scenario] {
             name: "filestore_data_write_vs_plist", target: 1.5, ours: "FileStore set, 100 keys of 10 KB Data",
             baseline: "UserDefaultsStore set, same values"
         ) { budget in
-            var generator = SystemRandomNumberGenerator()
+            // Incompressible bytes from a cheap generator (drawing each byte from the system's would take seconds).
+            var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+            func nextByte() -> UInt8 {
+                state ^= state << 13
+                state ^= state >> 7
+                state ^= state << 17
+                return UInt8(truncatingIfNeeded: state)
+            }
             let blobs = Dictionary(
                 uniqueKeysWithValues: (0..<100).map { index in
-                    (
-                        "blob-\(index)",
-                        PrefValue.data(Data((0..<10_240).map { _ in UInt8.random(in: 0...255, using: &generator) }))
-                    )
+                    ("blob-\(index)", PrefValue.data(Data((0..<10_240).map { _ in nextByte() })))
                 })
             let json = try FileStore(url: folders.config.appending(path: "bench/blobs.json"))
             try json.replaceAll(blobs)
