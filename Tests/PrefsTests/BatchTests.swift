@@ -153,6 +153,49 @@ struct BatchTests {
         #expect(tags.wrappedValue == ["a", "b"])
     }
 
+    /// Polls `condition` until it holds or `seconds` pass; returns whether it held.
+    private func holds(within seconds: Double, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(2_000)
+        }
+        return condition()
+    }
+
+    @Test func writesFromOtherThreadsAndProcessesWaitForTheBatch() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("prefs.json")
+        let store = try FileStore(url: url)
+        try store.setValue(.int(0), forKey: "thread")
+        let threadDone = Atomic<Bool>(false)
+        let child = Mutex<ChildProcess?>(nil)
+
+        try store.batch {
+            try store.setValue(.int(1), forKey: "thread")
+            try store.setValue(.int(1), forKey: "process")
+            Thread.detachNewThread {
+                try? store.setValue(.int(2), forKey: "thread")
+                threadDone.store(true, ordering: .sequentiallyConsistent)
+            }
+            let started = try ChildProcess.start(["set-int", "json:" + url.path, "process", "2"])
+            child.withLock { $0 = started }
+            // Neither may finish while the batch runs (each would take milliseconds otherwise).
+            #expect(
+                !holds(within: 0.5) { threadDone.load(ordering: .sequentiallyConsistent) || !started.process.isRunning }
+            )
+        }
+
+        let process = try #require(child.withLock { $0 })
+        process.process.waitUntilExit()
+        #expect(process.process.terminationStatus == 0)
+        #expect(holds(within: 10) { threadDone.load(ordering: .sequentiallyConsistent) })
+        // Both wrote after the batch's commit, so their values are the ones that stay.
+        #expect(holds(within: 10) { (try? store.value(forKey: "process")) == .int(2) })
+        #expect(try store.value(forKey: "thread") == .int(2))
+    }
+
     @Test func aStoreWithoutNativeBatchingRunsTheBodyWithSequentialWrites() throws {
         let store = InMemoryStore()
         let result = try store.batch {
