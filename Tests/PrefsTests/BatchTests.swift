@@ -196,8 +196,43 @@ struct BatchTests {
         #expect(try store.value(forKey: "thread") == .int(2))
     }
 
+    @Test func anInMemoryStoreBatchesToo() async throws {
+        let store = InMemoryStore(["a": .int(1)])
+        let a = StoredValue(key: "a", default: 0, store: store)
+        let keys = store.changes.keys()
+        #expect(throws: Failure.self) {
+            try store.batch {
+                a.wrappedValue = 2
+                try store.setValue(.int(3), forKey: "b")
+                #expect(a.wrappedValue == 2)
+                throw Failure()
+            }
+        }
+        #expect(a.wrappedValue == 1)
+        #expect(try store.allValues() == ["a": .int(1)])
+        try store.batch {
+            for value in 2...4 { a.wrappedValue = value }
+            try store.setValue(.int(5), forKey: "b")
+        }
+        try store.setValue(.bool(true), forKey: "end")
+        #expect(try await first(3, of: keys) == ["a", "b", "end"])
+        #expect(a.wrappedValue == 4)
+    }
+
+    /// A custom store that relies on the protocol's default implementation of `batch`.
+    final class PlainStore: KeyValueStore {
+        let values = Mutex<[String: PrefValue]>([:])
+        let changes = ChangeFeed()
+        func value(forKey key: String) throws -> PrefValue? { values.withLock { $0[key] } }
+        func setValue(_ value: PrefValue?, forKey key: String) throws {
+            values.withLock { $0[key] = value }
+            changes.publish(changedKeys: [key])
+        }
+        func allValues() throws -> [String: PrefValue] { values.withLock { $0 } }
+    }
+
     @Test func aStoreWithoutNativeBatchingRunsTheBodyWithSequentialWrites() throws {
-        let store = InMemoryStore()
+        let store = PlainStore()
         let result = try store.batch {
             try store.setValue(.int(1), forKey: "a")
             #expect(try store.value(forKey: "a") == .int(1))

@@ -74,9 +74,9 @@ public protocol KeyValueStore: AnyObject, Sendable {
     /// file wait until it ends, so keep the body short and never make it wait for another thread that writes to
     /// the same store. Reads from other threads are not blocked and may see the batch's values before it commits.
     ///
-    /// The default implementation, for a store without native batching (``InMemoryStore`` and custom stores),
-    /// runs `body` holding the store's update lock: each write inside takes effect and is announced as it is
-    /// made, and nothing is undone if `body` throws.
+    /// ``InMemoryStore`` batches the same way, without the file. The default implementation, for a custom store
+    /// without native batching, runs `body` holding the store's update lock: each write inside takes effect and
+    /// is announced as it is made, and nothing is undone if `body` throws.
     func batch<T>(_ body: () throws -> T) throws -> T
 }
 
