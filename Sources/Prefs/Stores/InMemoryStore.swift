@@ -57,7 +57,13 @@ public final class InMemoryStore: KeyValueStore {
                 let old = values[key]
                 values[key] = new
                 layers.userChanged(key, new)  // Layers hook: the merged snapshot follows.
-                if old != new { announce([key]) }
+                if old != new {
+                    if batchStart != nil {
+                        changes.invalidate([key])  // a batch announces it once, when it ends
+                    } else {
+                        changes.announce([key: layers.value(forKey: key)])
+                    }
+                }
             }
             return new
         }
