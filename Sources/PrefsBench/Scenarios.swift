@@ -44,7 +44,7 @@ func comparisonScenarios(folders: Folders) -> [Scenario] {
                 baseline: reading { defaults.object(forKey: "answer") as? Int ?? 0 }, budget: budget)
         },
         Scenario(
-            name: "read_vs_mutex", target: 3, ours: "cached StoredValue<Int> read", baseline: "Mutex<Int> read"
+            name: "read_vs_mutex", target: 2, ours: "cached StoredValue<Int> read", baseline: "Mutex<Int> read"
         ) { budget in
             let store = try UserDefaultsStore(suiteName: "bench-read", directory: folders.config)
             let answer = StoredValue(key: "answer", default: 0, store: store)

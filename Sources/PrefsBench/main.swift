@@ -145,7 +145,8 @@ func runBenchmarks(_ options: Options) async throws {
     }
 
     var results: [ComparisonResult] = []
-    for scenario in comparisonScenarios(folders: folders) + postgresScenarios() where options.includes(scenario.name) {
+    for scenario in comparisonScenarios(folders: folders) + roundTwoScenarios(folders: folders) + postgresScenarios()
+    where options.includes(scenario.name) {
         log("running \(scenario.name)")
         let comparison: Comparison
         do {
@@ -166,7 +167,9 @@ func runBenchmarks(_ options: Options) async throws {
     }
 
     let scenarios = Dictionary(
-        uniqueKeysWithValues: (comparisonScenarios(folders: folders) + postgresScenarios()).map { ($0.name, $0) })
+        uniqueKeysWithValues: (comparisonScenarios(folders: folders) + roundTwoScenarios(folders: folders)
+            + postgresScenarios())
+            .map { ($0.name, $0) })
     print(
         "prefs-bench (\(options.quick ? "quick" : "full"), median of \(budget.runs) runs, "
             + "\(ProcessInfo.processInfo.activeProcessorCount) cores)")

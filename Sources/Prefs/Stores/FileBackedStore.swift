@@ -58,6 +58,13 @@ public class FileBackedStore: KeyValueStore, @unchecked Sendable {
     /// the keys whose values changed.
     public func replaceAll(_ values: [String: PrefValue]) throws { try storage.replaceAll(values) }
 
+    /// `try store.batch { settings.theme = .dark; settings.fontSize = 14 }` applies every write inside `body` in
+    /// memory at once and writes the file once, durably and atomically, when `body` returns; observers hear of
+    /// each changed key once, afterwards. If `body` or the write throws, nothing is written and the values go back
+    /// to what they were. Other writers, in this process or another, wait for the batch to end. See
+    /// ``KeyValueStore/batch(_:)``.
+    public func batch<T>(_ body: () throws -> T) throws -> T { try storage.batch(body) }
+
     /// `try store.removeValues(forKeys: ["theme", "zoom"])` removes several keys in one atomic, durable write.
     public func removeValues(forKeys keys: some Sequence<String>) throws { try storage.removeValues(forKeys: keys) }
 }

@@ -18,6 +18,9 @@ public final class InMemoryStore: KeyValueStore {
     public let changes: ChangeFeed
     /// The layers merged over and under the values held here (registered defaults at least); see `Stores/Layers`.
     let layers: StoreLayers
+    /// The values when the current batch began (nil: no batch runs); only touched holding the feed's update lock,
+    /// so only the thread running the batch sees it set.
+    nonisolated(unsafe) private var batchStart: [String: PrefValue]?
 
     /// `InMemoryStore(["theme": .string("dark")])` creates a store, optionally seeded with values.
     public init(_ values: [String: PrefValue] = [:]) {
@@ -54,7 +57,13 @@ public final class InMemoryStore: KeyValueStore {
                 let old = values[key]
                 values[key] = new
                 layers.userChanged(key, new)  // Layers hook: the merged snapshot follows.
-                if old != new { changes.announce([key: layers.value(forKey: key)]) }
+                if old != new {
+                    if batchStart != nil {
+                        changes.invalidate([key])  // a batch announces it once, when it ends
+                    } else {
+                        changes.announce([key: layers.value(forKey: key)])
+                    }
+                }
             }
             return new
         }
@@ -80,6 +89,56 @@ public final class InMemoryStore: KeyValueStore {
         }
     }
 
+    /// `try store.batch { … }` applies every write inside `body` at once and announces each changed key once when
+    /// `body` returns; if `body` throws, the values go back to what they were before the batch, unannounced. Other
+    /// threads' writes wait for the batch to end. See ``KeyValueStore/batch(_:)``.
+    public func batch<T>(_ body: () throws -> T) throws -> T {
+        let result = try changes.withUpdateLock { () throws -> T in
+            // Nested: joins the outer batch; a throw undoes this batch's own writes only.
+            let start = storage.withLock { $0 }
+            if batchStart != nil {
+                do { return try body() } catch {
+                    restore(start)
+                    throw error
+                }
+            }
+            batchStart = start
+            defer { batchStart = nil }
+            let result: T
+            do { result = try body() } catch {
+                restore(start)
+                throw error
+            }
+            storage.withLock { values in
+                let changed = Set(start.keys).union(values.keys).filter { start[$0] != values[$0] }
+                changes.announce(Dictionary(uniqueKeysWithValues: changed.map { ($0, layers.value(forKey: $0)) }))
+            }
+            return result
+        }
+        changes.deliverAnnouncements()
+        return result
+    }
+
+    /// Announces the effective values of `keys`, or inside a batch only moves them to a new version (the batch
+    /// announces them once, when it ends). Called holding the storage lock.
+    private func announce(_ keys: Set<String>) {
+        if batchStart != nil {
+            changes.invalidate(keys)
+        } else {
+            changes.announce(Dictionary(uniqueKeysWithValues: keys.map { ($0, layers.value(forKey: $0)) }))
+        }
+    }
+
+    /// Puts back the values from before a batch that threw, without announcing them.
+    private func restore(_ start: [String: PrefValue]) {
+        storage.withLock { values in
+            let changed = layers.userReplaced(start).union(
+                Set(start.keys).union(values.keys).filter { start[$0] != values[$0] })
+            values = start
+            changes.invalidate(changed)
+        }
+    }
+
     private func edit(_ change: (inout [String: PrefValue]) throws -> Void) throws {
         try changes.withUpdateLock {
             try storage.withLock { values in
@@ -87,7 +146,7 @@ public final class InMemoryStore: KeyValueStore {
                 try change(&values)
                 let changed = layers.userReplaced(values)  // Layers hook: the merged snapshot follows.
                     .union(Set(old.keys).union(values.keys).filter { old[$0] != values[$0] })
-                changes.announce(Dictionary(uniqueKeysWithValues: changed.map { ($0, layers.value(forKey: $0)) }))
+                announce(changed)
             }
         }
         changes.deliverAnnouncements()

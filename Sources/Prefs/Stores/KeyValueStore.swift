@@ -59,6 +59,25 @@ public protocol KeyValueStore: AnyObject, Sendable {
 
     /// `store.changes` is the feed on which the store announces every change to its values.
     var changes: ChangeFeed { get }
+
+    /// `try store.batch { settings.theme = .dark; settings.fontSize = 14 }` saves many changes as one.
+    ///
+    /// Every write inside `body`, through property wrappers or the store itself, is applied in memory at once
+    /// (reads inside `body` see it) and, in the stores Prefs ships that keep a file (``FileStore``,
+    /// ``UserDefaultsStore``, ``EncryptedFileStore``), made durable in one atomic write of the file when `body`
+    /// returns. Observers hear of each changed key once, after that write. If `body` throws, or the write fails,
+    /// nothing is written, the store's values go back to what they were before the batch, and the error is
+    /// rethrown. A batch inside a batch of the same store joins it; if the inner one throws, only its own writes
+    /// are undone.
+    ///
+    /// While the batch runs it holds the store's write lock: writes from other threads and processes to the same
+    /// file wait until it ends, so keep the body short and never make it wait for another thread that writes to
+    /// the same store. Reads from other threads are not blocked and may see the batch's values before it commits.
+    ///
+    /// ``InMemoryStore`` batches the same way, without the file. The default implementation, for a custom store
+    /// without native batching, runs `body` holding the store's update lock: each write inside takes effect and
+    /// is announced as it is made, and nothing is undone if `body` throws.
+    func batch<T>(_ body: () throws -> T) throws -> T
 }
 
 extension KeyValueStore {
@@ -71,6 +90,12 @@ extension KeyValueStore {
             try setValue(updated, forKey: key)
             return updated
         }
+    }
+
+    /// `try store.batch { … }`, by default: runs `body` holding the update lock of ``changes``; its writes take
+    /// effect one by one, as they are made.
+    public func batch<T>(_ body: () throws -> T) throws -> T {
+        try changes.withUpdateLock(body)
     }
 
     /// `try store.replaceAll(values)`, by default: removes the keys `values` lacks and sets the others, one key at a

@@ -31,7 +31,7 @@ public import Foundation
 /// there. A class that holds wrappers is another matter; see <doc:Concurrency> for the patterns that compile.
 @propertyWrapper
 public struct StoredValue<Value: Sendable & Equatable>: Sendable {
-    let box: StoredValueBox<Value>
+    @usableFromInline let box: StoredValueBox<Value>
 
     /// `@StoredValue(key: "theme") var theme: Theme = .light` stores under `key`, defaulting to the initial value.
     ///
@@ -74,7 +74,7 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
 
     /// `theme` reads the current value; `theme = .dark` stores a new one.
     public var wrappedValue: Value {
-        get { box.value }
+        @inlinable get { box.value }
         nonmutating set { set(newValue) }
     }
 

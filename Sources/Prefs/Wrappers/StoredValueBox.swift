@@ -1,13 +1,14 @@
-import Synchronization
+public import Synchronization
 
 /// The shared state behind a `StoredValue`: its key, codec and store, the decoded value cached against the key's
 /// version, and the subscribers of its `values` streams.
+@usableFromInline
 final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     let key: String
     let defaultValue: Value
     let codec: ValueCodec<Value>
     let store: any KeyValueStore
-    let cell: KeyCell
+    @usableFromInline let cell: KeyCell
 
     /// A `values` subscriber (yields each new value) or a `changes` subscriber (yields the old and new value).
     private struct Subscriber {
@@ -25,12 +26,13 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
 
     /// The key version `cachedValue` was decoded at (0: never), and the lock that guards `cachedValue`.
     ///
-    /// The lock holds a plain `UInt64` rather than a generic struct on purpose: this code is not specialized for
-    /// `Value`, and every generic type built from `Value` (a `Cache<Value>`, an `Optional<Value>`, a tuple) costs a
-    /// runtime metadata lookup on each read, which made a cached read 7 times as slow as a bare `Mutex<Int>`.
-    private let cachedVersion = Mutex<UInt64>(0)
+    /// The read path (`value`) is inlinable, so it is specialized for `Value` in the module that reads: the copy
+    /// of the value is then a plain load, not a call through the type's value witnesses. The value lives behind a
+    /// pointer rather than in a stored `var`, whose every access the runtime checked for exclusivity
+    /// (`swift_beginAccess`): the lock already makes the accesses exclusive.
+    @usableFromInline let cachedVersion = Mutex<UInt64>(0)
     /// Only read or written while holding `cachedVersion`.
-    nonisolated(unsafe) private var cachedValue: Value
+    @usableFromInline nonisolated(unsafe) let cachedValue: UnsafeMutablePointer<Value>
     private let subscribers = Mutex(Subscribers())
 
     init(key: String, defaultValue: Value, codec: ValueCodec<Value>, store: any KeyValueStore) {
@@ -39,7 +41,8 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         self.codec = codec
         self.store = store
         self.cell = store.changes.cell(for: key)
-        self.cachedValue = defaultValue
+        self.cachedValue = .allocate(capacity: 1)
+        self.cachedValue.initialize(to: defaultValue)
         if let conflict = cell.declare(KeyDeclaration(type: Value.self, defaultValue: defaultValue)) {
             ErrorReporter.report(
                 PrefsError.conflictingDeclarations(key: key, first: conflict.first, second: conflict.second),
@@ -51,27 +54,38 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
 
     deinit {
         cell.removeListener(ObjectIdentifier(self))
+        cachedValue.deinitialize(count: 1)
+        cachedValue.deallocate()
     }
 
     /// The current value: served from the cache unless the key changed since it was decoded.
+    @inlinable
     var value: Value {
         cell.trackAccess()
         return currentValue()
     }
 
-    private func currentValue() -> Value {
+    @inlinable
+    func currentValue() -> Value {
         let version = cell.version
+        // No `Optional<Value>` here: where this is not specialized, forming one costs a metadata lookup.
         var isCurrent = false
         let cached = cachedVersion.withLock { cachedVersion -> Value in
             isCurrent = cachedVersion == version
-            return cachedValue
+            return cachedValue.pointee
         }
         if isCurrent { return cached }
+        return refresh(at: version)
+    }
+
+    /// Decodes the value of `version` from the store and caches it (unless a newer one was cached meanwhile).
+    @usableFromInline
+    func refresh(at version: UInt64) -> Value {
         let fresh = load()
         cachedVersion.withLock { cachedVersion in
             if version > cachedVersion {
                 cachedVersion = version
-                cachedValue = fresh
+                cachedValue.pointee = fresh
             }
         }
         return fresh

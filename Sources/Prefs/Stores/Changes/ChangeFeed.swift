@@ -139,6 +139,15 @@ public final class ChangeFeed: Sendable {
         }
     }
 
+    /// Moves these keys to a new version without announcing anything, so cached reads decode them again: for values
+    /// a batch applied in memory (announced once, when it commits) or took back (never announced).
+    func invalidate(_ keys: Set<String>) {
+        guard !keys.isEmpty else { return }
+        state.withLock { state in
+            for key in keys { _ = state.cells[key]?.advance() }
+        }
+    }
+
     /// `for await key in store.changes.keys(["a", "b"])` yields the name of each of these keys as it changes.
     ///
     /// - Parameter keys: The keys to watch; `nil` watches every key of the store.

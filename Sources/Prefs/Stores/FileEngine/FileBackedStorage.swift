@@ -16,6 +16,9 @@ final class FileBackedStorage: Sendable {
     private let writer = NSRecursiveLock()
     /// How deep the current writer thread is nested; only touched while holding `writer`.
     nonisolated(unsafe) private var writerDepth = 0
+    /// The values the file held when the current batch began (nil: no batch runs); only touched under `writer`,
+    /// so only the thread running the batch ever sees it set.
+    nonisolated(unsafe) private var batchStart: [String: PrefValue]?
     /// Whether the first write has swept temporary files left by killed writers; only touched under `writer`.
     nonisolated(unsafe) private var sweptTemporaryFiles = false
     private let watch = Mutex<FileWatchToken?>(nil)
@@ -169,6 +172,11 @@ final class FileBackedStorage: Sendable {
     func rewrite(prepare: () throws -> () -> Void) throws {
         try withWriteLock {
             try refreshWaitingForReadableFile()
+            if batchStart != nil {
+                throw PrefsError.io(
+                    path: path, operation: "re-encrypt", errno: EBUSY,
+                    message: "the vault key cannot change inside a batch; change it before or after")
+            }
             let undo = try prepare()
             do { try write(snapshot.withLock { $0.values }) } catch  where !error.isCommitted {
                 undo()  // the file is still under the old key
@@ -177,7 +185,66 @@ final class FileBackedStorage: Sendable {
         }
     }
 
-    private func write(_ values: [String: PrefValue]) throws {
+    // MARK: Batches
+
+    /// Runs `body` holding the write lock; every write it makes is applied in memory at once and written to the
+    /// file in one durable, atomic write when it returns. Observers hear of each changed key once, after that
+    /// write. If `body` or the write throws, nothing is written and memory goes back to the values before the
+    /// batch. A batch inside a batch joins it; if the inner one throws, only its own writes are undone.
+    func batch<T>(_ body: () throws -> T) throws -> T {
+        defer { changes.deliverAnnouncements() }
+        return try withWriteLock { () throws -> T in
+            if batchStart != nil {
+                // Nested: joins the outer batch; a throw undoes this batch's own writes only.
+                let start = snapshot.withLock { $0.values }
+                do {
+                    return try body()
+                } catch {
+                    applyInBatch(start)
+                    throw error
+                }
+            }
+            try refreshWaitingForReadableFile()
+            let start = snapshot.withLock { $0.values }
+            batchStart = start
+            defer { batchStart = nil }
+            let result: T
+            do {
+                result = try body()
+            } catch {
+                // Nothing reached the file: memory goes back to the values before the batch, silently.
+                applyInBatch(start)
+                throw error
+            }
+            let final = snapshot.withLock { $0.values }
+            guard final != start else { return result }
+            do {
+                try write(final, committingBatchFrom: start)
+            } catch  where !error.isCommitted {
+                applyInBatch(start)
+                throw error
+            }
+            return result
+        }
+    }
+
+    /// Inside a batch: makes `values` current in memory without writing the file or announcing, and moves the
+    /// changed keys to a new version so every cached read (any wrapper, any thread) decodes them again.
+    private func applyInBatch(_ values: [String: PrefValue]) {
+        snapshot.withLock { state in
+            let changed = SnapshotState.diff(state.values, values).union(layers.userReplaced(values))
+            state.values = values
+            changes.invalidate(changed)
+        }
+    }
+
+    private func write(_ values: [String: PrefValue], committingBatchFrom batchValues: [String: PrefValue]? = nil)
+        throws
+    {
+        if batchValues == nil, batchStart != nil {
+            applyInBatch(values)
+            return
+        }
         let data = try codec.encode(values)
         if !sweptTemporaryFiles {
             // Holding the exclusive lock: no writer can be mid-write, so any temporary file is a killed one's.
@@ -196,6 +263,11 @@ final class FileBackedStorage: Sendable {
             identity = try? file.identity()
         }
         snapshot.withLock { state in
+            if let batchValues {
+                // A batch's values are in memory already: announce what changed since it began, each key once.
+                state.values = batchValues
+                _ = layers.userReplaced(batchValues)
+            }
             let changed = state.load(values, identity: identity)
             mirrorInLayers(values, announcing: changed)
         }
@@ -219,6 +291,8 @@ final class FileBackedStorage: Sendable {
     /// (then it throws the file's error). Writers call it under the lock, so they never fail on a rewrite in
     /// progress and never overwrite a file they could not read.
     private func refreshWaitingForReadableFile() throws {
+        // In a batch the file was read when it began and is written when it ends; its values live in memory.
+        if batchStart != nil { return }
         while true {
             try refreshLocked()
             guard snapshot.withLock({ $0.isSuspect }) else { return }

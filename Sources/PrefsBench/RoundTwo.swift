@@ -1,0 +1,69 @@
+import Foundation
+import Prefs
+
+/// The scenarios of performance round two (issue 15): batched writes and large values in a `FileStore`.
+func roundTwoScenarios(folders: Folders) -> [Scenario] {
+    [
+        Scenario(
+            name: "batch_10_sets_vs_10_sets", target: 0.2, ours: "ten sets in one batch, 100-key suite",
+            baseline: "ten separate durable sets, same suite"
+        ) { budget in
+            let store = try FileStore(url: folders.config.appending(path: "bench/batch.json"))
+            try store.replaceAll(integerKeys(100))
+            let fields = (0..<10).map { StoredValue(key: "key-\($0)", default: 0, store: store) }
+            var next = 0
+            return try await compare(
+                ours: { count in
+                    for _ in 0..<count {
+                        next += 1
+                        try store.batch {
+                            for field in fields { field.wrappedValue = next }
+                        }
+                    }
+                },
+                baseline: { count in
+                    for _ in 0..<count {
+                        next += 1
+                        for field in fields { field.wrappedValue = next }
+                    }
+                }, budget: budget, limit: 2_000)
+        },
+        Scenario(
+            name: "filestore_data_write_vs_plist", target: 1.5, ours: "FileStore set, 100 keys of 10 KB Data",
+            baseline: "UserDefaultsStore set, same values"
+        ) { budget in
+            // Incompressible bytes from a cheap generator (drawing each byte from the system's would take seconds).
+            var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+            func nextByte() -> UInt8 {
+                state ^= state << 13
+                state ^= state >> 7
+                state ^= state << 17
+                return UInt8(truncatingIfNeeded: state)
+            }
+            let blobs = Dictionary(
+                uniqueKeysWithValues: (0..<100).map { index in
+                    ("blob-\(index)", PrefValue.data(Data((0..<10_240).map { _ in nextByte() })))
+                })
+            let json = try FileStore(url: folders.config.appending(path: "bench/blobs.json"))
+            try json.replaceAll(blobs)
+            let plist = try UserDefaultsStore(suiteName: "bench-blobs", directory: folders.config)
+            try plist.replaceAll(blobs)
+            let inJSON = StoredValue(key: "counter", default: 0, store: json)
+            let inPlist = StoredValue(key: "counter", default: 0, store: plist)
+            var next = 0
+            return try await compare(
+                ours: { count in
+                    for _ in 0..<count {
+                        next += 1
+                        inJSON.wrappedValue = next
+                    }
+                },
+                baseline: { count in
+                    for _ in 0..<count {
+                        next += 1
+                        inPlist.wrappedValue = next
+                    }
+                }, budget: budget, limit: 2_000)
+        },
+    ]
+}

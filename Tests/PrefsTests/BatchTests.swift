@@ -1,0 +1,244 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Prefs
+
+/// `try store.batch { … }`: many writes, one durable write of the file, one announcement per changed key.
+struct BatchTests {
+    struct Failure: Error {}
+
+    /// The file's inode and bytes: a different inode means the file was replaced (every write renames a new file).
+    private func fileState(_ url: URL) throws -> (inode: UInt64, bytes: Data) {
+        let attributes = try FileManager.default.attributesOfItem(atPath: url.path)
+        let inode = (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0
+        return (inode, try Data(contentsOf: url))
+    }
+
+    @Test(arguments: Backend.persistent)
+    func aBatchWritesTheFileOnceWhenItEnds(_ backend: Backend) throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try backend.open(in: directory)
+        try store.setValue(.int(0), forKey: "seed")
+        let url = try #require(backend.dataFile(in: directory))
+        let before = try fileState(url)
+        let a = StoredValue(key: "a", default: 0, store: store)
+
+        try store.batch {
+            for index in 1...10 { try store.setValue(.int(Int64(index)), forKey: "key-\(index)") }
+            a.wrappedValue = 7
+            // Reads inside see every write at once; the file is still the one from before the batch.
+            #expect(a.wrappedValue == 7)
+            #expect(try store.value(forKey: "key-10") == .int(10))
+            let during = try fileState(url)
+            #expect(during.inode == before.inode)
+            #expect(during.bytes == before.bytes)
+        }
+
+        #expect(try fileState(url).inode != before.inode)
+        // A fresh process reads every value of the batch from the file.
+        for (key, value) in [("key-1", "1"), ("key-10", "10"), ("a", "7")] {
+            let read = try ChildProcess.run(["get-int", backend.spec(in: directory), key])
+            #expect(read.lines == [value])
+        }
+    }
+
+    @Test(arguments: Backend.persistent)
+    func aThrowingBatchLeavesFileAndMemoryUntouched(_ backend: Backend) throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try backend.open(in: directory)
+        try store.setValue(.int(1), forKey: "a")
+        let url = try #require(backend.dataFile(in: directory))
+        let before = try fileState(url)
+        let a = StoredValue(key: "a", default: 0, store: store)
+        let b = StoredValue(key: "b", default: 0, store: store)
+        #expect(a.wrappedValue == 1)
+
+        #expect(throws: Failure.self) {
+            try store.batch {
+                a.wrappedValue = 2
+                b.wrappedValue = 3
+                try store.setValue(.string("x"), forKey: "c")
+                #expect(a.wrappedValue == 2)
+                throw Failure()
+            }
+        }
+
+        let after = try fileState(url)
+        #expect(after.inode == before.inode)
+        #expect(after.bytes == before.bytes)
+        #expect(a.wrappedValue == 1)
+        #expect(b.wrappedValue == 0)
+        #expect(try store.value(forKey: "c") == nil)
+        #expect(try store.allValues() == ["a": .int(1)])
+    }
+
+    @Test func observersHearOfEachChangedKeyOnceAfterTheCommit() async throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try FileStore(url: directory.file("prefs.json"))
+        let a = StoredValue(key: "a", default: 0, store: store)
+        let keys = store.changes.keys()
+        let values = a.values
+        var valuesIterator = values.makeAsyncIterator()
+        #expect(await valuesIterator.next() == 0)
+
+        try store.batch {
+            for value in 1...5 { a.wrappedValue = value }
+            try store.setValue(.int(9), forKey: "b")
+            try store.setValue(.int(1), forKey: "c")
+            try store.setValue(nil, forKey: "c")  // back to absent: not a change
+        }
+        try store.setValue(.bool(true), forKey: "end")
+
+        let heard = try await first(3, of: keys)
+        #expect(heard == ["a", "b", "end"])
+        #expect(await valuesIterator.next() == 5)
+    }
+
+    @Test func aNestedBatchJoinsTheOuterOneAndUndoesOnlyItsOwnWritesWhenItThrows() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("prefs.json")
+        let store = try FileStore(url: url)
+        try store.setValue(.int(0), forKey: "seed")
+        let before = try fileState(url)
+
+        try store.batch {
+            try store.setValue(.int(1), forKey: "outer")
+            try store.batch { try store.setValue(.int(2), forKey: "inner") }
+            #expect(try fileState(url).bytes == before.bytes)
+            #expect(throws: Failure.self) {
+                try store.batch {
+                    try store.setValue(.int(3), forKey: "undone")
+                    try store.setValue(.int(4), forKey: "outer")
+                    throw Failure()
+                }
+            }
+            #expect(try store.value(forKey: "outer") == .int(1))
+            #expect(try store.value(forKey: "undone") == nil)
+        }
+
+        let written = try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any]
+        #expect(written?["outer"] as? Int == 1)
+        #expect(written?["inner"] as? Int == 2)
+        #expect(written?["undone"] == nil)
+        #expect(try fileState(url).inode != before.inode)
+    }
+
+    @Test func wrapperHelpersInsideABatchAreWrittenTogether() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("prefs.json")
+        let store = try FileStore(url: url)
+        let theme = StoredValue(key: "theme", default: Theme.light, store: store)
+        let counter = StoredValue(key: "counter", default: 0, store: store)
+        let tags = StoredValue(key: "tags", default: [String](), store: store)
+
+        try store.batch {
+            theme.wrappedValue = .dark
+            counter.update { $0 += 2 }
+            counter.update { $0 += 3 }
+            tags.set(["a", "b"])
+            #expect(counter.wrappedValue == 5)
+            #expect(!FileManager.default.fileExists(atPath: url.path))
+        }
+
+        let reopened = try ChildProcess.run(["get-int", "json:" + url.path, "counter"])
+        #expect(reopened.lines == ["5"])
+        #expect(theme.wrappedValue == .dark)
+        #expect(counter.wrappedValue == 5)
+        #expect(tags.wrappedValue == ["a", "b"])
+    }
+
+    /// Polls `condition` until it holds or `seconds` pass; returns whether it held.
+    private func holds(within seconds: Double, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(2_000)
+        }
+        return condition()
+    }
+
+    @Test func writesFromOtherThreadsAndProcessesWaitForTheBatch() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("prefs.json")
+        let store = try FileStore(url: url)
+        try store.setValue(.int(0), forKey: "thread")
+        let threadDone = Atomic<Bool>(false)
+        let child = Mutex<ChildProcess?>(nil)
+
+        try store.batch {
+            try store.setValue(.int(1), forKey: "thread")
+            try store.setValue(.int(1), forKey: "process")
+            Thread.detachNewThread {
+                try? store.setValue(.int(2), forKey: "thread")
+                threadDone.store(true, ordering: .sequentiallyConsistent)
+            }
+            let started = try ChildProcess.start(["set-int", "json:" + url.path, "process", "2"])
+            child.withLock { $0 = started }
+            // Neither may finish while the batch runs (each would take milliseconds otherwise).
+            #expect(
+                !holds(within: 0.5) { threadDone.load(ordering: .sequentiallyConsistent) || !started.process.isRunning }
+            )
+        }
+
+        let process = try #require(child.withLock { $0 })
+        process.process.waitUntilExit()
+        #expect(process.process.terminationStatus == 0)
+        #expect(holds(within: 10) { threadDone.load(ordering: .sequentiallyConsistent) })
+        // Both wrote after the batch's commit, so their values are the ones that stay.
+        #expect(holds(within: 10) { (try? store.value(forKey: "process")) == .int(2) })
+        #expect(try store.value(forKey: "thread") == .int(2))
+    }
+
+    @Test func anInMemoryStoreBatchesToo() async throws {
+        let store = InMemoryStore(["a": .int(1)])
+        let a = StoredValue(key: "a", default: 0, store: store)
+        let keys = store.changes.keys()
+        #expect(throws: Failure.self) {
+            try store.batch {
+                a.wrappedValue = 2
+                try store.setValue(.int(3), forKey: "b")
+                #expect(a.wrappedValue == 2)
+                throw Failure()
+            }
+        }
+        #expect(a.wrappedValue == 1)
+        #expect(try store.allValues() == ["a": .int(1)])
+        try store.batch {
+            for value in 2...4 { a.wrappedValue = value }
+            try store.setValue(.int(5), forKey: "b")
+        }
+        try store.setValue(.bool(true), forKey: "end")
+        #expect(try await first(3, of: keys) == ["a", "b", "end"])
+        #expect(a.wrappedValue == 4)
+    }
+
+    /// A custom store that relies on the protocol's default implementation of `batch`.
+    final class PlainStore: KeyValueStore {
+        let values = Mutex<[String: PrefValue]>([:])
+        let changes = ChangeFeed()
+        func value(forKey key: String) throws -> PrefValue? { values.withLock { $0[key] } }
+        func setValue(_ value: PrefValue?, forKey key: String) throws {
+            values.withLock { $0[key] = value }
+            changes.publish(changedKeys: [key])
+        }
+        func allValues() throws -> [String: PrefValue] { values.withLock { $0 } }
+    }
+
+    @Test func aStoreWithoutNativeBatchingRunsTheBodyWithSequentialWrites() throws {
+        let store = PlainStore()
+        let result = try store.batch {
+            try store.setValue(.int(1), forKey: "a")
+            #expect(try store.value(forKey: "a") == .int(1))
+            return 42
+        }
+        #expect(result == 42)
+        #expect(try store.value(forKey: "a") == .int(1))
+    }
+}
