@@ -24,8 +24,8 @@ enum JSONFormat {
     static func encode(_ values: [String: PrefValue]) throws(PrefsError) -> Data {
         var writer = Writer(pretty: true)
         try writer.writeObject(values, indent: 0, topLevelKey: nil)
-        writer.output.append("\n")
-        return Data(writer.output.utf8)
+        writer.append("\n")
+        return Data(writer.output)
     }
 
     /// One value as single-line JSON text, as the CLI prints it: `[1, 2]`, `{"$float": 0.5}`, `"dark"`.
@@ -38,7 +38,7 @@ enum JSONFormat {
         var writer = Writer(pretty: false)
         writer.plainDecimals = plainDecimals
         try writer.write(value, indent: 0, key: key)
-        return writer.output
+        return String(decoding: writer.output, as: UTF8.self)
     }
 
     // MARK: Decoding
@@ -90,12 +90,54 @@ extension JSONFormat {
     private struct Writer {
         let pretty: Bool
         var plainDecimals = false
-        var output = ""
+        /// The UTF-8 bytes written so far (bytes, not a `String`, so base64 is encoded straight into them).
+        var output: [UInt8] = []
         var depth = 0
 
         init(pretty: Bool) {
             self.pretty = pretty
             output.reserveCapacity(256)
+        }
+
+        mutating func append(_ text: String) { output.append(contentsOf: text.utf8) }
+
+        private static let base64Alphabet = Array(
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+        /// Writes `bytes` as a quoted base64 string (standard alphabet, padded), encoded straight into `output`:
+        /// no intermediate `String`, and no scan for characters to escape, which base64 never has.
+        mutating func appendBase64String(_ bytes: Data) {
+            let alphabet = Self.base64Alphabet
+            let start = output.count
+            let length = (bytes.count + 2) / 3 * 4 + 2
+            output.append(contentsOf: repeatElement(0x22, count: length))  // grows geometrically, then filled in
+            bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
+                alphabet.withUnsafeBufferPointer { alphabet in
+                    output.withUnsafeMutableBufferPointer { buffer in
+                        var out = start + 1  // after the opening quote
+                        let count = raw.count
+                        var index = 0
+                        while index + 3 <= count {
+                            let chunk = UInt32(raw[index]) << 16 | UInt32(raw[index + 1]) << 8 | UInt32(raw[index + 2])
+                            buffer[out] = alphabet[Int(chunk >> 18 & 63)]
+                            buffer[out + 1] = alphabet[Int(chunk >> 12 & 63)]
+                            buffer[out + 2] = alphabet[Int(chunk >> 6 & 63)]
+                            buffer[out + 3] = alphabet[Int(chunk & 63)]
+                            index += 3
+                            out += 4
+                        }
+                        let rest = count - index
+                        if rest > 0 {
+                            let second = rest == 2 ? UInt32(raw[index + 1]) : 0
+                            let chunk = UInt32(raw[index]) << 16 | second << 8
+                            buffer[out] = alphabet[Int(chunk >> 18 & 63)]
+                            buffer[out + 1] = alphabet[Int(chunk >> 12 & 63)]
+                            buffer[out + 2] = rest == 2 ? alphabet[Int(chunk >> 6 & 63)] : 0x3D
+                            buffer[out + 3] = 0x3D
+                        }
+                    }
+                }
+            }
         }
 
         /// Counts one more level of `{` or `[`, refusing documents the parser would reject as too deep.
@@ -108,8 +150,8 @@ extension JSONFormat {
 
         private mutating func newline(_ indent: Int) {
             guard pretty else { return }
-            output.append("\n")
-            output.append(String(repeating: " ", count: indent * 2))
+            append("\n")
+            append(String(repeating: " ", count: indent * 2))
         }
 
         /// Writes `values` as an object. `topLevelKey` is nil for the document's top level, where each member's
@@ -118,21 +160,21 @@ extension JSONFormat {
             try enter(key: topLevelKey ?? "")
             defer { depth -= 1 }
             if values.isEmpty {
-                output.append("{}")
+                append("{}")
                 return
             }
-            output.append("{")
+            append("{")
             var first = true
             for key in values.keys.sorted() {
-                if !first { output.append(pretty ? "," : ", ") }
+                if !first { append(pretty ? "," : ", ") }
                 first = false
                 newline(indent + 1)
                 writeString(key)
-                output.append(": ")
+                append(": ")
                 try write(values[key]!, indent: indent + 1, key: topLevelKey ?? key)
             }
             newline(indent)
-            output.append("}")
+            append("}")
         }
 
         private mutating func writeTagged(
@@ -143,23 +185,23 @@ extension JSONFormat {
         ) throws(PrefsError) {
             try enter(key: key)
             defer { depth -= 1 }
-            output.append("{")
+            append("{")
             newline(indent + 1)
             writeString(tag)
-            output.append(": ")
+            append(": ")
             try body(&self)
             newline(indent)
-            output.append("}")
+            append("}")
         }
 
         mutating func write(_ value: PrefValue, indent: Int, key: String) throws(PrefsError) {
             switch value {
             case .bool(let flag):
-                output.append(flag ? "true" : "false")
+                append(flag ? "true" : "false")
             case .int(let number):
-                output.append(String(number))
+                append(String(number))
             case .unsignedInt(let number):
-                output.append(String(number))
+                append(String(number))
             case .double(let number) where !number.isFinite:
                 try writeTagged(doubleTag, indent: indent, key: key) { (writer: inout Writer) throws(PrefsError) in
                     writer.writeString(JSONFormat.name(ofNonFinite: number))
@@ -181,9 +223,7 @@ extension JSONFormat {
             case .data(let bytes):
                 try writeTagged(dataTag, indent: indent, key: key) { (writer: inout Writer) throws(PrefsError) in
                     // Base64 text never needs escaping: appended whole, without scanning it again.
-                    writer.output.append("\"")
-                    writer.output.append(bytes.base64EncodedString())
-                    writer.output.append("\"")
+                    writer.appendBase64String(bytes)
                 }
             case .string(let text):
                 writeString(text)
@@ -191,17 +231,17 @@ extension JSONFormat {
                 try enter(key: key)
                 defer { depth -= 1 }
                 if elements.isEmpty {
-                    output.append("[]")
+                    append("[]")
                     return
                 }
-                output.append("[")
+                append("[")
                 for (index, element) in elements.enumerated() {
-                    if index > 0 { output.append(pretty ? "," : ", ") }
+                    if index > 0 { append(pretty ? "," : ", ") }
                     newline(indent + 1)
                     try write(element, indent: indent + 1, key: key)
                 }
                 newline(indent)
-                output.append("]")
+                append("]")
             case .dictionary(let members):
                 if JSONFormat.needsDictWrapper(members) {
                     try writeTagged(dictTag, indent: indent, key: key) { (writer: inout Writer) throws(PrefsError) in
@@ -222,37 +262,37 @@ extension JSONFormat {
             // `e`, so it never reads back as an integer.
             let text = number.description
             if plainDecimals, let exponentAt = text.firstIndex(of: "e"), text[text.index(after: exponentAt)] == "+" {
-                output.append(JSONFormat.expandPositiveExponent(text, exponentAt: exponentAt))
+                append(JSONFormat.expandPositiveExponent(text, exponentAt: exponentAt))
             } else {
-                output.append(text)
+                append(text)
             }
         }
 
         mutating func writeString(_ text: String) {
-            output.append("\"")
+            append("\"")
             // Fast path for the common string that needs no escaping: append it whole, not scalar by scalar.
             if !JSONFormat.needsEscaping(text) {
-                output.append(text)
-                output.append("\"")
+                append(text)
+                append("\"")
                 return
             }
             for scalar in text.unicodeScalars {
                 switch scalar {
-                case "\"": output.append("\\\"")
-                case "\\": output.append("\\\\")
-                case "\n": output.append("\\n")
-                case "\r": output.append("\\r")
-                case "\t": output.append("\\t")
+                case "\"": append("\\\"")
+                case "\\": append("\\\\")
+                case "\n": append("\\n")
+                case "\r": append("\\r")
+                case "\t": append("\\t")
                 case "\u{00}"..."\u{1F}":
                     let hex = String(scalar.value, radix: 16, uppercase: true)
-                    output.append("\\u00")
-                    if hex.count < 2 { output.append("0") }
-                    output.append(hex)
+                    append("\\u00")
+                    if hex.count < 2 { append("0") }
+                    append(hex)
                 default:
-                    output.unicodeScalars.append(scalar)
+                    output.append(contentsOf: String(scalar).utf8)
                 }
             }
-            output.append("\"")
+            append("\"")
         }
     }
 

@@ -1,0 +1,23 @@
+import Foundation
+import Testing
+
+@testable import Prefs
+
+/// `FileStore` writes `Data` as standard padded base64 with its own encoder; it must match Foundation's byte for
+/// byte at every length (each remainder of three) and read back exactly.
+struct JSONDataEncodingTests {
+    @Test func dataIsWrittenAsFoundationsBase64AndReadsBack() throws {
+        var state: UInt32 = 12_345
+        for length in [0, 1, 2, 3, 4, 5, 6, 255, 256, 257, 10_240] {
+            let bytes = Data(
+                (0..<length).map { _ in
+                    state = state &* 1_103_515_245 &+ 12_345
+                    return UInt8(truncatingIfNeeded: state >> 16)
+                })
+            let text = try JSONFormat.encodeValue(.data(bytes))
+            #expect(text == "{\"$data\": \"\(bytes.base64EncodedString())\"}")
+            let document = try JSONFormat.encode(["blob": .data(bytes)])
+            #expect(try JSONFormat.decode(document, path: "test") == ["blob": .data(bytes)])
+        }
+    }
+}
