@@ -14,13 +14,10 @@ import Foundation
 /// a hash of the vault's absolute path. Records only ever move forward, and are written after the vault itself, so
 /// a crash can leave a record behind its vault (harmless) but never ahead of it.
 enum VaultRecord {
-    /// The folder of the records: `$XDG_STATE_HOME/prefs/vaults`, falling back to `~/.local/state/prefs/vaults`.
-    /// Read from the environment each time, so tests can point it elsewhere.
+    /// The folder of the records: `$XDG_STATE_HOME/prefs/vaults`, falling back to `$HOME/.local/state/prefs/vaults`,
+    /// resolved once per process like every other folder Prefs uses (`Locations`).
     static var directory: String {
-        let environment = ProcessInfo.processInfo.environment
-        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/prefs/vaults" }
-        return FileManager.default.homeDirectoryForCurrentUser.path(percentEncoded: false)
-            + "/.local/state/prefs/vaults"
+        Locations.current.stateHome.appending(path: "prefs/vaults").path(percentEncoded: false)
     }
 
     /// The record file of the vault at `vaultPath`.
