@@ -40,9 +40,13 @@ enum PromiseCommands {
         note.wrappedValue = "kept"
         var limits = rlimit()
         guard getrlimit(Int32(RLIMIT_FSIZE.rawValue), &limits) == 0 else { fail("getrlimit") }
+        let previous = limits
         limits.rlim_cur = rlim_t(64 << 10)
         guard setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limits) == 0 else { fail("setrlimit") }
         note.wrappedValue = String(repeating: "x", count: 1 << 20)  // never throws
+        // The disk is "free" again before this process writes anything else, such as a coverage profile at exit.
+        var restored = previous
+        guard setrlimit(Int32(RLIMIT_FSIZE.rawValue), &restored) == 0 else { fail("setrlimit") }
         emit("wrapper=\(note.wrappedValue)")
         emit("fresh=\(StoredValue(key: "note", default: "", store: store).wrappedValue)")
         for report in reports.withLock({ $0 }) { emit("report: \(report)") }

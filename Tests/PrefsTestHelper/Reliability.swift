@@ -170,8 +170,11 @@ enum ReliabilityCommands {
         #endif
         var limits = rlimit()
         guard getrlimit(resource, &limits) == 0 else { fail("getrlimit") }
+        var previous = limits
         limits.rlim_cur = rlim_t(limit)
         guard setrlimit(resource, &limits) == 0 else { fail("setrlimit") }
+        // The disk is "free" again before exit, so a coverage profile written at exit is complete.
+        defer { setrlimit(resource, &previous) }
         do {
             try store.set(String(repeating: "x", count: bytes), for: PrefKey(key, default: ""))
             emit("stored")
