@@ -1,4 +1,9 @@
-public import Synchronization
+#if PREFS_TSAN
+    // ThreadSanitizer builds lock with Prefs' own annotated Mutex (Internal/Concurrency/TSanMutex.swift).
+    import Synchronization
+#else
+    public import Synchronization
+#endif
 
 /// The shared state behind a `StoredValue`: its key, codec and store, the decoded value cached against the key's
 /// version, and the subscribers of its `values` streams.

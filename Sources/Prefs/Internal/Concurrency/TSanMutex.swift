@@ -13,16 +13,19 @@
     /// On Linux `Synchronization.Mutex` locks with raw futex calls that ThreadSanitizer does not intercept, so it
     /// reports every pair of `withLock` bodies on different threads as a race. Telling it that each body acquires
     /// and releases the lock's own marker lets it check everything else.
+    @usableFromInline
     struct Mutex<Value: ~Copyable>: ~Copyable, @unchecked Sendable {
         private let base: Synchronization.Mutex<Value>
         private let marker = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
 
+        @usableFromInline
         init(_ initialValue: consuming sending Value) {
             base = Synchronization.Mutex(initialValue)
         }
 
         deinit { marker.deallocate() }
 
+        @usableFromInline
         borrowing func withLock<Result: ~Copyable, Failure: Error>(
             _ body: (inout sending Value) throws(Failure) -> sending Result
         ) throws(Failure) -> sending Result {
