@@ -363,29 +363,6 @@ private final class Poller: Sendable {
 
     extension WatcherCore {
         fileprivate func addDirectoryWatch(_ directory: String, state: inout State) -> Int32? { nil }
-        /// The directory watched by `descriptor` was removed or moved: watches its path again (a folder created
-        /// there since, or later through polling when there is none yet) and returns its registrations, whose
-        /// callbacks must run so their files are reloaded from the path.
-        private func rearm(_ descriptor: Int32, state: inout State) -> [UInt64] {
-            guard let members = state.directories.removeValue(forKey: descriptor) else { return [] }
-            if let handles = state.inotify { _ = inotify_rm_watch(handles.inotify, descriptor) }
-            var ids: [UInt64] = []
-            for id in members.sorted() {
-                guard var registration = state.registrations[id] else { continue }
-                ids.append(id)
-                registration.descriptor = nil
-                if let replacement = addDirectoryWatch(registration.directory, state: &state) {
-                    registration.descriptor = replacement
-                    state.directories[replacement, default: []].insert(id)
-                } else {
-                    let path = registration.directory + "/" + registration.name
-                    registration.poller = Poller(path: path, onChange: registration.onChange)
-                }
-                state.registrations[id] = registration
-            }
-            return ids
-        }
-
         fileprivate func removeDirectoryWatch(_ descriptor: Int32, state: State) {}
         fileprivate func wakeForShutDown(state: State) {}
     }
