@@ -220,18 +220,6 @@ struct BatchTests {
         #expect(a.wrappedValue == 4)
     }
 
-    /// A custom store that relies on the protocol's default implementation of `batch`.
-    final class PlainStore: KeyValueStore {
-        let values = Mutex<[String: PrefValue]>([:])
-        let changes = ChangeFeed()
-        func value(forKey key: String) throws -> PrefValue? { values.withLock { $0[key] } }
-        func setValue(_ value: PrefValue?, forKey key: String) throws {
-            values.withLock { $0[key] = value }
-            changes.publish(changedKeys: [key])
-        }
-        func allValues() throws -> [String: PrefValue] { values.withLock { $0 } }
-    }
-
     @Test func aStoreWithoutNativeBatchingRunsTheBodyWithSequentialWrites() throws {
         let store = PlainStore()
         let result = try store.batch {

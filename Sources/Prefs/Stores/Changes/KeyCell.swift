@@ -89,14 +89,14 @@ extension KeyCell {
     /// Records how a wrapper declares this key. Returns the conflict with the first declaration, once per distinct
     /// conflicting declaration, so it is reported once however many wrappers repeat it.
     func declare(_ declaration: KeyDeclaration) -> (first: String, second: String)? {
-        declarations.withLock { state in
-            guard let first = state.first else {
-                state.first = declaration
-                return nil
-            }
-            guard let conflict = declaration.conflict(with: first) else { return nil }
-            guard state.reported.insert(conflict.1).inserted else { return nil }
-            return (conflict.0, conflict.1)
+        let first = declarations.withLock { state -> KeyDeclaration? in
+            if let first = state.first { return first }
+            state.first = declaration
+            return nil
         }
+        // Comparing defaults runs the value type's `==`, which is user code: never under the lock.
+        guard let first, let conflict = declaration.conflict(with: first) else { return nil }
+        let isNew = declarations.withLock { $0.reported.insert(conflict.1).inserted }
+        return isNew ? (conflict.0, conflict.1) : nil
     }
 }
