@@ -47,9 +47,28 @@ func crossProcessLatency(folders: Folders, count: Int) async throws -> [LatencyS
     var iterator = value.values.makeAsyncIterator()
     _ = await iterator.next()
 
+    let (stamps, received) = try await driveLatencyWriter(
+        arguments: ["--latency-writer", url.path, String(count)], environment: [:], count: count, &iterator)
+    return [
+        LatencySummary(
+            name: "other process: before its set → our stream",
+            samples: zip(stamps, received).map { Double($1 - $0[0]) }),
+        LatencySummary(
+            name: "other process: after its set returned → our stream",
+            samples: zip(stamps, received).map { Double(Int64($1) - Int64($0[1])) }),
+    ]
+}
+
+/// Runs this executable again as a writer child (`arguments`) that sets 1, 2, … `count`, one value per line it
+/// reads, and prints "before after" stamps of each `set`; returns those stamps and when `iterator` (a stream of
+/// the written key, its current value already taken) saw each value.
+func driveLatencyWriter(
+    arguments: [String], environment: [String: String], count: Int, _ iterator: inout AsyncStream<Int>.Iterator
+) async throws -> (stamps: [[UInt64]], received: [UInt64]) {
     let child = Process()
     child.executableURL = URL(filePath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-    child.arguments = ["--latency-writer", url.path, String(count)]
+    child.arguments = arguments
+    child.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
     let toChild = Pipe()
     let fromChild = Pipe()
     child.standardInput = toChild
@@ -67,16 +86,9 @@ func crossProcessLatency(folders: Folders, count: Int) async throws -> [LatencyS
     child.waitUntilExit()
     let stamps = output.split(separator: "\n").map { $0.split(separator: " ").compactMap { UInt64($0) } }
     guard stamps.count == count, stamps.allSatisfy({ $0.count == 2 }) else {
-        throw BenchError.failed("the latency writer printed \(stamps.count) of \(count) lines")
+        throw BenchError.failed("the latency writer \(arguments[0]) printed \(stamps.count) of \(count) lines")
     }
-    return [
-        LatencySummary(
-            name: "other process: before its set → our stream",
-            samples: zip(stamps, received).map { Double($1 - $0[0]) }),
-        LatencySummary(
-            name: "other process: after its set returned → our stream",
-            samples: zip(stamps, received).map { Double(Int64($1) - Int64($0[1])) }),
-    ]
+    return (stamps, received)
 }
 
 /// The child side of `crossProcessLatency`.

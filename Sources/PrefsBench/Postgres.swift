@@ -123,28 +123,9 @@ func postgresLatency(count: Int) async throws -> [LatencySummary] {
     let value = StoredValue(key: "remote", default: 0, store: store)
     var iterator = value.values.makeAsyncIterator()
     _ = await iterator.next()
-    let child = Process()
-    child.executableURL = URL(filePath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-    child.arguments = ["--postgres-latency-writer", String(count)]
-    child.environment = ProcessInfo.processInfo.environment.merging([postgresLatencyVariable: connection]) { $1 }
-    let toChild = Pipe()
-    let fromChild = Pipe()
-    child.standardInput = toChild
-    child.standardOutput = fromChild
-    try child.run()
-    var received: [UInt64] = []
-    for index in 1...count {
-        while let seen = await iterator.next(), seen != index {}
-        received.append(monotonicNanoseconds())
-        toChild.fileHandleForWriting.write(Data("\(index)\n".utf8))
-    }
-    try toChild.fileHandleForWriting.close()
-    let output = String(decoding: fromChild.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    child.waitUntilExit()
-    let stamps = output.split(separator: "\n").map { $0.split(separator: " ").compactMap { UInt64($0) } }
-    guard stamps.count == count, stamps.allSatisfy({ $0.count == 2 }) else {
-        throw BenchError.failed("the PostgreSQL latency writer printed \(stamps.count) of \(count) lines")
-    }
+    let (stamps, received) = try await driveLatencyWriter(
+        arguments: ["--postgres-latency-writer", String(count)], environment: [postgresLatencyVariable: connection],
+        count: count, &iterator)
     summaries += [
         LatencySummary(
             name: "PostgresStore, other process: before set → stream",
