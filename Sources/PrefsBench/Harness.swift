@@ -1,5 +1,6 @@
 import Foundation
 import Prefs
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -16,6 +17,14 @@ func monotonicNanoseconds() -> UInt64 {
 @inline(never)
 func blackHole<T>(_ value: T) {
     withExtendedLifetime(value) {}
+}
+
+/// Compares a cached read of `value` with a bare `Mutex<Int>` read: the read scenarios of every store share it.
+func compareCachedReadWithMutex(_ value: StoredValue<Int>, _ budget: Budget) async throws -> Comparison {
+    let floor = MutexFloor()
+    return try await compare(
+        ours: reading { value.wrappedValue },
+        baseline: reading { floor.value.withLock { $0 } }, budget: budget)
 }
 
 /// Compares `set` on a `StoredValue<Int>` with Foundation's `set` + `synchronize()` of the same key, each operation

@@ -29,17 +29,13 @@ func benchDatabase() throws -> String {
 func postgresScenarios() -> [Scenario] {
     [
         Scenario(
-            name: "postgres_read_vs_mutex", target: 3, ours: "cached StoredValue<Int> read, PostgresStore",
+            name: "postgres_read_vs_mutex", target: 2, ours: "cached StoredValue<Int> read, PostgresStore",
             baseline: "Mutex<Int> read"
         ) { budget in
             let store = try PostgresStore(connection: try benchDatabase(), namespace: "bench")
             defer { store.close() }
             try store.replaceAll(integerKeys(10).merging(["answer": .int(42)]) { $1 })
-            let answer = StoredValue(key: "answer", default: 0, store: store)
-            let floor = MutexFloor()
-            return try await compare(
-                ours: reading { answer.wrappedValue },
-                baseline: reading { floor.value.withLock { $0 } }, budget: budget)
+            return try await compareCachedReadWithMutex(StoredValue(key: "answer", default: 0, store: store), budget)
         },
         Scenario(
             name: "postgres_write_vs_libpq_upsert", target: 1.3, ours: "set on a PostgresStore (committed)",

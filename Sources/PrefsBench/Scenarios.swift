@@ -47,11 +47,7 @@ func comparisonScenarios(folders: Folders) -> [Scenario] {
             name: "read_vs_mutex", target: 2, ours: "cached StoredValue<Int> read", baseline: "Mutex<Int> read"
         ) { budget in
             let store = try UserDefaultsStore(suiteName: "bench-read", directory: folders.config)
-            let answer = StoredValue(key: "answer", default: 0, store: store)
-            let floor = MutexFloor()
-            return try await compare(
-                ours: reading { answer.wrappedValue },
-                baseline: reading { floor.value.withLock { $0 } }, budget: budget)
+            return try await compareCachedReadWithMutex(StoredValue(key: "answer", default: 0, store: store), budget)
         },
         Scenario(
             name: "read_10k_keys_vs_10_keys", target: 1.5, ours: "read, 10 000 keys in the suite",
