@@ -250,19 +250,20 @@ final class PlainStore: KeyValueStore {
         let volume = StoredValue(key: "volume", default: 1, store: store)
         let values = volume.values
         try system.write(["volume": .int(6)], to: system.second)
-        try await waitUntil(values) { $0 == 6 }
+        try await waitUntil(values, within: 60) { $0 == 6 }
         let forcedChanged = Mutex(false)
         withObservationTracking {
             _ = volume.isForced
         } onChange: {
             forcedChanged.withLock { $0 = true }
         }
+        // Generous deadlines: a folder that does not exist yet is polled, which ThreadSanitizer builds slow down.
         // managed-preferences did not exist when the store opened: its creation is watched too.
         try system.write(["volume": .int(8)], to: system.first, managed: true)
-        try await waitUntil(values) { $0 == 8 }
+        try await waitUntil(values, within: 60) { $0 == 8 }
         #expect(volume.isForced && forcedChanged.withLock { $0 }, "Observation sees isForced change")
         try FileManager.default.removeItem(at: system.first.appending(path: "managed-preferences/app.plist"))
-        try await waitUntil(values) { $0 == 6 }
+        try await waitUntil(values, within: 60) { $0 == 6 }
         #expect(!volume.isForced)
     }
 
