@@ -293,6 +293,27 @@ struct FileLayerTests {
         #expect(watcher.callbackCount == 0)
     }
 
+    @Test func aFolderWatchOutlivesItsLastTokenForReuseUpToALimit() async throws {
+        let directory = try TempDir("PrefsFileLayerTests", create: false)
+        defer { directory.cleanup() }
+        let watcher = DirectoryWatcher()
+        watcher.watch(fileAt: directory.file("one/a.json")) {}.cancel()
+        #expect(watcher.activeWatchCount == 0 && watcher.idleWatchCount == 1)
+        // Watching the folder again takes the idle watch back, and it reports changes as a fresh one would.
+        let changes = EventCounter()
+        let token = watcher.watch(fileAt: directory.file("one/a.json")) { changes.fire() }
+        #expect(watcher.activeWatchCount == 1 && watcher.idleWatchCount == 0)
+        try LockedFile(url: directory.file("one/a.json")).writeAtomically(Data("1".utf8))
+        #expect(await changes.wait(for: 1))
+        token.cancel()
+        // Only the newest idle watches are kept.
+        for index in 0..<(DirectoryWatcher.idleWatchLimit + 4) {
+            watcher.watch(fileAt: directory.file("folder-\(index)/a.json")) {}.cancel()
+        }
+        #expect(watcher.idleWatchCount == DirectoryWatcher.idleWatchLimit)
+        #expect(watcher.activeWatchCount == 0)
+    }
+
     @Test func pollingFallbackNoticesChanges() async throws {
         let directory = try TempDir("PrefsFileLayerTests", create: false)
         defer { directory.cleanup() }

@@ -496,7 +496,7 @@ private let writerEdgeCases: [String: PrefValue] = {
 }()
 
 /// A random value tree of at most `depth` levels.
-private func randomValue(_ random: inout SplitMix64, depth: Int) -> PrefValue {
+private func randomValue(_ random: inout SplitMix64, depth: Int, ascii: Bool = false) -> PrefValue {
     let kinds = depth > 0 ? 10 : 8
     switch random.below(kinds) {
     case 0: return .bool(random.below(2) == 0)
@@ -509,18 +509,21 @@ private func randomValue(_ random: inout SplitMix64, depth: Int) -> PrefValue {
     case 4: return .double(Double(bitPattern: random.next() & 0xBFEF_FFFF_FFFF_FFFF))
     case 5: return .date(Date(timeIntervalSinceReferenceDate: Double(Int64(bitPattern: random.next()) >> 30) / 1024))
     case 6: return .data(Data((0..<random.below(40)).map { _ in UInt8(truncatingIfNeeded: random.next()) }))
-    case 7: return .string(randomString(&random))
-    case 8: return .array((0..<random.below(20)).map { _ in randomValue(&random, depth: depth - 1) })
+    case 7: return .string(randomString(&random, ascii: ascii))
+    case 8: return .array((0..<random.below(20)).map { _ in randomValue(&random, depth: depth - 1, ascii: ascii) })
     default:
         var members: [String: PrefValue] = [:]
-        for _ in 0..<random.below(20) { members[randomString(&random)] = randomValue(&random, depth: depth - 1) }
+        for _ in 0..<random.below(20) {
+            members[randomString(&random, ascii: ascii)] = randomValue(&random, depth: depth - 1, ascii: ascii)
+        }
         return .dictionary(members)
     }
 }
 
-private func randomString(_ random: inout SplitMix64) -> String {
-    let alphabet: [Character] = ["a", "Z", "0", " ", "\u{0}", "é", "€", "中", "👋", "🏽", "\u{7F}", "\n"]
-    return String((0..<random.below(24)).map { _ in alphabet[random.below(alphabet.count)] })
+private func randomString(_ random: inout SplitMix64, ascii: Bool = false) -> String {
+    let alphabet: [Character] = ["a", "Z", "0", " ", "\u{0}", "\u{7F}", "\n", "é", "€", "中", "👋", "🏽"]
+    let letters = ascii ? 7 : alphabet.count
+    return String((0..<random.below(24)).map { _ in alphabet[random.below(letters)] })
 }
 
 /// What Foundation's own binary reader makes of `data`, bypassing `PropertyListFormat`'s validator.
@@ -685,5 +688,88 @@ extension FormatTests {
             }
         }
         #expect(accepted > 0)
+    }
+}
+
+// MARK: - Vault payload index (values decoded on first access)
+
+extension FormatTests {
+    /// Checks that an index, when one is built, serves exactly what the eager decoder decodes.
+    private func expectIndexAgreesWithDecoder(_ bytes: [UInt8], _ comment: Comment? = nil) -> Bool {
+        bytes.withUnsafeBytes { buffer in
+            guard let index = VaultPayload.Index(buffer) else { return false }
+            guard let decoded = try? VaultPayload.decode(Data(bytes), path: "v") else {
+                Issue.record("an index was built for a payload the decoder refuses", sourceLocation: #_sourceLocation)
+                return true
+            }
+            #expect(index.count == decoded.count, comment)
+            #expect(identical(.dictionary(index.allValues(in: buffer)), .dictionary(decoded)), comment)
+            for (key, value) in decoded {
+                #expect(index.value(forKey: key, in: buffer).map { identical($0, value) } == true, comment)
+            }
+            for absent in ["", "zz-absent", "a\u{0}", "é"] where decoded[absent] == nil {
+                #expect(index.value(forKey: absent, in: buffer) == nil, comment)
+            }
+            return true
+        }
+    }
+
+    @Test func vaultPayloadIndexServesExactlyWhatTheDecoderDecodes() throws {
+        var random = SplitMix64(state: fuzzSeed ?? 0x1D_E7)
+        for _ in 0..<300 {
+            var values: [String: PrefValue] = [:]
+            for _ in 0..<random.below(40) {
+                values[randomString(&random, ascii: true)] = randomValue(&random, depth: 3, ascii: true)
+            }
+            let bytes = Array(try VaultPayload.encode(values))
+            #expect(expectIndexAgreesWithDecoder(bytes, "\(values)"), "ASCII payloads the encoder writes are indexed")
+        }
+    }
+
+    @Test func vaultPayloadIndexRefusesWhatItCannotServeExactly() throws {
+        // Keys in hash order, as vaults written before keys were sorted: decoded whole instead.
+        let unsorted: [UInt8] = [1, 2, 0, 0, 0, 1, 0, 0, 0, 0x62, 1, 1, 0, 0, 0, 0x61, 0]
+        #expect(try payloadDecodes(unsorted) == ["a": .bool(false), "b": .bool(true)])
+        #expect(!expectIndexAgreesWithDecoder(unsorted))
+        // Non-ASCII text anywhere (a key, a string value, a nested key).
+        for values: [String: PrefValue] in [
+            ["é": .int(1)], ["k": .string("naïve")], ["k": .array([.dictionary(["中": .int(1)])])],
+        ] {
+            #expect(!expectIndexAgreesWithDecoder(Array(try VaultPayload.encode(values))), "\(values)")
+        }
+        // Every truncation and every malformed input the decoder refuses.
+        let full = Array(try VaultPayload.encode(["a": .string("x"), "b": .array([.int(1), .data(Data([1]))])]))
+        #expect(expectIndexAgreesWithDecoder(full))
+        for length in 0..<full.count { #expect(!expectIndexAgreesWithDecoder(Array(full.prefix(length)))) }
+        let repeatedNestedKey: [UInt8] = [
+            1, 1, 0, 0, 0, 1, 0, 0, 0, 0x6B, 10, 2, 0, 0, 0, 1, 0, 0, 0, 0x61, 0, 1, 0, 0, 0, 0x61, 1,
+        ]
+        #expect(throws: PrefsError.self) { try payloadDecodes(repeatedNestedKey) }
+        #expect(!expectIndexAgreesWithDecoder(repeatedNestedKey))
+    }
+
+    @Test func vaultPayloadIndexFindsKeysAsDictionariesCompareThem() throws {
+        // U+212A KELVIN SIGN is canonically equivalent to "K": a dictionary finds one under the other.
+        let bytes = Array(try VaultPayload.encode(["K": .int(1), "L": .int(2)]))
+        bytes.withUnsafeBytes { buffer in
+            let index = VaultPayload.Index(buffer)
+            #expect(index?.value(forKey: "\u{212A}", in: buffer) == ["K": PrefValue.int(1)]["\u{212A}"])
+            #expect(index?.value(forKey: "\u{212A}", in: buffer) == .int(1))
+            #expect(index?.value(forKey: "\u{212B}", in: buffer) == nil)
+        }
+    }
+
+    @Test func vaultPayloadIndexMutationFuzzAgreesWithTheDecoder() throws {
+        let seed = Array(
+            try VaultPayload.encode([
+                "a": .string("x"), "b": .array([.int(1), .dictionary(["c": .bool(true), "d": .data(Data([9]))])]),
+                "e": .double(2),
+            ]))
+        var random = SplitMix64(state: fuzzSeed ?? 0x1D_F0)
+        var indexed = 0
+        for _ in 0..<(fuzzIterations ?? 2_000) where expectIndexAgreesWithDecoder(mutate(seed, &random)) {
+            indexed += 1
+        }
+        #expect(indexed > 0)
     }
 }

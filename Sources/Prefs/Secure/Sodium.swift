@@ -13,8 +13,13 @@ enum Sodium {
     }
 }
 
-/// Secret bytes (keys) in memory from `sodium_malloc`: guard pages around it, excluded from core dumps where the
-/// platform allows, zeroed with `sodium_memzero` and released with `sodium_free` when the last reference goes away.
+/// Secret bytes in memory that is locked (never swapped out), excluded from core dumps where the platform allows,
+/// and zeroed with `sodium_memzero` when the last reference goes away.
+///
+/// Keys and passphrases are ``Protection/guarded``: `sodium_malloc` memory, fenced by guard pages. A vault's
+/// decrypted payload is ``Protection/locked``: page-aligned heap memory locked with `sodium_mlock`, without guard
+/// pages, because setting up and tearing down guard pages takes five `mprotect`/`munmap` calls whose TLB
+/// shoot-downs cost more than decrypting the whole vault (docs/BENCHMARKS.md).
 ///
 /// Treat an instance as immutable once it has been shared: fill it through ``withUnsafeMutableBytes(_:)`` (or
 /// ``random(count:)``) right after creation and only read it afterwards.
@@ -22,25 +27,59 @@ final class SecureBytes: @unchecked Sendable {
     // @unchecked Sendable: the pointer is owned exclusively by this object, never reallocated, and by contract the
     // contents are written only before the instance is shared with another thread; concurrent reads are safe.
 
+    /// How the memory is protected beyond being locked, kept out of core dumps and zeroed on release.
+    enum Protection {
+        /// `sodium_malloc`: guard pages on either side, a canary, then `sodium_free`.
+        case guarded
+        /// Whole pages of heap memory, locked; no guard pages.
+        case locked
+    }
+
     /// The number of secret bytes.
     let count: Int
     private let pointer: UnsafeMutableRawPointer
+    /// The bytes locked from `pointer` (whole pages) for ``Protection/locked`` memory; zero for guarded memory.
+    private let lockedCount: Int
 
     /// Allocates `count` zeroed bytes of guarded memory. Traps when the allocation fails, like any Swift allocation.
-    init(count: Int) {
+    convenience init(count: Int) { self.init(count: count, protection: .guarded) }
+
+    /// Allocates `count` zeroed bytes protected as `protection` says. Traps when the allocation fails.
+    init(count: Int, protection: Protection) {
         precondition(count > 0, "SecureBytes needs a positive byte count")
         Sodium.ensureInitialized()
-        guard let pointer = sodium_malloc(count) else {
-            fatalError("sodium_malloc(\(count)) failed: out of memory")
+        switch protection {
+        case .guarded:
+            guard let pointer = sodium_malloc(count) else {
+                fatalError("sodium_malloc(\(count)) failed: out of memory")
+            }
+            self.pointer = pointer
+            lockedCount = 0
+        case .locked:
+            // Whole pages, so unlocking on release never unlocks a page another allocation locked.
+            let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+            let rounded = (count + page - 1) / page * page
+            var allocated: UnsafeMutableRawPointer?
+            guard posix_memalign(&allocated, page, rounded) == 0, let pointer = allocated else {
+                fatalError("posix_memalign(\(rounded)) failed: out of memory")
+            }
+            // Best effort, as in `sodium_malloc`: without a locked-memory allowance the bytes are still zeroed.
+            _ = sodium_mlock(pointer, rounded)
+            self.pointer = pointer
+            lockedCount = rounded
         }
         sodium_memzero(pointer, count)
-        self.pointer = pointer
         self.count = count
     }
 
     deinit {
         sodium_memzero(pointer, count)
-        sodium_free(pointer)
+        if lockedCount == 0 {
+            sodium_free(pointer)
+        } else {
+            _ = sodium_munlock(pointer, lockedCount)  // zeroes the pages, then unlocks them
+            free(pointer)
+        }
     }
 
     /// A guarded copy of `bytes` (which must not be empty).

@@ -280,28 +280,54 @@ enum VaultFormat {
     /// Validates and decrypts a complete vault file. Throws `.authenticationFailed` for a wrong key or any
     /// modification that leaves the header well-formed.
     static func open(_ bytes: Data, key: SecureBytes) throws(VaultError) -> Data {
-        precondition(key.count == keyCount, "vault keys are \(keyCount) bytes")
         let header = try parseHeader(bytes)
+        var plaintext = Data(count: plaintextCount(of: header))
+        let result = plaintext.withUnsafeMutableBytes { plainBuffer in
+            Result { () throws(VaultError) in try decrypt(bytes, header: header, key: key, into: plainBuffer) }
+        }
+        try result.get()
+        return plaintext
+    }
+
+    /// Like ``open(_:key:)``, but decrypts straight into locked memory (``SecureBytes/Protection/locked``: never
+    /// swapped, kept out of core dumps, zeroed when released), for plaintext that stays in memory. Nil when the
+    /// plaintext is empty.
+    static func openLocked(_ bytes: Data, key: SecureBytes) throws(VaultError) -> SecureBytes? {
+        let header = try parseHeader(bytes)
+        let count = plaintextCount(of: header)
+        guard count > 0 else { return nil }
+        let plaintext = SecureBytes(count: count, protection: .locked)
+        try plaintext.withUnsafeMutableBytes { (plainBuffer) throws(VaultError) in
+            try decrypt(bytes, header: header, key: key, into: plainBuffer)
+        }
+        return plaintext
+    }
+
+    private static func plaintextCount(of header: VaultHeader) -> Int {
+        Int(header.ciphertextLength) - VaultHeader.tagCount
+    }
+
+    /// Decrypts the ciphertext of `bytes` (whose parsed header is `header`) into `plainBuffer`, which holds exactly
+    /// the plaintext; on failure the buffer is zeroed and `.authenticationFailed` thrown.
+    private static func decrypt(
+        _ bytes: Data, header: VaultHeader, key: SecureBytes, into plainBuffer: UnsafeMutableRawBufferPointer
+    ) throws(VaultError) {
+        precondition(key.count == keyCount, "vault keys are \(keyCount) bytes")
         let headerCount = VaultHeader.count(version: header.version)
-        let plaintextCount = Int(header.ciphertextLength) - VaultHeader.tagCount
-        var plaintext = Data(count: plaintextCount)
         let headerBytes = Array(bytes.prefix(headerCount))  // authenticate exactly what is on disk
-        let status = plaintext.withUnsafeMutableBytes { plainBuffer in
-            bytes.withUnsafeBytes { fileBuffer in
-                key.withUnsafeBytes { keyBuffer in
-                    var written: UInt64 = 0
-                    let status = crypto_aead_xchacha20poly1305_ietf_decrypt(
-                        plainBuffer.baseAddress.map(bytePointer), &written, nil,
-                        bytePointer(fileBuffer.baseAddress!) + headerCount, header.ciphertextLength,
-                        headerBytes, UInt64(headerBytes.count),
-                        header.nonce, bytePointer(keyBuffer.baseAddress!))
-                    if status != 0 { secureZero(plainBuffer) }
-                    return status
-                }
+        let status = bytes.withUnsafeBytes { fileBuffer in
+            key.withUnsafeBytes { keyBuffer in
+                var written: UInt64 = 0
+                let status = crypto_aead_xchacha20poly1305_ietf_decrypt(
+                    plainBuffer.baseAddress.map(bytePointer), &written, nil,
+                    bytePointer(fileBuffer.baseAddress!) + headerCount, header.ciphertextLength,
+                    headerBytes, UInt64(headerBytes.count),
+                    header.nonce, bytePointer(keyBuffer.baseAddress!))
+                if status != 0 { secureZero(plainBuffer) }
+                return status
             }
         }
         guard status == 0 else { throw .authenticationFailed }
-        return plaintext
     }
 }
 

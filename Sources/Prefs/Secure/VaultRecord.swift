@@ -26,7 +26,11 @@ enum VaultRecord {
         var digest = [UInt8](repeating: 0, count: 16)
         Sodium.ensureInitialized()
         _ = crypto_generichash(&digest, digest.count, Array(canonical.utf8), UInt64(canonical.utf8.count), nil, 0)
-        return directory + "/" + digest.map { String(format: "%02x", $0) }.joined() + ".record"
+        let digits = Array("0123456789abcdef".utf8)
+        var name = [UInt8]()
+        name.reserveCapacity(digest.count * 2)
+        for byte in digest { name += [digits[Int(byte >> 4)], digits[Int(byte & 0x0f)]] }
+        return directory + "/" + String(decoding: name, as: UTF8.self) + ".record"
     }
 
     /// The vault's absolute path with its folder's symbolic links resolved, so two spellings share one record.

@@ -49,6 +49,8 @@ final class FileWatchToken: Sendable {
 final class DirectoryWatcher: Sendable {
     /// The watcher for the process.
     static let shared = DirectoryWatcher()
+    /// How many directory watches are kept for reuse after their last token went away; beyond it the oldest goes.
+    static let idleWatchLimit = 16
 
     private let core: WatcherCore
 
@@ -67,8 +69,12 @@ final class DirectoryWatcher: Sendable {
         return FileWatchToken { core.remove(id) }
     }
 
-    /// Test hook: directories watched with inotify plus files being polled.
+    /// Test hook: directories watched with inotify for live tokens (idle watches kept for reuse are not counted) plus
+    /// files being polled.
     var activeWatchCount: Int { core.activeWatchCount }
+
+    /// Test hook: directory watches kept for reuse after their last token went away.
+    var idleWatchCount: Int { core.state.withLock { $0.idle.count } }
 
     /// Test hook: callbacks currently registered (live tokens).
     var callbackCount: Int { core.callbackCount }
@@ -91,6 +97,10 @@ private final class WatcherCore: Sendable {
         var registrations: [UInt64: Registration] = [:]
         /// Registration ids per inotify watch descriptor.
         var directories: [Int32: Set<UInt64>] = [:]
+        /// Watches whose last registration went away, oldest first, kept (up to `idleWatchLimit`) so that opening
+        /// a store in the same folder again adds no watch and closing it removes none: a removal wakes the watcher
+        /// thread with an `IN_IGNORED` event, and an open-close cycle of a small store cost twice as much.
+        var idle: [Int32] = []
         var inotify: InotifyHandles?
         /// Set once inotify could not be started, or when asked to poll.
         var pollOnly: Bool
@@ -124,6 +134,7 @@ private final class WatcherCore: Sendable {
             if let descriptor = addDirectoryWatch(directory, state: &state) {
                 registration.descriptor = descriptor
                 state.directories[descriptor, default: []].insert(id)
+                state.idle.removeAll { $0 == descriptor }  // the kernel hands back the watch the folder has
             } else {
                 registration.poller = Poller(path: path, onChange: onChange)
             }
@@ -139,7 +150,10 @@ private final class WatcherCore: Sendable {
                 state.directories[descriptor]?.remove(id)
                 if state.directories[descriptor]?.isEmpty == true {
                     state.directories[descriptor] = nil
-                    removeDirectoryWatch(descriptor, state: state)
+                    state.idle.append(descriptor)
+                    if state.idle.count > DirectoryWatcher.idleWatchLimit {
+                        removeDirectoryWatch(state.idle.removeFirst(), state: state)
+                    }
                 }
             }
             return registration.poller
@@ -249,6 +263,12 @@ private final class Poller: Sendable {
         /// there since, or later through polling when there is none yet) and returns its registrations, whose
         /// callbacks must run so their files are reloaded from the path.
         private func rearm(_ descriptor: Int32, state: inout State) -> [UInt64] {
+            if let index = state.idle.firstIndex(of: descriptor) {
+                // Nobody uses it: forget it; the next registration in that folder watches the path afresh.
+                state.idle.remove(at: index)
+                if let handles = state.inotify { _ = inotify_rm_watch(handles.inotify, descriptor) }
+                return []
+            }
             guard let members = state.directories.removeValue(forKey: descriptor) else { return [] }
             if let handles = state.inotify { _ = inotify_rm_watch(handles.inotify, descriptor) }
             var ids: [UInt64] = []
@@ -319,6 +339,7 @@ private final class Poller: Sendable {
             state.withLock { state in
                 state.inotify = nil
                 state.directories.removeAll()
+                state.idle.removeAll()
             }
             close(handles.inotify)
             close(handles.wakeRead)

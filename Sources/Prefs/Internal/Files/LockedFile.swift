@@ -40,9 +40,9 @@ final class LockedFile: Sendable {
 
     init(url: URL, lockURL: URL? = nil) {
         self.url = url
-        self.lockURL =
-            lockURL ?? url.deletingLastPathComponent().appendingPathComponent(url.lastPathComponent + ".lock")
         self.path = url.fileSystemPath
+        // Built from the path: `appendingPathComponent` would look at the file system to pick a trailing slash.
+        self.lockURL = lockURL ?? URL(filePath: path + ".lock", directoryHint: .notDirectory)
         self.directoryPath = POSIX.parentPath(of: path)
         self.lockPath = self.lockURL.fileSystemPath
     }

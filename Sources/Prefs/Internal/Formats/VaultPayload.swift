@@ -26,7 +26,7 @@ enum VaultPayload {
     /// The deepest nesting of arrays and dictionaries either side accepts (the top level counts as one).
     static let maximumDepth = 512
 
-    private enum Tag: UInt8 {
+    enum Tag: UInt8 {
         case boolFalse = 0
         case boolTrue = 1
         case int = 2
@@ -49,7 +49,8 @@ enum VaultPayload {
         writer.bytes.reserveCapacity(64 + values.count * 48)
         writer.bytes.append(version)
         try writer.appendCount(values.count, key: "")
-        for (key, value) in values {
+        // In key order: a payload whose keys are sorted (and ASCII) opens without decoding its values (`Index`).
+        for (key, value) in values.sorted(by: { $0.key < $1.key }) {
             try writer.appendString(key, key: key)
             try writer.appendValue(value, key: key, depth: 1)
         }
@@ -111,7 +112,7 @@ enum VaultPayload {
                 try checkDepth(depth + 1, key: key)
                 bytes.append(Tag.dictionary.rawValue)
                 try appendCount(members.count, key: key)
-                for (name, member) in members {
+                for (name, member) in members.sorted(by: { $0.key < $1.key }) {
                     try appendString(name, key: key)
                     try appendValue(member, key: key, depth: depth + 1)
                 }
@@ -129,29 +130,30 @@ enum VaultPayload {
 
     /// The snapshot in `data`; anything but a well-formed payload throws `PrefsError.corruptFile` naming `path`.
     static func decode(_ data: Data, path: String) throws(PrefsError) -> [String: PrefValue] {
-        let result: Result<[String: PrefValue], Failure> = data.withUnsafeBytes { buffer in
-            var reader = Reader(bytes: buffer)
-            do throws(Failure) {
-                guard try reader.byte() == version else { throw Failure("unknown payload version") }
-                let values = try reader.dictionaryBody(depth: 1)
-                guard reader.position == buffer.count else {
-                    throw Failure("\(buffer.count - reader.position) unexpected bytes after the payload")
-                }
-                return .success(values)
-            } catch {
-                return .failure(error)
-            }
+        let result = data.withUnsafeBytes { buffer in
+            Result { () throws(PrefsError) in try decode(buffer, path: path) }
         }
-        switch result {
-        case .success(let values): return values
-        case .failure(let failure):
-            throw .corruptFile(path: path, reason: "malformed vault payload: \(failure.description)")
+        return try result.get()
+    }
+
+    /// The snapshot in `buffer`; anything but a well-formed payload throws `PrefsError.corruptFile` naming `path`.
+    static func decode(_ buffer: UnsafeRawBufferPointer, path: String) throws(PrefsError) -> [String: PrefValue] {
+        var reader = Reader(bytes: buffer)
+        do throws(Failure) {
+            guard try reader.byte() == version else { throw Failure("unknown payload version") }
+            let values = try reader.dictionaryBody(depth: 1)
+            guard reader.position == buffer.count else {
+                throw Failure("\(buffer.count - reader.position) unexpected bytes after the payload")
+            }
+            return values
+        } catch {
+            throw .corruptFile(path: path, reason: "malformed vault payload: \(error.description)")
         }
     }
 
-    private typealias Failure = BinaryFormatFailure
+    typealias Failure = BinaryFormatFailure
 
-    private struct Reader {
+    struct Reader {
         var input: LittleEndianReader
 
         init(bytes: UnsafeRawBufferPointer) { input = LittleEndianReader(bytes) }

@@ -70,6 +70,9 @@ final class FileBackedStorage: Sendable {
         if try file.identity() != loaded { reloadFromDisk() }
     }
 
+    /// Whether values of the first load are still encoded, decoded one at a time as they are read (a vault's).
+    var holdsEncodedValues: Bool { snapshot.withLock { $0.deferred != nil } }
+
     /// The error that keeps the file from being read, if any.
     var damage: (any Error)? { snapshot.withLock { $0.damage } }
 
@@ -112,7 +115,10 @@ final class FileBackedStorage: Sendable {
     }
 
     func allValues() throws -> [String: PrefValue] {
-        let (values, damage) = snapshot.withLock { ($0.values, $0.damage) }
+        let (values, damage) = snapshot.withLock { state in
+            materialize(&state)
+            return (state.values, state.damage)
+        }
         if let damage { throw damage }
         return values
     }
@@ -295,7 +301,13 @@ final class FileBackedStorage: Sendable {
         if batchStart != nil { return }
         while true {
             try refreshLocked()
-            guard snapshot.withLock({ $0.isSuspect }) else { return }
+            // A writer works on the whole snapshot: decode values the first load left encoded.
+            guard
+                snapshot.withLock({ state in
+                    materialize(&state)
+                    return state.isSuspect
+                })
+            else { return }
             usleep(5_000)
         }
     }
@@ -319,7 +331,7 @@ final class FileBackedStorage: Sendable {
         case .read:
             break
         }
-        let values: [String: PrefValue]
+        let decoded: DecodedSnapshot
         let identity: FileIdentity?
         do {
             // A file that cannot even be read (a folder in its place, no permission) is unreadable like one that
@@ -328,7 +340,10 @@ final class FileBackedStorage: Sendable {
                 load([:], identity: nil, announcing: announcing)
                 return
             }
-            values = try codec.decode(data, path: path)
+            // Only the first load (nothing to compare with, nobody observing) may keep values encoded.
+            decoded =
+                announcing
+                ? .values(try codec.decode(data, path: path)) : try codec.decodeForFirstLoad(data, path: path)
             identity = readIdentity
         } catch {
             let verdict = snapshot.withLock { state in
@@ -346,24 +361,44 @@ final class FileBackedStorage: Sendable {
                 return
             }
         }
-        load(values, identity: identity, announcing: announcing)
+        switch decoded {
+        case .values(let values):
+            load(values, identity: identity, announcing: announcing)
+        case .deferred(let values):
+            // The first load: nothing to compare with and nothing announced. Reads decode one value at a time.
+            snapshot.withLock { state in
+                state.loadDeferred(values, identity: identity)
+                layers.userDeferred(values)
+            }
+        }
     }
 
     private func load(_ values: [String: PrefValue], identity: FileIdentity?, announcing: Bool) {
         let recovered = snapshot.withLock { state in
             let recovered = state.damage != nil
-            let changed = state.load(values, identity: identity)
+            // What changed is what differs from the values held before: decode any still encoded.
+            if announcing { materialize(&state) }
+            let changed = state.load(values, identity: identity, diffing: announcing)
             mirrorInLayers(values, announcing: announcing ? changed : nil)
             return recovered
         }
         if recovered { ErrorReporter.forgetIncidents(of: changes) }
     }
 
+    /// Decodes values the first load left encoded, into the snapshot and the layers at once; call holding the
+    /// snapshot lock.
+    private func materialize(_ state: inout SnapshotState) {
+        guard let deferred = state.deferred else { return }
+        let values = deferred.allValues()
+        state.materialize(values)
+        layers.materializeUser(values)
+    }
+
     /// Layers hook: mirrors the file's values into the layers and, unless `changed` is nil, announces the effective
     /// value (what reads return) of every key whose own or effective value changed. Called holding the snapshot
     /// lock, so announcements keep the order in which values were applied.
     private func mirrorInLayers(_ values: [String: PrefValue], announcing changed: Set<String>?) {
-        let effectiveChanges = layers.userReplaced(values)
+        let effectiveChanges = layers.userReplaced(values, reporting: changed != nil)
         guard let changed else { return }
         let keys = changed.union(effectiveChanges)
         changes.announce(Dictionary(uniqueKeysWithValues: keys.map { ($0, layers.value(forKey: $0)) }))

@@ -10,8 +10,10 @@ struct SnapshotState: Sendable {
     /// How long the file may stay unreadable before it counts as damaged: zero, or ``inPlaceRewriteGrace``.
     let grace: Duration
 
-    /// The values last read from, or written to, the file.
+    /// The values last read from, or written to, the file (empty while they are ``deferred``).
     var values: [String: PrefValue] = [:]
+    /// The values of a first load still encoded (a vault's, see `DeferredValues`); ``materialize()`` decodes them.
+    var deferred: (any DeferredValues)?
     /// The identity (device, inode, size, change time) of the file those values came from; nil when absent.
     var identity: FileIdentity?
     /// Set while the file on disk cannot be decoded; writes are refused so it is never overwritten.
@@ -75,13 +77,32 @@ struct SnapshotState: Sendable {
         return .suspect(recheck: grace - elapsed, scheduleRecheck: !recheckScheduled)
     }
 
-    /// Takes newly read values; returns the keys whose values changed. Clears damage and suspicion.
-    mutating func load(_ newValues: [String: PrefValue], identity newIdentity: FileIdentity?) -> Set<String> {
-        let changed = Self.diff(values, newValues)
+    /// Decodes ``deferred`` values into ``values`` (`decoded`: already decoded by the caller).
+    mutating func materialize(_ decoded: [String: PrefValue]? = nil) {
+        guard let deferred else { return }
+        values = decoded ?? deferred.allValues()
+        self.deferred = nil
+    }
+
+    /// Takes newly read values; returns the keys whose values changed (none when not `diffing`: a first load,
+    /// which nobody observes yet). Clears damage and suspicion.
+    mutating func load(
+        _ newValues: [String: PrefValue], identity newIdentity: FileIdentity?, diffing: Bool = true
+    ) -> Set<String> {
+        materialize()
+        let changed = diffing ? Self.diff(values, newValues) : []
         let scheduled = recheckScheduled
         self = SnapshotState(values: newValues, identity: newIdentity, grace: grace)
         recheckScheduled = scheduled
         return changed
+    }
+
+    /// Takes the still-encoded values of a first load. Clears damage and suspicion.
+    mutating func loadDeferred(_ newValues: any DeferredValues, identity newIdentity: FileIdentity?) {
+        let scheduled = recheckScheduled
+        self = SnapshotState(identity: newIdentity, grace: grace)
+        deferred = newValues
+        recheckScheduled = scheduled
     }
 
     /// The new values of `keys`, as a change feed announces them (nil: removed).

@@ -28,6 +28,19 @@ final class VaultSnapshotCodec: SnapshotCodec {
     }
 
     func decode(_ data: Data, path: String) throws -> [String: PrefValue] {
+        switch try open(data, path: path, deferring: false) {
+        case .values(let values): return values
+        case .deferred(let values): return values.allValues()
+        }
+    }
+
+    /// Opens the vault leaving its values decrypted but still encoded, in locked memory: each read decodes one value
+    /// (see `DeferredVaultValues`).
+    func decodeForFirstLoad(_ data: Data, path: String) throws -> DecodedSnapshot {
+        try open(data, path: path, deferring: true)
+    }
+
+    private func open(_ data: Data, path: String, deferring: Bool) throws -> DecodedSnapshot {
         let header = try VaultFormat.parseHeader(data)
         let key = try state.withLock { state throws(VaultError) in
             if let resolved = state.resolved, resolved.kdf == header.kdf { return resolved.key }
@@ -35,8 +48,10 @@ final class VaultSnapshotCodec: SnapshotCodec {
             state.resolved = resolved
             return resolved.key
         }
-        var plaintext = try VaultFormat.open(data, key: key)
-        defer { plaintext.withUnsafeMutableBytes { secureZero($0) } }
+        // The plaintext goes straight into locked memory, zeroed when released.
+        guard let plaintext = try VaultFormat.openLocked(data, key: key) else {
+            return .values(try VaultPayload.decode(Data(), path: path))  // empty: throws the payload's error
+        }
         // Authenticated: the identity in the header is the writer's. Check it before using anything inside.
         let record = VaultRecord.read(forVault: vaultPath)
         if let known = record {
@@ -50,7 +65,7 @@ final class VaultSnapshotCodec: SnapshotCodec {
                 // its record) after `data` was read. Then `data` is simply out of date, and the store reloads the
                 // new file under the lock, where this check runs again. Only a file still on disk is refused.
                 let current = try? LockedFile(url: URL(filePath: path)).read()?.data
-                guard current == data else { return try VaultPayload.decode(plaintext, path: path) }
+                guard current == data else { return try Self.values(plaintext, path: path, deferring: deferring) }
                 throw error
             }
         }
@@ -58,29 +73,39 @@ final class VaultSnapshotCodec: SnapshotCodec {
             if let seen = state.seen { try Self.check(header.identity, against: seen, source: "in this process") }
             if let found = header.identity { state.seen = found }
         }
-        let values = try VaultPayload.decode(plaintext, path: path)
+        let values = try Self.values(plaintext, path: path, deferring: deferring)
         if let found = header.identity, found != record {
             VaultRecord.remember(found, forVault: vaultPath, replacing: false)
         }
         return values
     }
 
+    /// The values of a decrypted payload: left encoded when `deferring` and the payload allows it, else decoded.
+    private static func values(_ plaintext: SecureBytes, path: String, deferring: Bool) throws -> DecodedSnapshot {
+        if deferring, let deferred = DeferredVaultValues(plaintext) { return .deferred(deferred) }
+        return .values(
+            try plaintext.withUnsafeBytes { (bytes) throws(PrefsError) in
+                try VaultPayload.decode(bytes, path: path)
+            })
+    }
+
     /// Refuses `found` unless it is the vault `known` describes, at the same or a later generation.
-    private static func check(_ found: VaultIdentity?, against known: VaultIdentity, source: String) throws(VaultError)
-    {
+    private static func check(
+        _ found: VaultIdentity?, against known: VaultIdentity, source: @autoclosure () -> String
+    ) throws(VaultError) {
         guard let found else {
             throw .rollbackDetected(
                 reason: "it is a version 1 vault, older than the version 2 vault (id \(known.idText), generation "
-                    + "\(known.generation)) seen \(source)")
+                    + "\(known.generation)) seen \(source())")
         }
         guard found.id == known.id else {
             throw .rollbackDetected(
-                reason: "it is another vault (id \(found.idText)) than the one (id \(known.idText)) seen \(source)")
+                reason: "it is another vault (id \(found.idText)) than the one (id \(known.idText)) seen \(source())")
         }
         guard found.generation >= known.generation else {
             throw .rollbackDetected(
                 reason: "it is an older copy (generation \(found.generation)) of the vault whose generation "
-                    + "\(known.generation) was seen \(source)")
+                    + "\(known.generation) was seen \(source())")
         }
     }
 
@@ -130,4 +155,24 @@ final class VaultSnapshotCodec: SnapshotCodec {
             }
         }
     }
+}
+
+/// A vault's decrypted payload kept in locked memory (``SecureBytes/Protection/locked``: never swapped out, kept out of
+/// core dumps, zeroed when released) with an index of where each key's entry begins, so a read decodes only the value it asks for. The
+/// store holds it from its first load until it needs the whole snapshot (its first write, a reload after another
+/// process's write, a listing of every value), when the values are decoded and this is released.
+final class DeferredVaultValues: DeferredValues {
+    private let plaintext: SecureBytes
+    private let index: VaultPayload.Index
+
+    /// Nil when the payload is not one an index can serve (`VaultPayload.Index`); it is then decoded whole.
+    init?(_ plaintext: SecureBytes) {
+        guard let index = plaintext.withUnsafeBytes({ VaultPayload.Index($0) }) else { return nil }
+        self.plaintext = plaintext
+        self.index = index
+    }
+
+    func value(forKey key: String) -> PrefValue? { plaintext.withUnsafeBytes { index.value(forKey: key, in: $0) } }
+
+    func allValues() -> [String: PrefValue] { plaintext.withUnsafeBytes { index.allValues(in: $0) } }
 }

@@ -4,7 +4,7 @@ import Synchronization
 /// The layers of one store: the merged ``LayerStack`` its reads are served from, the sources that feed the
 /// read-only layers, and the watches on the system-wide files.
 ///
-/// Hook points: a store calls ``userChanged(_:_:)`` or ``userReplaced(_:)`` while it holds the lock that guards its
+/// Hook points: a store calls ``userChanged(_:_:)`` or ``userReplaced(_:reporting:)`` while it holds the lock that guards its
 /// own values (so the mirror follows the same order of changes), reads through ``value(forKey:)``, and calls
 /// ``checkWritable(_:)`` before a write. Changes of the other layers are applied here and announced on the store's
 /// feed after every lock is released; a source that cannot be read is reported and skipped.
@@ -46,7 +46,7 @@ final class StoreLayers: Sendable {
     // MARK: Reads
 
     /// The effective value of `key`: one lookup in the merged snapshot.
-    func value(forKey key: String) -> PrefValue? { state.withLock { $0.stack.effective[key] } }
+    func value(forKey key: String) -> PrefValue? { state.withLock { $0.stack.value(forKey: key) } }
 
     /// The layer the effective value of `key` comes from.
     func origin(of key: String) -> PreferenceLayer? { state.withLock { $0.stack.origin(of: key) } }
@@ -72,8 +72,18 @@ final class StoreLayers: Sendable {
     }
 
     /// Mirrors all user values; call while holding the store's own lock. Returns the effective changes.
-    func userReplaced(_ values: [String: PrefValue]) -> Set<String> {
-        state.withLock { $0.stack.replaceUser(values) }
+    func userReplaced(_ values: [String: PrefValue], reporting: Bool = true) -> Set<String> {
+        state.withLock { $0.stack.replaceUser(values, reporting: reporting) }
+    }
+
+    /// Mirrors the user values of a store's first load, still encoded; call while holding the store's own lock.
+    func userDeferred(_ values: any DeferredValues) {
+        state.withLock { $0.stack.deferUser(values) }
+    }
+
+    /// Decodes deferred user values (a store about to change or list them); call holding the store's own lock.
+    func materializeUser(_ decoded: [String: PrefValue]? = nil) {
+        state.withLock { $0.stack.materializeUser(decoded) }
     }
 
     // MARK: Registered defaults
