@@ -38,6 +38,14 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     @usableFromInline let cachedVersion = Mutex<UInt64>(0)
     /// Only read or written while holding `cachedVersion`.
     @usableFromInline nonisolated(unsafe) let cachedValue: UnsafeMutablePointer<Value>
+    /// For a value of plain bits that fit in 8 bytes (`Int`, `Bool`, `Double`, an enum without payloads), the cached
+    /// value's bits and the version they were decoded at (0: none), read without a lock: the version is read before
+    /// and after the bits, and a writer clears it before changing the bits, so equal versions mean the bits belong
+    /// to them.
+    @usableFromInline let cachedBits = Atomic<UInt64>(0)
+    @usableFromInline let cachedBitsVersion = Atomic<UInt64>(0)
+    /// Whether `Value` is cached in `cachedBits` as well.
+    @usableFromInline static var fitsInBits: Bool { _isPOD(Value.self) && MemoryLayout<Value>.size <= 8 }
     private let subscribers = Mutex(Subscribers())
 
     init(key: String, defaultValue: Value, codec: ValueCodec<Value>, store: any KeyValueStore) {
@@ -73,6 +81,16 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     @inlinable
     func currentValue() -> Value {
         let version = cell.version
+        if Self.fitsInBits {
+            let before = cachedBitsVersion.load(ordering: .acquiring)
+            if before == version {
+                let bits = cachedBits.load(ordering: .acquiring)
+                if cachedBitsVersion.load(ordering: .acquiring) == before {
+                    return withUnsafeBytes(of: bits) { $0.load(as: Value.self) }
+                }
+            }
+            return refresh(at: version)
+        }
         // No `Optional<Value>` here: where this is not specialized, forming one costs a metadata lookup.
         var isCurrent = false
         let cached = cachedVersion.withLock { cachedVersion -> Value in
@@ -91,6 +109,17 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
             if version > cachedVersion {
                 cachedVersion = version
                 cachedValue.pointee = fresh
+                if Self.fitsInBits {
+                    // Under the lock: one writer at a time. Clearing the version first makes a reader that saw
+                    // the old version before the new bits see a different version after them, and retry.
+                    var bits: UInt64 = 0
+                    withUnsafeMutableBytes(of: &bits) { destination in
+                        withUnsafeBytes(of: fresh) { destination.copyMemory(from: $0) }
+                    }
+                    cachedBitsVersion.store(0, ordering: .releasing)
+                    cachedBits.store(bits, ordering: .releasing)
+                    cachedBitsVersion.store(version, ordering: .releasing)
+                }
             }
         }
         return fresh

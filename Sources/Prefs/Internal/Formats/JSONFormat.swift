@@ -23,6 +23,9 @@ enum JSONFormat {
     /// The whole store as a UTF-8 JSON document: 2-space indent, sorted keys, trailing newline.
     static func encode(_ values: [String: PrefValue]) throws(PrefsError) -> Data {
         var writer = Writer(pretty: true)
+        // One allocation of about the final size: growing a buffer of large values by doubling copied each byte
+        // about twice and faulted in fresh pages at every step.
+        writer.output.reserveCapacity(Writer.estimatedSize(of: values))
         try writer.writeObject(values, indent: 0, topLevelKey: nil)
         writer.append("\n")
         return Data(writer.output)
@@ -100,6 +103,21 @@ extension JSONFormat {
         }
 
         mutating func append(_ text: String) { output.append(contentsOf: text.utf8) }
+
+        /// Roughly how many bytes `values` take as a document: exact for base64, close for the rest.
+        static func estimatedSize(of values: [String: PrefValue]) -> Int {
+            values.reduce(16) { total, entry in total + entry.key.utf8.count + 16 + estimatedSize(of: entry.value) }
+        }
+
+        private static func estimatedSize(of value: PrefValue) -> Int {
+            switch value {
+            case .data(let bytes): (bytes.count + 2) / 3 * 4 + 32
+            case .string(let text): text.utf8.count + 8
+            case .array(let elements): elements.reduce(8) { $0 + 8 + estimatedSize(of: $1) }
+            case .dictionary(let members): estimatedSize(of: members)
+            default: 32
+            }
+        }
 
         private static let base64Alphabet = Array(
             "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)

@@ -7,13 +7,13 @@ public import Synchronization
 final class KeyCell: Observable, Sendable {
     let key: String
     @usableFromInline let versionCounter = Atomic<UInt64>(1)
-    private let registrar = ObservationRegistrar()
+    @usableFromInline let registrar = ObservationRegistrar()
     private let listeners = Mutex<[ObjectIdentifier: @Sendable (UInt64, ChangeFeed.Update) -> Void]>([:])
     /// The first declaration of the key by a wrapper, and the conflicting ones already reported.
     let declarations = Mutex<(first: KeyDeclaration?, reported: Set<String>)>((nil, []))
     // Key paths are immutable; the stored one only avoids re-forming it on every read. An instance constant, not a
     // static one, whose every read went through `swift_once` (7% of a cached read).
-    nonisolated(unsafe) private let versionPath: KeyPath<KeyCell, UInt64> = \KeyCell.version
+    @usableFromInline nonisolated(unsafe) let versionPath: KeyPath<KeyCell, UInt64> = \KeyCell.version
 
     init(key: String) { self.key = key }
 
@@ -30,7 +30,7 @@ final class KeyCell: Observable, Sendable {
     }
 
     /// Tells Observation that the current tracking scope read this key.
-    @usableFromInline func trackAccess() { registrar.access(self, keyPath: versionPath) }
+    @inlinable func trackAccess() { registrar.access(self, keyPath: versionPath) }
 
     /// Moves to the next version when a change is announced, while the store still holds the lock under which
     /// it applied the change: a read after the write returns sees the new version and decodes the new value.
