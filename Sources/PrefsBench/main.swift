@@ -21,6 +21,7 @@ struct Options {
     var latency = false
     var latencyWriter: (path: String, count: Int)? = nil
     var postgresLatencyWriter: Int? = nil
+    var coldOpenChild: (side: String, suite: String, key: String)? = nil
     var only: Set<String>? = nil
     var side: Budget.Side? = nil
     var sizes = [10, 100, 1_000, 10_000]
@@ -47,6 +48,11 @@ struct Options {
                     throw BenchError.failed("--postgres-latency-writer needs a count")
                 }
                 postgresLatencyWriter = count
+            case "--cold-open-child":
+                guard let side = remaining.popFirst(), let suite = remaining.popFirst(),
+                    let key = remaining.popFirst()
+                else { throw BenchError.failed("--cold-open-child needs a side, a suite and a key") }
+                coldOpenChild = (side, suite, key)
             case "--only":
                 guard let names = remaining.popFirst() else { throw BenchError.failed("--only needs a name") }
                 only = (only ?? []).union(names.split(separator: ",").map(String.init))
@@ -127,6 +133,12 @@ func pad(_ text: String, _ width: Int) -> String {
     text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
 }
 
+/// Every comparison scenario, in the order they run and print.
+func allScenarios(folders: Folders) -> [Scenario] {
+    comparisonScenarios(folders: folders) + roundTwoScenarios(folders: folders) + coldOpenScenarios(folders: folders)
+        + postgresScenarios()
+}
+
 /// Runs the selected benchmarks and prints their results; returns the exit status.
 func runBenchmarks(_ options: Options) async throws {
     let folders = try Folders.fromEnvironment()
@@ -145,8 +157,7 @@ func runBenchmarks(_ options: Options) async throws {
     }
 
     var results: [ComparisonResult] = []
-    for scenario in comparisonScenarios(folders: folders) + roundTwoScenarios(folders: folders) + postgresScenarios()
-    where options.includes(scenario.name) {
+    for scenario in allScenarios(folders: folders) where options.includes(scenario.name) {
         log("running \(scenario.name)")
         let comparison: Comparison
         do {
@@ -166,10 +177,7 @@ func runBenchmarks(_ options: Options) async throws {
         growth = try await subscribeCancelGrowth(cycles: 100_000, folders: folders)
     }
 
-    let scenarios = Dictionary(
-        uniqueKeysWithValues: (comparisonScenarios(folders: folders) + roundTwoScenarios(folders: folders)
-            + postgresScenarios())
-            .map { ($0.name, $0) })
+    let scenarios = Dictionary(uniqueKeysWithValues: allScenarios(folders: folders).map { ($0.name, $0) })
     print(
         "prefs-bench (\(options.quick ? "quick" : "full"), median of \(budget.runs) runs, "
             + "\(ProcessInfo.processInfo.activeProcessorCount) cores)")
@@ -221,6 +229,13 @@ do {
 if let writer = options.latencyWriter {
     do { try runLatencyWriter(path: writer.path, count: writer.count) } catch {
         printError("prefs-bench: latency writer failed: \(error)\n")
+        exit(1)
+    }
+    exit(0)
+}
+if let child = options.coldOpenChild {
+    do { try runColdOpenChild(side: child.side, suite: child.suite, key: child.key) } catch {
+        printError("prefs-bench: cold-open child failed: \(error)\n")
         exit(1)
     }
     exit(0)

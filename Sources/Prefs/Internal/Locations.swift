@@ -24,7 +24,18 @@ struct Locations: Sendable, Equatable {
     let configDirs: [URL]
 
     /// The locations of this process, resolved on first use.
-    static let current = Locations(environment: ProcessInfo.processInfo.environment)
+    static let current = Locations(
+        environment: variables(["HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_DIRS"]))
+
+    /// The values of `names` in this process's environment, read directly: `ProcessInfo`'s environment copies every
+    /// variable into a dictionary, a measurable part of an app's first preference read.
+    static func variables(_ names: [String]) -> [String: String] {
+        var found: [String: String] = [:]
+        for name in names {
+            if let value = getenv(name) { found[name] = String(cString: value) }
+        }
+        return found
+    }
 
     init(environment: [String: String]) {
         let home = Self.home(environment)

@@ -53,6 +53,7 @@ struct AnyCodec: Sendable {
     let decode: @Sendable (PrefValue) throws -> Any
 
     static func make(for type: Any.Type) -> AnyCodec? {
+        if let common = common(type) { return common }
         if let optional = type as? any (OptionalCodable & Sendable).Type { return optionalCodec(optional) }
         let primary: AnyCodec?
         if let convertible = type as? any PrefValueConvertible.Type {
@@ -68,6 +69,28 @@ struct AnyCodec: Sendable {
         // A Codable type also reads the forms other libraries wrote for it (see ForeignForms).
         if let codable = type as? any (Decodable & Sendable).Type { return readingForeignForms(primary, codable) }
         return primary
+    }
+
+    /// The codec of a standard type, found by comparing metatypes: exactly what the casts below choose for it (its
+    /// own form, reading foreign forms too), without them. The first cast of a type to a protocol searches every
+    /// conformance record of every loaded library, about a millisecond of an app's launch for the few a declaration
+    /// needs.
+    private static func common(_ type: Any.Type) -> AnyCodec? {
+        func standard<T: PrefValueConvertible & Decodable & Sendable>(_ type: T.Type) -> AnyCodec {
+            readingForeignForms(native(type), type)
+        }
+        switch ObjectIdentifier(type) {
+        case ObjectIdentifier(Int.self): return standard(Int.self)
+        case ObjectIdentifier(Bool.self): return standard(Bool.self)
+        case ObjectIdentifier(Double.self): return standard(Double.self)
+        case ObjectIdentifier(String.self): return standard(String.self)
+        case ObjectIdentifier(Date.self): return standard(Date.self)
+        case ObjectIdentifier(Data.self): return standard(Data.self)
+        case ObjectIdentifier(Float.self): return standard(Float.self)
+        case ObjectIdentifier(Int64.self): return standard(Int64.self)
+        case ObjectIdentifier(URL.self): return standard(URL.self)
+        default: return nil
+        }
     }
 
     private static func readingForeignForms<T: Decodable & Sendable>(_ primary: AnyCodec, _ type: T.Type) -> AnyCodec {

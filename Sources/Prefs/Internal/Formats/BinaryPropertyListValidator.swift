@@ -14,25 +14,35 @@ enum BinaryPropertyListValidator {
     }
 
     static func validate(_ bytes: [UInt8]) throws(Failure) {
+        _ = try validatedWalker(bytes)
+    }
+
+    /// Validates `bytes` and returns the walker that did, for reading the values it checked.
+    static func validatedWalker(_ bytes: [UInt8]) throws(Failure) -> Walker {
         var walker = try Walker(bytes: bytes)
         // A file written by Foundation expands to at most one value per reference it contains; leave generous room
         // for other writers that share collections, but refuse exponential expansion.
         let limit = 16 * bytes.count + 1024
         let total = try walker.expandedCount(of: walker.topObject, depth: 1).count
         guard total <= limit else { throw Failure("object graph expands to more than \(limit) values") }
+        return walker
     }
 
-    private struct Walker {
+    struct Walker {
         let bytes: [UInt8]
         let offsetSize: Int
         let referenceSize: Int
         let objectCount: Int
         let topObject: Int
         let offsetTableStart: Int
-        /// Expanded value counts and nesting heights of the objects already checked.
-        var checked: [Int: (count: Int, height: Int)] = [:]
+        /// Expanded value counts of the objects already checked, by object index (-1: not yet checked). Arrays
+        /// rather than hashed collections: the file holds at most a few objects per byte, and hashing each object
+        /// twice cost most of opening a suite.
+        var checkedCounts: [Int]
+        /// The nesting heights of the objects already checked, by object index.
+        var checkedHeights: [Int]
         /// Objects on the current path, to detect cycles.
-        var inProgress: Set<Int> = []
+        var inProgress: [Bool]
 
         init(bytes: [UInt8]) throws(Failure) {
             self.bytes = bytes
@@ -58,6 +68,9 @@ enum BinaryPropertyListValidator {
             }
             objectCount = Int(objects)
             topObject = Int(top)
+            checkedCounts = Array(repeating: -1, count: objectCount)
+            checkedHeights = Array(repeating: 0, count: objectCount)
+            inProgress = Array(repeating: false, count: objectCount)
             offsetTableStart = Int(table)
         }
 
@@ -118,13 +131,15 @@ enum BinaryPropertyListValidator {
         /// Validates object `index` and everything it references, returning how many values it expands to.
         /// `height` is the number of nesting levels from the object down to its deepest leaf.
         mutating func expandedCount(of index: Int, depth: Int) throws(Failure) -> (count: Int, height: Int) {
-            if let known = checked[index] {
+            if checkedCounts[index] >= 0 {
+                let known = (count: checkedCounts[index], height: checkedHeights[index])
                 guard depth + known.height - 1 <= maximumDepth else { throw tooDeep() }
                 return known
             }
             guard depth <= maximumDepth else { throw tooDeep() }
-            guard inProgress.insert(index).inserted else { throw Failure("object \(index) contains itself") }
-            defer { inProgress.remove(index) }
+            guard !inProgress[index] else { throw Failure("object \(index) contains itself") }
+            inProgress[index] = true
+            defer { inProgress[index] = false }
 
             let start = try offset(of: index)
             let marker = bytes[start]
@@ -199,7 +214,8 @@ enum BinaryPropertyListValidator {
             default:
                 throw unsupported(marker, at: start)
             }
-            checked[index] = (total, height)
+            checkedCounts[index] = total
+            checkedHeights[index] = height
             return (total, height)
         }
 

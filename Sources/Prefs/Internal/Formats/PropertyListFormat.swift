@@ -55,11 +55,14 @@ enum PropertyListFormat {
         // the error objects Foundation on Linux leaks for every input it fails to parse as a text property list.
         guard isBinary || looksLikeXML(data) else { throw corrupt("not a binary or XML property list") }
         if isBinary {
+            let walker: BinaryPropertyListValidator.Walker
             do {
-                try BinaryPropertyListValidator.validate([UInt8](data))
+                walker = try BinaryPropertyListValidator.validatedWalker([UInt8](data))
             } catch {
                 throw corrupt("malformed binary property list: \(error.description)")
             }
+            // Read straight from the bytes; Foundation below only for what the reader leaves to it.
+            if let values = walker.topDictionary() { return values }
         }
         let root: Any
         var format = PropertyListSerialization.PropertyListFormat.binary

@@ -61,18 +61,21 @@ final class KeyCell: Observable, Sendable {
 /// disagree can be told apart and reported.
 struct KeyDeclaration: Sendable {
     let type: ObjectIdentifier
-    let typeName: String
-    let defaultDescription: String
     /// Whether another declaration's default equals this one's (false when the types differ).
     let hasSameDefault: @Sendable (KeyDeclaration) -> Bool
     let defaultValue: any Sendable
+    /// The type's full name and the default's description, made only for a conflict to report: naming a type
+    /// demangles it, a noticeable part of declaring a preference at launch.
+    private let describe: @Sendable () -> (typeName: String, defaultDescription: String)
+
+    var typeName: String { describe().typeName }
+    var defaultDescription: String { describe().defaultDescription }
 
     init<Value: Sendable & Equatable>(type: Value.Type, defaultValue: Value) {
         self.type = ObjectIdentifier(Value.self)
-        self.typeName = String(reflecting: Value.self)
-        self.defaultDescription = String(describing: defaultValue)
         self.defaultValue = defaultValue
         self.hasSameDefault = { other in (other.defaultValue as? Value) == defaultValue }
+        self.describe = { (String(reflecting: Value.self), String(describing: defaultValue)) }
     }
 
     /// How this declaration differs from `other`, as the two descriptions to report; nil when they agree.

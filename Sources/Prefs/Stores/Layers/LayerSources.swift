@@ -9,7 +9,7 @@ enum LayerSources {
     private static let propertyListStarts: Set<Character> = ["{", "[", "(", "<", "\""]
 
     /// This process's argument layer, parsed once.
-    static let processArguments = arguments(ProcessInfo.processInfo.arguments)
+    static let processArguments = arguments(CommandLine.arguments)
 
     /// The argument layer of `arguments` (program name first), read as Foundation's UserDefaults reads it: each
     /// `-key value` pair whose value does not itself start with `-` sets `key`. A value starting with `{`, `[`, `(`,
