@@ -80,6 +80,46 @@ private func isRollback(_ error: any Error) -> Bool {
         #expect(try Data(contentsOf: vault.url) == original)
     }
 
+    @Test func theRecordGrowsByOneLinePerWriteAndStillCatchesAnOlderCopy() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        let record = VaultRecord.path(forVault: vault.url.path(percentEncoded: false))
+        try vault.store.setValue(.int(0), forKey: "counter")
+        let old = try Data(contentsOf: vault.url)
+        for value in Int64(1)...5 { try vault.store.setValue(.int(value), forKey: "counter") }
+        let lines = try String(contentsOfFile: record, encoding: .utf8).split(separator: "\n")
+        #expect(lines.first == "prefs vault record 2" && lines.suffix(6) == ["1", "2", "3", "4", "5", "6"])
+        // A last line cut short (a crash in the middle of an append) is ignored: generation 6 still counts.
+        let handle = try #require(FileHandle(forWritingAtPath: record))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data("99".utf8))
+        try handle.close()
+        try old.write(to: vault.url)
+        let error = #expect(throws: VaultError.self) { try vault.reopen() }
+        #expect(error?.description.contains("older copy (generation 1)") == true, "\(String(describing: error))")
+        #expect(error?.description.contains("generation 6 was seen") == true, "\(String(describing: error))")
+    }
+
+    @Test func aRecordIsRewrittenWholeForAnotherVaultOrOnceItIsLong() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        let record = VaultRecord.path(forVault: vault.url.path(percentEncoded: false))
+        var written: Int64 = 0
+        // About 4 KiB of generations, then the record starts again from its header.
+        repeat {
+            written += 1
+            try vault.store.setValue(.int(written), forKey: "counter")
+        } while (try Data(contentsOf: URL(filePath: record))).count < 4096
+        try vault.store.setValue(.int(written + 1), forKey: "counter")
+        let lines = try String(contentsOfFile: record, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 4 && lines.last == "\(written + 1)")
+        // A version 1 record (one generation line) still reads.
+        let text = try String(contentsOfFile: record, encoding: .utf8)
+        try text.replacingOccurrences(of: "prefs vault record 2", with: "prefs vault record 1")
+            .write(toFile: record, atomically: true, encoding: .utf8)
+        #expect(try vault.reopen().value(forKey: "counter") == .int(written + 1))
+    }
+
     @Test func aRunningStoreNeverMovesBackwardsEvenWithoutARecord() throws {
         let vault = try Vault()
         defer { vault.directory.cleanup() }

@@ -16,9 +16,7 @@ import Foundation
 enum VaultRecord {
     /// The folder of the records: `$XDG_STATE_HOME/prefs/vaults`, falling back to `$HOME/.local/state/prefs/vaults`,
     /// resolved once per process like every other folder Prefs uses (`Locations`).
-    static var directory: String {
-        Locations.current.stateHome.appending(path: "prefs/vaults").path(percentEncoded: false)
-    }
+    static let directory = Locations.current.stateHome.appending(path: "prefs/vaults").path(percentEncoded: false)
 
     /// The record file of the vault at `vaultPath`.
     static func path(forVault vaultPath: String) -> String {
@@ -52,30 +50,80 @@ enum VaultRecord {
     /// Remembers `identity` for the vault. Unless `replacing` (a vault this process has just written), an existing
     /// record of the same vault with a newer generation is kept. Best effort: a record that cannot be written
     /// weakens the next check but must not fail the store.
+    ///
+    /// A new generation of the same vault is appended as one more line: replacing the file by a rename on every
+    /// vault write made the file system flush the new file at once, which cost a third of a secure write. The
+    /// record is rewritten whole (still by rename) for another vault, once it passes 4 KiB, or when its last line
+    /// is incomplete.
     static func remember(_ identity: VaultIdentity, forVault vaultPath: String, replacing: Bool) {
-        let file = LockedFile(url: URL(filePath: path(forVault: vaultPath)))
+        let recordPath = path(forVault: vaultPath)
+        let file = LockedFile(url: URL(filePath: recordPath))
         try? file.withLock(.exclusive) {
-            let current = (try? file.read()).flatMap { parse($0.data) }
+            let existing = (try? file.read())?.data
+            let current = existing.flatMap(parse)
             if let current, current == identity { return }
             if !replacing, let current, current.id == identity.id, current.generation >= identity.generation { return }
-            let text = "prefs vault record 1\n\(canonicalPath(vaultPath))\n\(identity.idText)\n\(identity.generation)\n"
             // Not synced: a record lost in a crash only lags behind its vault, which is safe (and saves two fsyncs
             // on every vault write).
+            if let existing, let current, current.id == identity.id, existing.count < 4096, existing.last == 0x0A,
+                existing.starts(with: Array(header.utf8)), append("\(identity.generation)\n", to: recordPath)
+            {
+                return
+            }
+            let text = "\(header)\n\(canonicalPath(vaultPath))\n\(identity.idText)\n\(identity.generation)\n"
             _ = try? file.writeAtomically(Data(text.utf8), durable: false)
         }
     }
 
+    /// The first line of the records this version writes; version 1 records (a single generation line) still read.
+    private static let header = "prefs vault record 2"
+
+    /// Appends `line` to the record at `path` in one write; false if that could not be done.
+    private static func append(_ line: String, to path: String) -> Bool {
+        let fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var line = line
+        return line.withUTF8 { bytes in (try? POSIX.writeAll(fd, UnsafeRawBufferPointer(bytes), path: path)) != nil }
+    }
+
+    /// The identity in a record: a header line, the vault's path, its id in hex, then one generation per line; the
+    /// last complete line is the newest (a line cut short by a crash, without its newline, is ignored). Read byte by
+    /// byte, as it is on every open of a vault.
     private static func parse(_ data: Data) -> VaultIdentity? {
-        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-        guard lines.count >= 4, lines[0] == "prefs vault record 1", lines[2].utf8.count == 2 * VaultIdentity.idCount,
-            let generation = UInt64(lines[3])
+        let bytes = [UInt8](data)
+        // The three header lines, then the generations: only the last complete one is read.
+        let lines = bytes.split(separator: 0x0A, maxSplits: 3, omittingEmptySubsequences: false)
+        guard lines.count == 4,
+            lines[0].elementsEqual(header.utf8) || lines[0].elementsEqual("prefs vault record 1".utf8),
+            lines[2].count == 2 * VaultIdentity.idCount,
+            let end = lines[3].lastIndex(of: 0x0A)  // what follows the last newline: nothing, or a cut-short line
         else { return nil }
+        let start = lines[3][..<end].lastIndex(of: 0x0A).map { $0 + 1 } ?? lines[3].startIndex
+        let last = lines[3][start..<end]
+        guard !last.isEmpty, last.count <= 20 else { return nil }
+        func digit(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
         var id: [UInt8] = []
-        var hex = Substring(lines[2])
-        while !hex.isEmpty {
-            guard let byte = UInt8(hex.prefix(2), radix: 16) else { return nil }
-            id.append(byte)
-            hex = hex.dropFirst(2)
+        id.reserveCapacity(VaultIdentity.idCount)
+        var hex = lines[2].makeIterator()
+        while let high = hex.next(), let low = hex.next() {
+            guard let high = digit(high), let low = digit(low) else { return nil }
+            id.append(high << 4 | low)
+        }
+        var generation: UInt64 = 0
+        for byte in last {
+            guard let value = digit(byte), value < 10 else { return nil }
+            let (times, overflowTimes) = generation.multipliedReportingOverflow(by: 10)
+            let (sum, overflowSum) = times.addingReportingOverflow(UInt64(value))
+            guard !overflowTimes, !overflowSum else { return nil }
+            generation = sum
         }
         return VaultIdentity(id: id, generation: generation)
     }

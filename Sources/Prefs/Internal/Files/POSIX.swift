@@ -105,8 +105,20 @@ enum POSIX {
     static func readAll(_ fd: Int32, path: String, expectedSize: Int, maximumSize: Int = maximumFileSize)
         throws(SystemCallError) -> Data
     {
-        var data = Data()
-        data.reserveCapacity(max(0, min(expectedSize, maximumSize)))
+        // Straight into a buffer of the size the file had when opened: no intermediate copy. A file that shrank
+        // since ends early; one that grew is read on below.
+        let expected = max(0, min(expectedSize, maximumSize))
+        var data = Data(count: expected)
+        if expected > 0 {
+            let result = data.withUnsafeMutableBytes { bytes in
+                Result { () throws(SystemCallError) in try readFully(fd, into: bytes, path: path) }
+            }
+            let filled = try result.get()
+            if filled < expected {
+                data.count = filled
+                return data
+            }
+        }
         let chunkSize = 64 * 1024
         var buffer = [UInt8](repeating: 0, count: chunkSize)
         while true {
