@@ -80,6 +80,10 @@ public final class ChangeFeed: Sendable {
     /// applied it. Announcing takes only the feed's own short lock and never calls back into your store.
     public func announce(_ newValues: [String: PrefValue?]) {
         guard !newValues.isEmpty else { return }
+        if newValues.count == 1, let (key, value) = newValues.first {
+            enqueue(CollectionOfOne((key, Update.value(value))))  // the common case: no sorting, no lookups
+            return
+        }
         enqueue(newValues.keys.sorted().map { ($0, Update.value(newValues[$0] ?? nil)) })
     }
 
@@ -96,19 +100,20 @@ public final class ChangeFeed: Sendable {
         }
         guard start else { return }
         while true {
-            let next = state.withLock { state -> ([[Entry]], [KeySubscriber])? in
+            // Copies of the collections (retains, no allocation), used outside the lock.
+            let next = state.withLock { state -> ([[Entry]], [UInt64: KeySubscriber])? in
                 guard !state.pending.isEmpty else {
                     state.delivering = false
                     return nil
                 }
                 defer { state.pending = [] }
-                return (state.pending, Array(state.keySubscribers.values))
+                return (state.pending, state.keySubscribers)
             }
             guard let (batch, subscribers) = next else { return }
             for entries in batch {
                 for entry in entries {
                     entry.cell?.deliver(version: entry.version, entry.update)
-                    for subscriber in subscribers where subscriber.filter?.contains(entry.key) ?? true {
+                    for subscriber in subscribers.values where subscriber.filter?.contains(entry.key) ?? true {
                         subscriber.continuation.yield(entry.key)
                     }
                 }
@@ -129,7 +134,7 @@ public final class ChangeFeed: Sendable {
         deliverAnnouncements()
     }
 
-    private func enqueue(_ updates: [(String, Update)]) {
+    private func enqueue(_ updates: some Collection<(String, Update)>) {
         state.withLock { state in
             let entries = updates.map { key, update in
                 let cell = state.cells[key]

@@ -43,7 +43,8 @@ final class KeyCell: Observable, Sendable {
     /// Tells Observation and the listeners about one announced change, after the store released its locks.
     func deliver(version: UInt64, _ update: ChangeFeed.Update) {
         registrar.withMutation(of: self, keyPath: versionPath) {}
-        for listener in listeners.withLock({ Array($0.values) }) { listener(version, update) }
+        // A copy of the dictionary (one retain, no allocation), iterated outside the lock.
+        for listener in listeners.withLock({ $0 }).values { listener(version, update) }
     }
 
     func addListener(_ owner: ObjectIdentifier, _ listener: @escaping @Sendable (UInt64, ChangeFeed.Update) -> Void) {
