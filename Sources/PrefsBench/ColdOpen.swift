@@ -16,29 +16,34 @@ func coldOpenScenarios(folders: Folders) -> [Scenario] {
             ours: "fresh process: UserDefaultsStore(suiteName:) + first read, 1 000 keys",
             baseline: "fresh process: UserDefaults(suiteName:) + first read, same suite"
         ) { budget in
-            let suite = "bench-cold"
-            try UserDefaultsStore(suiteName: suite).replaceAll(integerKeys(1_000))
-            // Both read the file Foundation itself would read.
-            guard UserDefaults(suiteName: suite)?.object(forKey: "key-500") as? Int == 500 else {
-                throw BenchError.failed("Foundation does not read the suite Prefs wrote")
-            }
-            let runs = budget.runs
-            var ours: [Double] = []
-            var baseline: [Double] = []
-            for run in 0..<(runs + 1) {
-                let sides = run.isMultiple(of: 2) ? ["ours", "baseline"] : ["baseline", "ours"]
-                var pair: [String: Double] = [:]
-                for side in sides {
-                    pair[side] = try coldOpenChild(side: budget.side?.rawValue ?? side, suite: suite, key: "key-500")
-                }
-                if run == 0 { continue }  // the first pair warms the page cache and the dynamic loader
-                ours.append(pair["ours"]!)
-                baseline.append(pair["baseline"]!)
-            }
-            let ratios = zip(ours, baseline).map { $0 / $1 }
-            return Comparison(ours: Stats(ours), baseline: Stats(baseline), ratio: Stats(ratios).median)
+            try await compareColdOpen(keyCount: 1_000, budget: budget)
         }
     ]
+}
+
+/// Cold opens of a suite of `keyCount` keys: ours against Foundation's, one fresh process per sample.
+func compareColdOpen(keyCount: Int, budget: Budget) async throws -> Comparison {
+    let suite = "bench-cold-\(keyCount)"
+    let key = "key-\(keyCount / 2)"
+    try UserDefaultsStore(suiteName: suite).replaceAll(integerKeys(keyCount))
+    // Both read the file Foundation itself would read.
+    guard UserDefaults(suiteName: suite)?.object(forKey: key) as? Int == keyCount / 2 else {
+        throw BenchError.failed("Foundation does not read the suite Prefs wrote")
+    }
+    var ours: [Double] = []
+    var baseline: [Double] = []
+    for run in 0..<(budget.runs + 1) {
+        let sides = run.isMultiple(of: 2) ? ["ours", "baseline"] : ["baseline", "ours"]
+        var pair: [String: Double] = [:]
+        for side in sides {
+            pair[side] = try coldOpenChild(side: budget.side?.rawValue ?? side, suite: suite, key: key)
+        }
+        if run == 0 { continue }  // the first pair warms the page cache and the dynamic loader
+        ours.append(pair["ours"]!)
+        baseline.append(pair["baseline"]!)
+    }
+    let ratios = zip(ours, baseline).map { $0 / $1 }
+    return Comparison(ours: Stats(ours), baseline: Stats(baseline), ratio: Stats(ratios).median)
 }
 
 /// Runs one cold-open child and returns the nanoseconds it measured.

@@ -8,25 +8,7 @@ func roundTwoScenarios(folders: Folders) -> [Scenario] {
             name: "batch_10_sets_vs_10_sets", target: 0.2, ours: "ten sets in one batch, 100-key suite",
             baseline: "ten separate durable sets, same suite"
         ) { budget in
-            let store = try FileStore(url: folders.config.appending(path: "bench/batch.json"))
-            try store.replaceAll(integerKeys(100))
-            let fields = (0..<10).map { StoredValue(key: "key-\($0)", default: 0, store: store) }
-            var next = 0
-            return try await compare(
-                ours: { count in
-                    for _ in 0..<count {
-                        next += 1
-                        try store.batch {
-                            for field in fields { field.wrappedValue = next }
-                        }
-                    }
-                },
-                baseline: { count in
-                    for _ in 0..<count {
-                        next += 1
-                        for field in fields { field.wrappedValue = next }
-                    }
-                }, budget: budget, limit: 2_000)
+            try await compareBatchedSets(keyCount: 100, folders: folders, budget: budget)
         },
         Scenario(
             name: "filestore_data_write_vs_plist", target: 1.5, ours: "FileStore set, 100 keys of 10 KB Data",
@@ -66,4 +48,28 @@ func roundTwoScenarios(folders: Folders) -> [Scenario] {
                 }, budget: budget, limit: 2_000)
         },
     ]
+}
+
+/// Ten `set`s through wrappers inside one `try store.batch { … }` on a `FileStore` of `keyCount` keys, against the
+/// same ten `set`s each durable on its own.
+func compareBatchedSets(keyCount: Int, folders: Folders, budget: Budget) async throws -> Comparison {
+    let store = try FileStore(url: folders.config.appending(path: "bench/batch-\(keyCount).json"))
+    try store.replaceAll(integerKeys(keyCount))
+    let fields = (0..<10).map { StoredValue(key: "key-\($0)", default: 0, store: store) }
+    var next = 0
+    return try await compare(
+        ours: { count in
+            for _ in 0..<count {
+                next += 1
+                try store.batch {
+                    for field in fields { field.wrappedValue = next }
+                }
+            }
+        },
+        baseline: { count in
+            for _ in 0..<count {
+                next += 1
+                for field in fields { field.wrappedValue = next }
+            }
+        }, budget: budget, limit: 2_000)
 }

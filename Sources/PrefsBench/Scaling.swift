@@ -11,10 +11,14 @@ struct ScalingRow {
     let secureWrite: Comparison
     /// Opening the vault and reading one secret against reading the file and one AEAD decryption.
     let secureOpen: Comparison
+    /// Ten sets in one batch against ten separate durable sets.
+    let batch: Comparison
+    /// A fresh process's open and first read against Foundation's.
+    let coldOpen: Comparison
 }
 
-/// Measures reads, durable writes and secure opens with 10, 100, 1 000 and 10 000 keys; every write and open is
-/// measured interleaved with its baseline, as in the main table.
+/// Measures reads, durable writes, secure opens, batches and cold opens with 10, 100, 1 000 and 10 000 keys; every
+/// write and open is measured interleaved with its baseline, as in the main table.
 func measureScaling(folders: Folders, budget: Budget, sizes: [Int], log: (String) -> Void) async throws -> [ScalingRow]
 {
     var rows: [ScalingRow] = []
@@ -48,7 +52,12 @@ func measureScaling(folders: Folders, budget: Budget, sizes: [Int], log: (String
             }, budget: budget, limit: 5_000)
 
         let secureOpen = try await compareSecureOpen(secretCount: size, folders: folders, budget: budget)
-        rows.append(ScalingRow(keys: size, read: read, write: write, secureWrite: secureWrite, secureOpen: secureOpen))
+        let batch = try await compareBatchedSets(keyCount: max(size, 10), folders: folders, budget: budget)
+        let coldOpen = try await compareColdOpen(keyCount: size, budget: budget)
+        rows.append(
+            ScalingRow(
+                keys: size, read: read, write: write, secureWrite: secureWrite, secureOpen: secureOpen, batch: batch,
+                coldOpen: coldOpen))
     }
     return rows
 }
@@ -69,6 +78,14 @@ func scalingTable(_ rows: [ScalingRow]) -> String {
     for row in rows {
         let all = [formatDuration(row.read.median)] + cells(row.write) + cells(row.secureWrite) + cells(row.secureOpen)
         lines.append("| \(row.keys) | " + all.joined(separator: " | ") + " |")
+    }
+    lines += [
+        "",
+        "| keys | ten sets in a batch | ten durable sets | ratio | cold open + read | Foundation's | ratio |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows {
+        lines.append("| \(row.keys) | " + (cells(row.batch) + cells(row.coldOpen)).joined(separator: " | ") + " |")
     }
     return lines.joined(separator: "\n")
 }
