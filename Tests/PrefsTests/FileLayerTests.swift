@@ -314,6 +314,26 @@ struct FileLayerTests {
         #expect(watcher.activeWatchCount == 0)
     }
 
+    @Test func aFolderReplacedWhileItsWatchIsIdleIsWatchedAgain() async throws {
+        let directory = try TempDir("PrefsFileLayerTests", create: false)
+        defer { directory.cleanup() }
+        let watcher = DirectoryWatcher()
+        let url = directory.file("folder/a.json")
+        watcher.watch(fileAt: url) {}.cancel()
+        try FileManager.default.removeItem(at: directory.file("folder"))
+        try FileManager.default.createDirectory(at: directory.file("folder"), withIntermediateDirectories: false)
+        // Watching again may take the idle watch of the old folder before its removal is noticed; then the watch
+        // is re-armed on the new folder (one extra callback). Either way every later change is reported.
+        let changes = EventCounter()
+        let token = watcher.watch(fileAt: url) { changes.fire() }
+        for round in 1...3 {
+            let before = changes.count
+            try LockedFile(url: url).writeAtomically(Data("\(round)".utf8))
+            #expect(await changes.wait(for: before + 1), "write \(round)")
+        }
+        token.cancel()
+    }
+
     @Test func pollingFallbackNoticesChanges() async throws {
         let directory = try TempDir("PrefsFileLayerTests", create: false)
         defer { directory.cleanup() }

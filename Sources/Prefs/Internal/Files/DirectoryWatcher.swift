@@ -101,6 +101,10 @@ private final class WatcherCore: Sendable {
         /// a store in the same folder again adds no watch and closing it removes none: a removal wakes the watcher
         /// thread with an `IN_IGNORED` event, and an open-close cycle of a small store cost twice as much.
         var idle: [Int32] = []
+        /// The watched path of each inotify watch descriptor, active or idle, and the reverse, so a folder watched
+        /// already is reused without a system call.
+        var pathsByDescriptor: [Int32: String] = [:]
+        var descriptorsByPath: [String: Int32] = [:]
         var inotify: InotifyHandles?
         /// Set once inotify could not be started, or when asked to poll.
         var pollOnly: Bool
@@ -126,6 +130,10 @@ private final class WatcherCore: Sendable {
     func add(path: String, onChange: @escaping @Sendable () -> Void) -> UInt64 {
         let directory = POSIX.parentPath(of: path)
         let name = POSIX.lastComponent(of: path)
+        // A folder with a watch exists (if it went away since, its watch is about to be re-armed): nothing to do.
+        if let reused = state.withLock({ state in reuse(directory, name: name, onChange: onChange, state: &state) }) {
+            return reused
+        }
         try? POSIX.createDirectory(atPath: directory, mode: 0o700)
         return state.withLock { state in
             state.nextID += 1
@@ -143,6 +151,21 @@ private final class WatcherCore: Sendable {
         }
     }
 
+    /// Registers `name` in `directory` on the watch the folder has already, if any; returns the registration.
+    private func reuse(_ directory: String, name: String, onChange: @escaping @Sendable () -> Void, state: inout State)
+        -> UInt64?
+    {
+        guard !state.isShutDown, let descriptor = state.descriptorsByPath[directory] else { return nil }
+        state.nextID += 1
+        let id = state.nextID
+        var registration = Registration(directory: directory, name: name, onChange: onChange)
+        registration.descriptor = descriptor
+        state.directories[descriptor, default: []].insert(id)
+        state.idle.removeAll { $0 == descriptor }
+        state.registrations[id] = registration
+        return id
+    }
+
     func remove(_ id: UInt64) {
         let poller: Poller? = state.withLock { state in
             guard let registration = state.registrations.removeValue(forKey: id) else { return nil }
@@ -152,13 +175,24 @@ private final class WatcherCore: Sendable {
                     state.directories[descriptor] = nil
                     state.idle.append(descriptor)
                     if state.idle.count > DirectoryWatcher.idleWatchLimit {
-                        removeDirectoryWatch(state.idle.removeFirst(), state: state)
+                        let evicted = state.idle.removeFirst()
+                        forget(evicted, state: &state)
+                        removeDirectoryWatch(evicted, state: state)
                     }
                 }
             }
             return registration.poller
         }
         poller?.stop()
+    }
+
+    /// Drops the path mapping of a watch descriptor that is going away.
+    func forget(_ descriptor: Int32, state: inout State) {
+        if let path = state.pathsByDescriptor.removeValue(forKey: descriptor),
+            state.descriptorsByPath[path] == descriptor
+        {
+            state.descriptorsByPath[path] = nil
+        }
     }
 
     func shutDown() {
@@ -256,13 +290,17 @@ private final class Poller: Sendable {
             }
             guard let handles = state.inotify else { return nil }
             let descriptor = inotify_add_watch(handles.inotify, directory, InotifyMask.watched)
-            return descriptor >= 0 ? descriptor : nil
+            guard descriptor >= 0 else { return nil }
+            state.pathsByDescriptor[descriptor] = directory
+            state.descriptorsByPath[directory] = descriptor
+            return descriptor
         }
 
         /// The directory watched by `descriptor` was removed or moved: watches its path again (a folder created
         /// there since, or later through polling when there is none yet) and returns its registrations, whose
         /// callbacks must run so their files are reloaded from the path.
         private func rearm(_ descriptor: Int32, state: inout State) -> [UInt64] {
+            forget(descriptor, state: &state)
             if let index = state.idle.firstIndex(of: descriptor) {
                 // Nobody uses it: forget it; the next registration in that folder watches the path afresh.
                 state.idle.remove(at: index)
@@ -340,6 +378,8 @@ private final class Poller: Sendable {
                 state.inotify = nil
                 state.directories.removeAll()
                 state.idle.removeAll()
+                state.pathsByDescriptor.removeAll()
+                state.descriptorsByPath.removeAll()
             }
             close(handles.inotify)
             close(handles.wakeRead)

@@ -27,7 +27,7 @@ final class LockedFile: Sendable {
     /// The data file.
     let url: URL
     /// The lock file; `<filename>.lock` next to the data file unless given.
-    let lockURL: URL
+    var lockURL: URL { URL(filePath: lockPath, directoryHint: .notDirectory) }
     /// The mode of the folders this object creates: private to the owner.
     static let directoryMode: mode_t = 0o700
 
@@ -41,10 +41,9 @@ final class LockedFile: Sendable {
     init(url: URL, lockURL: URL? = nil) {
         self.url = url
         self.path = url.fileSystemPath
-        // Built from the path: `appendingPathComponent` would look at the file system to pick a trailing slash.
-        self.lockURL = lockURL ?? URL(filePath: path + ".lock", directoryHint: .notDirectory)
+        // Built from the path, not as a URL: a store opens several of these, and URL work showed in its cost.
+        self.lockPath = lockURL?.fileSystemPath ?? path + ".lock"
         self.directoryPath = POSIX.parentPath(of: path)
-        self.lockPath = self.lockURL.fileSystemPath
     }
 
     deinit {
