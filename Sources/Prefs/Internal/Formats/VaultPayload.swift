@@ -50,11 +50,40 @@ enum VaultPayload {
         writer.bytes.append(version)
         try writer.appendCount(values.count, key: "")
         // In key order: a payload whose keys are sorted (and ASCII) opens without decoding its values (`Index`).
-        for (key, value) in values.sorted(by: { $0.key < $1.key }) {
+        for (key, value) in inKeyOrder(values) {
             try writer.appendString(key, key: key)
             try writer.appendValue(value, key: key, depth: 1)
         }
         return Data(writer.bytes)
+    }
+
+    /// The entries of `values` in the byte order of their keys' UTF-8, as the index compares them.
+    ///
+    /// Sorted on the first 16 bytes of each key as two big-endian integers, with the whole keys compared only on a
+    /// tie: comparing strings directly made a 10 000-secret vault's every write spend more time sorting than
+    /// sealing.
+    private static func inKeyOrder(_ values: [String: PrefValue]) -> [(key: String, value: PrefValue)] {
+        let entries = Array(values)
+        var order: [(high: UInt64, low: UInt64, index: Int)] = []
+        order.reserveCapacity(entries.count)
+        for (index, entry) in entries.enumerated() {
+            var key = entry.key
+            let prefix = key.withUTF8 { bytes -> (UInt64, UInt64) in
+                var words: (UInt64, UInt64) = (0, 0)
+                withUnsafeMutableBytes(of: &words) { destination in
+                    destination.copyMemory(
+                        from: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes).prefix(16)))
+                }
+                return (UInt64(bigEndian: words.0), UInt64(bigEndian: words.1))
+            }
+            order.append((prefix.0, prefix.1, index))
+        }
+        order.sort { left, right in
+            if left.high != right.high { return left.high < right.high }
+            if left.low != right.low { return left.low < right.low }
+            return entries[left.index].key.utf8.lexicographicallyPrecedes(entries[right.index].key.utf8)
+        }
+        return order.map { entries[$0.index] }
     }
 
     private struct Writer {
@@ -112,7 +141,7 @@ enum VaultPayload {
                 try checkDepth(depth + 1, key: key)
                 bytes.append(Tag.dictionary.rawValue)
                 try appendCount(members.count, key: key)
-                for (name, member) in members.sorted(by: { $0.key < $1.key }) {
+                for (name, member) in inKeyOrder(members) {
                     try appendString(name, key: key)
                     try appendValue(member, key: key, depth: depth + 1)
                 }

@@ -97,6 +97,14 @@ struct SnapshotState: Sendable {
         return changed
     }
 
+    /// Takes the values of a write whose changes the caller knows (one key): nothing is compared.
+    mutating func take(_ newValues: [String: PrefValue], identity newIdentity: FileIdentity?) {
+        materialize()
+        let scheduled = recheckScheduled
+        self = SnapshotState(values: newValues, identity: newIdentity, grace: grace)
+        recheckScheduled = scheduled
+    }
+
     /// Takes the still-encoded values of a first load. Clears damage and suspicion.
     mutating func loadDeferred(_ newValues: any DeferredValues, identity newIdentity: FileIdentity?) {
         let scheduled = recheckScheduled

@@ -142,24 +142,29 @@ final class StoreLayers: Sendable {
     /// cannot be read is reported (once until it reads again) and adds nothing; the other files still apply.
     func reloadSystem() {
         guard let files = system.withLock({ $0.files }) else { return }
-        let (changed, errors) = systemReload.withLock { _ -> (Set<String>, [any Error]) in
-            let defaults = LayerSources.read(files.defaults)
-            let managed = LayerSources.read(files.managed)
-            let changed = state.withLock { state in
-                state.stack.setLayer(.systemDefaults, defaults.values).union(
-                    state.stack.setLayer(.managed, managed.values))
+        var watchesAdded = true
+        // A file written into a folder before its watch was added raises no event: once new watches are in place,
+        // read again (a folder and the file in it created in quick succession are both seen).
+        while watchesAdded {
+            let (changed, errors) = systemReload.withLock { _ -> (Set<String>, [any Error]) in
+                let defaults = LayerSources.read(files.defaults)
+                let managed = LayerSources.read(files.managed)
+                let changed = state.withLock { state in
+                    state.stack.setLayer(.systemDefaults, defaults.values).union(
+                        state.stack.setLayer(.managed, managed.values))
+                }
+                return (changed, defaults.errors + managed.errors)
             }
-            return (changed, defaults.errors + managed.errors)
+            watchesAdded = rearmWatches(files)
+            if errors.isEmpty { ErrorReporter.forgetIncidents(of: self) }
+            for error in errors { ErrorReporter.reportOnce(error, key: "", operation: .read, source: self) }
+            changes.publish(changedKeys: changed)
         }
-        rearmWatches(files)
-        if errors.isEmpty { ErrorReporter.forgetIncidents(of: self) }
-        for error in errors { ErrorReporter.reportOnce(error, key: "", operation: .read, source: self) }
-        changes.publish(changedKeys: changed)
     }
 
     /// Watches each file whose folder exists, or else the folder itself when its parent exists, so creating the
-    /// folder or the file is noticed. Never creates a system folder.
-    private func rearmWatches(_ files: LayerSources.SystemFiles) {
+    /// folder or the file is noticed. Never creates a system folder. Returns whether a watch was added.
+    private func rearmWatches(_ files: LayerSources.SystemFiles) -> Bool {
         var targets: Set<String> = []
         for url in files.defaults + files.managed {
             let folder = url.deletingLastPathComponent()
@@ -190,6 +195,7 @@ final class StoreLayers: Sendable {
             }
             duplicate?.cancel()
         }
+        return !missing.isEmpty
     }
 
     private static func isDirectory(_ url: URL) -> Bool {
