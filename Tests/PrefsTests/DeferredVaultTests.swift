@@ -42,6 +42,13 @@ import Testing
         #expect(!store.storage.holdsEncodedValues, "a listing decodes everything once")
     }
 
+    @Test func theDecryptedPayloadIsKeptInLockedMemory() throws {
+        let bytes = SecureBytes(count: 20_000, protection: .locked)
+        // Root may always lock memory; another user only within its RLIMIT_MEMLOCK, which may be smaller.
+        #expect(bytes.isLocked || getuid() != 0)
+        bytes.withUnsafeBytes { #expect($0.allSatisfy { $0 == 0 }, "allocated zeroed") }
+    }
+
     @Test func aWriteAfterOpeningKeepsEveryOtherValue() throws {
         let vault = try Vault()
         defer { vault.directory.cleanup() }

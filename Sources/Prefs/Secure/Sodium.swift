@@ -40,6 +40,8 @@ final class SecureBytes: @unchecked Sendable {
     private let pointer: UnsafeMutableRawPointer
     /// The bytes locked from `pointer` (whole pages) for ``Protection/locked`` memory; zero for guarded memory.
     private let lockedCount: Int
+    /// Whether `mlock` succeeded for ``Protection/locked`` memory (it needs a large enough `RLIMIT_MEMLOCK`).
+    let isLocked: Bool
 
     /// Allocates `count` zeroed bytes of guarded memory. Traps when the allocation fails, like any Swift allocation.
     convenience init(count: Int) { self.init(count: count, protection: .guarded) }
@@ -55,6 +57,7 @@ final class SecureBytes: @unchecked Sendable {
             }
             self.pointer = pointer
             lockedCount = 0
+            isLocked = true  // as far as sodium_malloc could: it does not say
         case .locked:
             // Whole pages, so unlocking on release never unlocks a page another allocation locked.
             let page = Int(sysconf(Int32(_SC_PAGESIZE)))
@@ -64,7 +67,7 @@ final class SecureBytes: @unchecked Sendable {
                 fatalError("posix_memalign(\(rounded)) failed: out of memory")
             }
             // Best effort, as in `sodium_malloc`: without a locked-memory allowance the bytes are still zeroed.
-            _ = sodium_mlock(pointer, rounded)
+            isLocked = sodium_mlock(pointer, rounded) == 0
             self.pointer = pointer
             lockedCount = rounded
         }
