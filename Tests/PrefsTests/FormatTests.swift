@@ -783,6 +783,21 @@ extension FormatTests {
     }
 
     @Test func theBinaryReaderReadsExactlyWhatFoundationReads() throws {
+        // Reals Foundation changes: non-finite ones of either size become canonical doubles.
+        let odd: [String: PrefValue] = [
+            "a": .float(.infinity), "b": .float(-.infinity), "c": .float(Float(bitPattern: 0xFFC0_0001)),
+            "d": .double(-.infinity), "e": .double(Double(bitPattern: 0xFFF8_0000_0000_0001)), "f": .float(-0.0),
+            "g": .double(-0.0),
+            "h": .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: 0x7FF8_0000_0000_0001))),
+            "i": .int(-1), "j": .unsignedInt(.max), "k": .int(.min),
+        ]
+        let oddFromFoundation = try PropertyListSerialization.data(
+            fromPropertyList: PropertyListFormat.toFoundation(.dictionary(odd)), format: .binary, options: 0)
+        for data in [BinaryPropertyListWriter.encode(odd), oddFromFoundation] {
+            let direct = try #require(try readDirectly(data))
+            let viaFoundation = try #require(try foundationDecode(data))
+            #expect(identical(.dictionary(direct), .dictionary(viaFoundation)), "\(direct) \(viaFoundation)")
+        }
         var random = SplitMix64(state: fuzzSeed ?? 0xB1_2EAD)
         for _ in 0..<(fuzzIterations.map { $0 / 20 } ?? 300) {
             var values: [String: PrefValue] = [:]

@@ -32,8 +32,17 @@ extension BinaryPropertyListValidator.Walker {
             default: return .int(Int64(Self.readUInt(bytes, at: start + 1, size: size)))
             }
         case 0x20:
-            if marker == 0x22 { return .float(Float(bitPattern: UInt32(Self.readUInt(bytes, at: start + 1, size: 4)))) }
-            return .double(Double(bitPattern: Self.readUInt(bytes, at: start + 1, size: 8)))
+            // As Foundation reads reals: a finite 32-bit one is a `Float`; a non-finite one of either size becomes a
+            // `Double`, infinities keeping their sign and every NaN the canonical one.
+            let number: Double
+            if marker == 0x22 {
+                let single = Float(bitPattern: UInt32(Self.readUInt(bytes, at: start + 1, size: 4)))
+                if single.isFinite { return .float(single) }
+                number = Double(single)
+            } else {
+                number = Double(bitPattern: Self.readUInt(bytes, at: start + 1, size: 8))
+            }
+            return .double(number.isNaN ? .nan : number)
         case 0x30:
             let seconds = Double(bitPattern: Self.readUInt(bytes, at: start + 1, size: 8))
             return .date(Date(timeIntervalSinceReferenceDate: seconds))
