@@ -1,9 +1,6 @@
-#if PREFS_TSAN
-    // ThreadSanitizer builds lock with Prefs' own annotated Mutex (Internal/Concurrency/TSanMutex.swift).
-    import Synchronization
-#else
-    public import Synchronization
-#endif
+// ThreadSanitizer builds lock with Prefs' own annotated Mutex (Internal/Concurrency/TSanMutex.swift), which shadows
+// this module's; the inlinable read path uses its `Atomic` in every build.
+public import Synchronization
 
 /// The shared state behind a `StoredValue`: its key, codec and store, the decoded value cached against the key's
 /// version, and the subscribers of its `values` streams.
