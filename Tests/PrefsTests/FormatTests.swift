@@ -782,6 +782,13 @@ extension FormatTests {
         try BinaryPropertyListValidator.validatedWalker([UInt8](data)).topDictionary()
     }
 
+    /// Checks that the reader and Foundation both read `data`, to the same values.
+    private func expectReadAlike(_ data: Data, _ comment: Comment) throws {
+        let direct = try #require(try readDirectly(data), comment)
+        let viaFoundation = try #require(try foundationDecode(data), comment)
+        #expect(identical(.dictionary(direct), .dictionary(viaFoundation)), comment)
+    }
+
     @Test func theBinaryReaderReadsExactlyWhatFoundationReads() throws {
         // Reals Foundation changes: non-finite ones of either size become canonical doubles.
         let odd: [String: PrefValue] = [
@@ -794,9 +801,7 @@ extension FormatTests {
         let oddFromFoundation = try PropertyListSerialization.data(
             fromPropertyList: PropertyListFormat.toFoundation(.dictionary(odd)), format: .binary, options: 0)
         for data in [BinaryPropertyListWriter.encode(odd), oddFromFoundation] {
-            let direct = try #require(try readDirectly(data))
-            let viaFoundation = try #require(try foundationDecode(data))
-            #expect(identical(.dictionary(direct), .dictionary(viaFoundation)), "\(direct) \(viaFoundation)")
+            try expectReadAlike(data, "\(odd)")
         }
         var random = SplitMix64(state: fuzzSeed ?? 0xB1_2EAD)
         for _ in 0..<(fuzzIterations.map { $0 / 20 } ?? 300) {
@@ -805,9 +810,7 @@ extension FormatTests {
             let foundationWritten = try PropertyListSerialization.data(
                 fromPropertyList: PropertyListFormat.toFoundation(.dictionary(values)), format: .binary, options: 0)
             for data in [BinaryPropertyListWriter.encode(values), foundationWritten] {
-                let direct = try #require(try readDirectly(data))
-                let viaFoundation = try #require(try foundationDecode(data))
-                #expect(identical(.dictionary(direct), .dictionary(viaFoundation)), "\(values)")
+                try expectReadAlike(data, "\(values)")
             }
         }
     }

@@ -40,7 +40,8 @@ final class SecureBytes: @unchecked Sendable {
     private let pointer: UnsafeMutableRawPointer
     /// The bytes locked from `pointer` (whole pages) for ``Protection/locked`` memory; zero for guarded memory.
     private let lockedCount: Int
-    /// Whether `mlock` succeeded for ``Protection/locked`` memory (it needs a large enough `RLIMIT_MEMLOCK`).
+    /// Whether `mlock` succeeded, for ``Protection/locked`` memory (it needs a large enough `RLIMIT_MEMLOCK`).
+    /// Always true for ``Protection/guarded`` memory, whose `sodium_malloc` locks as best it can and does not say.
     let isLocked: Bool
 
     /// Allocates `count` zeroed bytes of guarded memory. Traps when the allocation fails, like any Swift allocation.
@@ -57,7 +58,7 @@ final class SecureBytes: @unchecked Sendable {
             }
             self.pointer = pointer
             lockedCount = 0
-            isLocked = true  // as far as sodium_malloc could: it does not say
+            isLocked = true
         case .locked:
             // Whole pages, so unlocking on release never unlocks a page another allocation locked.
             let page = Int(sysconf(Int32(_SC_PAGESIZE)))

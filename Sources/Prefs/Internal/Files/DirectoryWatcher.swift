@@ -131,37 +131,34 @@ private final class WatcherCore: Sendable {
         let directory = POSIX.parentPath(of: path)
         let name = POSIX.lastComponent(of: path)
         // A folder with a watch exists (if it went away since, its watch is about to be re-armed): nothing to do.
-        if let reused = state.withLock({ state in reuse(directory, name: name, onChange: onChange, state: &state) }) {
-            return reused
+        let reused = state.withLock { state -> UInt64? in
+            guard !state.isShutDown, let descriptor = state.descriptorsByPath[directory] else { return nil }
+            return register(path, directory: directory, name: name, onChange, descriptor: descriptor, state: &state)
         }
+        if let reused { return reused }
         try? POSIX.createDirectory(atPath: directory, mode: 0o700)
         return state.withLock { state in
-            state.nextID += 1
-            let id = state.nextID
-            var registration = Registration(directory: directory, name: name, onChange: onChange)
-            if let descriptor = addDirectoryWatch(directory, state: &state) {
-                registration.descriptor = descriptor
-                state.directories[descriptor, default: []].insert(id)
-                state.idle.removeAll { $0 == descriptor }  // the kernel hands back the watch the folder has
-            } else {
-                registration.poller = Poller(path: path, onChange: onChange)
-            }
-            state.registrations[id] = registration
-            return id
+            let descriptor = addDirectoryWatch(directory, state: &state)
+            return register(path, directory: directory, name: name, onChange, descriptor: descriptor, state: &state)
         }
     }
 
-    /// Registers `name` in `directory` on the watch the folder has already, if any; returns the registration.
-    private func reuse(_ directory: String, name: String, onChange: @escaping @Sendable () -> Void, state: inout State)
-        -> UInt64?
-    {
-        guard !state.isShutDown, let descriptor = state.descriptorsByPath[directory] else { return nil }
+    /// Registers the file `name` in `directory` on the folder's inotify watch `descriptor`, or with a poller when
+    /// there is none; returns the registration's id.
+    private func register(
+        _ path: String, directory: String, name: String, _ onChange: @escaping @Sendable () -> Void,
+        descriptor: Int32?, state: inout State
+    ) -> UInt64 {
         state.nextID += 1
         let id = state.nextID
         var registration = Registration(directory: directory, name: name, onChange: onChange)
-        registration.descriptor = descriptor
-        state.directories[descriptor, default: []].insert(id)
-        state.idle.removeAll { $0 == descriptor }
+        if let descriptor {
+            registration.descriptor = descriptor
+            state.directories[descriptor, default: []].insert(id)
+            state.idle.removeAll { $0 == descriptor }  // an idle watch is in use again
+        } else {
+            registration.poller = Poller(path: path, onChange: onChange)
+        }
         state.registrations[id] = registration
         return id
     }

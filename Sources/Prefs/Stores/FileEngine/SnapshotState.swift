@@ -91,13 +91,12 @@ struct SnapshotState: Sendable {
     ) -> Set<String> {
         materialize()
         let changed = diffing ? Self.diff(values, newValues) : []
-        let scheduled = recheckScheduled
-        self = SnapshotState(values: newValues, identity: newIdentity, grace: grace)
-        recheckScheduled = scheduled
+        take(newValues, identity: newIdentity)
         return changed
     }
 
-    /// Takes the values of a write whose changes the caller knows (one key): nothing is compared.
+    /// Takes new values without comparing them (a write whose changes the caller knows). Clears damage and
+    /// suspicion.
     mutating func take(_ newValues: [String: PrefValue], identity newIdentity: FileIdentity?) {
         materialize()
         let scheduled = recheckScheduled
