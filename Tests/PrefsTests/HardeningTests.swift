@@ -120,6 +120,35 @@ private func isRollback(_ error: any Error) -> Bool {
         #expect(try vault.reopen().value(forKey: "counter") == .int(written + 1))
     }
 
+    @Test func everySpellingOfAVaultsPathSharesOneRecord() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        let path = vault.url.path(percentEncoded: false)
+        let folder = POSIX.parentPath(of: path)
+        let name = POSIX.lastComponent(of: path)
+        #expect(folder + "/" + name == path)
+        let linked = vault.directory.file("linked").path(percentEncoded: false)
+        #expect(symlink(folder, linked) == 0)
+        let record = VaultRecord.path(forVault: path)
+        #expect(VaultRecord.path(forVault: linked + "/" + name) == record, "through a symbolic link to the folder")
+        #expect(VaultRecord.path(forVault: folder + "//./" + name) == record, "with extra separators")
+        // An older copy reached through the link is refused as it is through the real path.
+        try vault.store.setValue(.int(1), forKey: "counter")
+        let old = try Data(contentsOf: vault.url)
+        try vault.store.setValue(.int(2), forKey: "counter")
+        try old.write(to: vault.url)
+        let error = #expect(throws: VaultError.self) {
+            try EncryptedFileStore(url: URL(filePath: linked + "/" + name), key: .keyFile(vault.keyFile))
+        }
+        #expect(error.map(isRollback) == true, "\(String(describing: error))")
+        // The path helpers, on the shapes a path takes.
+        #expect(POSIX.parentPath(of: "/a/b/c") == "/a/b" && POSIX.parentPath(of: "/a/b/c//") == "/a/b")
+        #expect(POSIX.parentPath(of: "/a") == "/" && POSIX.parentPath(of: "/") == "/")
+        #expect(POSIX.parentPath(of: "c") == ".")
+        #expect(POSIX.lastComponent(of: "/a/b/c//") == "c" && POSIX.lastComponent(of: "c") == "c")
+        #expect(POSIX.lastComponent(of: "/") == "" && POSIX.parentPath(of: "/dé/ü.vault") == "/dé")
+    }
+
     @Test func aRunningStoreNeverMovesBackwardsEvenWithoutARecord() throws {
         let vault = try Vault()
         defer { vault.directory.cleanup() }

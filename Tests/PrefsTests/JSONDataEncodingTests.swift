@@ -5,11 +5,12 @@ import Testing
 @testable import Prefs
 
 /// `FileStore` writes `Data` as standard padded base64 with its own encoder; it must match Foundation's byte for
-/// byte at every length (each remainder of three) and read back exactly.
+/// byte at every length (each remainder of three, and each way a length can end the encoder's six-byte steps) and
+/// read back exactly.
 struct JSONDataEncodingTests {
     @Test func dataIsWrittenAsFoundationsBase64AndReadsBack() throws {
         var state: UInt32 = 12_345
-        for length in [0, 1, 2, 3, 4, 5, 6, 255, 256, 257, 10_240] {
+        for length in Array(0...20) + [255, 256, 257, 10_240, 10_241, 10_242] {
             let bytes = Data(
                 (0..<length).map { _ in
                     state = state &* 1_103_515_245 &+ 12_345
@@ -19,6 +20,14 @@ struct JSONDataEncodingTests {
             #expect(text == "{\"$data\": \"\(bytes.base64EncodedString())\"}")
             let document = try JSONFormat.encode(["blob": .data(bytes)])
             #expect(try JSONFormat.decode(document, path: "test") == ["blob": .data(bytes)])
+        }
+    }
+
+    @Test func aSliceOfLargerDataIsWrittenFromItsOwnBytes() throws {
+        let whole = Data((0..<64).map { UInt8($0 * 7 & 0xFF) })
+        for start in 0..<8 {
+            let slice = whole[start..<(start + 41)]
+            #expect(try JSONFormat.encodeValue(.data(slice)) == "{\"$data\": \"\(Data(slice).base64EncodedString())\"}")
         }
     }
 }

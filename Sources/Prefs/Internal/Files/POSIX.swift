@@ -215,19 +215,30 @@ enum POSIX {
 
     /// The directory part of a path: `"/a/b/c"` → `"/a/b"`, `"/a"` → `"/"`, `"c"` → `"."`.
     static func parentPath(of path: String) -> String {
-        var trimmed = Substring(path)
-        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
-        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
+        let trimmed = withoutTrailingSlashes(path)
+        guard let slash = trimmed.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "." }
         if slash == trimmed.startIndex { return "/" }
         return String(trimmed[..<slash])
     }
 
     /// The last component of a path.
     static func lastComponent(of path: String) -> String {
-        var trimmed = Substring(path)
-        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
-        guard let slash = trimmed.lastIndex(of: "/") else { return String(trimmed) }
-        return String(trimmed[trimmed.index(after: slash)...])
+        let trimmed = withoutTrailingSlashes(path)
+        guard let slash = trimmed.utf8.lastIndex(of: UInt8(ascii: "/")) else { return String(trimmed) }
+        return String(trimmed[trimmed.utf8.index(after: slash)...])
+    }
+
+    /// `path` without its trailing slashes, keeping its first character ("/" stays "/"). Works on the UTF-8 bytes:
+    /// a "/" byte is always a whole character, and counting characters made every store open pay for it.
+    private static func withoutTrailingSlashes(_ path: String) -> Substring {
+        let utf8 = path.utf8
+        var end = utf8.endIndex
+        while end != utf8.startIndex {
+            let last = utf8.index(before: end)
+            guard last != utf8.startIndex, utf8[last] == UInt8(ascii: "/") else { break }
+            end = last
+        }
+        return path[..<end]
     }
 }
 
