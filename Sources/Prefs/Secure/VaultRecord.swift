@@ -41,9 +41,23 @@ enum VaultRecord {
         return (base == "/" ? "" : base) + "/" + POSIX.lastComponent(of: absolute)
     }
 
+    /// One vault's record, as a store uses it for as long as it is open: the record's path, worked out once (it
+    /// resolves the vault's folder), and its lock file, kept open between writes.
+    final class Location: Sendable {
+        let vaultPath: String
+        let path: String
+        fileprivate let file: LockedFile
+
+        init(forVault vaultPath: String) {
+            self.vaultPath = vaultPath
+            path = VaultRecord.path(forVault: vaultPath)
+            file = LockedFile(url: URL(filePath: path))
+        }
+    }
+
     /// The remembered identity, or nil when there is none (or it cannot be read: the check is then skipped).
-    static func read(forVault vaultPath: String) -> VaultIdentity? {
-        guard let (data, _) = try? LockedFile(url: URL(filePath: path(forVault: vaultPath))).read() else { return nil }
+    static func read(_ record: Location) -> VaultIdentity? {
+        guard let (data, _) = try? record.file.read() else { return nil }
         return parse(data)
     }
 
@@ -54,38 +68,42 @@ enum VaultRecord {
     /// A new generation of the same vault is appended as one more line: replacing the file by a rename on every
     /// vault write made the file system flush the new file at once, which cost a third of a secure write. The
     /// record is rewritten whole (still by rename) for another vault, once it passes 4 KiB, or when its last line
-    /// is incomplete.
-    static func remember(_ identity: VaultIdentity, forVault vaultPath: String, replacing: Bool) {
-        let recordPath = path(forVault: vaultPath)
-        let file = LockedFile(url: URL(filePath: recordPath))
-        try? file.withLock(.exclusive) {
-            let existing = (try? file.read())?.data
+    /// is incomplete. The record is read and appended to through one descriptor.
+    static func remember(_ identity: VaultIdentity, in record: Location, replacing: Bool) {
+        try? record.file.withLock(.exclusive) {
+            let flags = O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY
+            var fd = open(record.path, O_RDWR | flags)
+            // A record that cannot be written to still says which generation must not be undone.
+            if fd < 0, errno == EACCES || errno == EROFS { fd = open(record.path, O_RDONLY | flags) }
+            defer { if fd >= 0 { close(fd) } }
+            var info = stat()
+            let existing: Data? =
+                if fd >= 0, fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG {
+                    try? POSIX.readAll(fd, path: record.path, expectedSize: Int(info.st_size), maximumSize: 1 << 20)
+                } else {
+                    nil
+                }
             let current = existing.flatMap(parse)
             if let current, current == identity { return }
             if !replacing, let current, current.id == identity.id, current.generation >= identity.generation { return }
             // Not synced: a record lost in a crash only lags behind its vault, which is safe (and saves two fsyncs
             // on every vault write).
             if let existing, let current, current.id == identity.id, existing.count < 4096, existing.last == 0x0A,
-                existing.starts(with: Array(header.utf8)), append("\(identity.generation)\n", to: recordPath)
+                existing.starts(with: Array(header.utf8))
             {
-                return
+                var line = "\(identity.generation)\n"
+                let appended = line.withUTF8 { bytes in
+                    (try? POSIX.writeAll(fd, UnsafeRawBufferPointer(bytes), path: record.path)) != nil
+                }
+                if appended { return }
             }
-            let text = "\(header)\n\(canonicalPath(vaultPath))\n\(identity.idText)\n\(identity.generation)\n"
-            _ = try? file.writeAtomically(Data(text.utf8), durable: false)
+            let text = "\(header)\n\(canonicalPath(record.vaultPath))\n\(identity.idText)\n\(identity.generation)\n"
+            _ = try? record.file.writeAtomically(Data(text.utf8), durable: false)
         }
     }
 
     /// The first line of the records this version writes; version 1 records (a single generation line) still read.
     private static let header = "prefs vault record 2"
-
-    /// Appends `line` to the record at `path` in one write; false if that could not be done.
-    private static func append(_ line: String, to path: String) -> Bool {
-        let fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var line = line
-        return line.withUTF8 { bytes in (try? POSIX.writeAll(fd, UnsafeRawBufferPointer(bytes), path: path)) != nil }
-    }
 
     /// The identity in a record: a header line, the vault's path, its id in hex, then one generation per line; the
     /// last complete line is the newest (a line cut short by a crash, without its newline, is ignored). Read byte by

@@ -13,15 +13,27 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     @usableFromInline let cell: KeyCell
 
     /// A `values` subscriber (yields each new value) or a `changes` subscriber (yields the old and new value).
-    private struct Subscriber {
+    ///
+    /// A class in an array, not a value in a dictionary: delivery updates `last` in place, and in this generic code
+    /// every dictionary lookup and iteration element type was a runtime metadata look-up (a tenth of a delivery).
+    private final class Subscriber: @unchecked Sendable {
+        // @unchecked Sendable: `last` is only read or written while holding the box's `subscribers` lock.
+        let token: UInt64
         let yield: @Sendable (_ old: Value, _ new: Value) -> Void
         var last: Value
         /// The key's version when `last` was read: changes announced up to it are already in `last`.
         let since: UInt64
+
+        init(token: UInt64, yield: @escaping @Sendable (Value, Value) -> Void, last: Value, since: UInt64) {
+            self.token = token
+            self.yield = yield
+            self.last = last
+            self.since = since
+        }
     }
 
     private struct Subscribers {
-        var byToken: [UInt64: Subscriber] = [:]
+        var list: [Subscriber] = []
         var nextToken: UInt64 = 0
         var listening = false
     }
@@ -188,11 +200,12 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         let token = subscribers.withLock { subscribers in
             let (version, current) = versionedValue()
             subscribers.nextToken += 1
-            subscribers.byToken[subscribers.nextToken] = Subscriber(yield: yield, last: current, since: version)
+            subscribers.list.append(
+                Subscriber(token: subscribers.nextToken, yield: yield, last: current, since: version))
             yieldingCurrent?(current)
             return subscribers.nextToken
         }
-        return { self.subscribers.withLock { _ = $0.byToken.removeValue(forKey: token) } }
+        return { self.subscribers.withLock { $0.list.removeAll { $0.token == token } } }
     }
 
     /// The current value with a version it is at least as new as: stores advance the version right after applying
@@ -223,16 +236,16 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     /// time, in the order the store applied them, so each subscriber sees every distinct value in that order.
     /// The stored value is decoded before taking the subscribers' lock; yielding never runs subscriber code.
     private func deliver(version: UInt64, _ update: ChangeFeed.Update) {
-        guard subscribers.withLock({ !$0.byToken.isEmpty }) else { return }
+        guard subscribers.withLock({ !$0.list.isEmpty }) else { return }
         let new: Value
         switch update {
         case .value(let stored): new = decodeQuietly(stored)
         case .unknown: new = currentValue()
         }
         subscribers.withLock { subscribers in
-            for (token, subscriber) in subscribers.byToken where version > subscriber.since && subscriber.last != new {
+            for subscriber in subscribers.list where version > subscriber.since && subscriber.last != new {
                 subscriber.yield(subscriber.last, new)
-                subscribers.byToken[token]?.last = new
+                subscriber.last = new
             }
         }
     }
@@ -244,5 +257,5 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         return (try? codec.decode(stored, key: key)) ?? defaultValue
     }
 
-    var subscriberCount: Int { subscribers.withLock { $0.byToken.count } }
+    var subscriberCount: Int { subscribers.withLock { $0.list.count } }
 }

@@ -86,6 +86,13 @@ final class FileBackedStorage: Sendable {
     /// Called by the watcher when the file's folder changed: reload and announce what changed. A file that cannot
     /// be decoded is reported only once it has stayed unreadable for the grace period (see `SnapshotState`).
     func reloadFromDisk() {
+        // Most events are this store's own writes, or other files in the folder: when the file is still the one
+        // the values came from there is nothing to read, and no reason to take the lock a writer may be waiting
+        // for. Comparing identities needs no lock; reading the file does.
+        if let current = try? file.identity(), snapshot.withLock({ $0.refresh(currentIdentity: current) }) == .upToDate
+        {
+            return
+        }
         do {
             try file.withLock(.shared) { try refreshLocked() }
         } catch {

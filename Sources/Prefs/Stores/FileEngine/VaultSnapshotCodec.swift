@@ -19,12 +19,13 @@ final class VaultSnapshotCodec: SnapshotCodec {
 
     private let state: Mutex<State>
     private let cost: KDFParameters.Cost
-    private let vaultPath: String
+    /// Where the vault's identity is remembered between processes.
+    private let record: VaultRecord.Location
 
     init(key: VaultKey, cost: KDFParameters.Cost, vaultPath: String) {
         state = Mutex(State(key: VaultKeyMaterial(key)))
         self.cost = cost
-        self.vaultPath = vaultPath
+        record = VaultRecord.Location(forVault: vaultPath)
     }
 
     func decode(_ data: Data, path: String) throws -> [String: PrefValue] {
@@ -53,12 +54,12 @@ final class VaultSnapshotCodec: SnapshotCodec {
             return .values(try VaultPayload.decode(Data(), path: path))  // empty: throws the payload's error
         }
         // Authenticated: the identity in the header is the writer's. Check it before using anything inside.
-        let record = VaultRecord.read(forVault: vaultPath)
-        if let known = record {
+        let remembered = VaultRecord.read(record)
+        if let known = remembered {
             do {
                 try Self.check(
                     header.identity, against: known,
-                    source: "before (remembered in \(VaultRecord.path(forVault: vaultPath)); if you restored an "
+                    source: "before (remembered in \(record.path); if you restored an "
                         + "older copy or replaced the vault on purpose, delete that file)")
             } catch {
                 // The first load of a store takes no lock: another process may have committed a newer vault (and
@@ -74,8 +75,8 @@ final class VaultSnapshotCodec: SnapshotCodec {
             if let found = header.identity { state.seen = found }
         }
         let values = try Self.values(plaintext, path: path, deferring: deferring)
-        if let found = header.identity, found != record {
-            VaultRecord.remember(found, forVault: vaultPath, replacing: false)
+        if let found = header.identity, found != remembered {
+            VaultRecord.remember(found, in: record, replacing: false)
         }
         return values
     }
@@ -134,7 +135,7 @@ final class VaultSnapshotCodec: SnapshotCodec {
             if let pending = state.pending { state.seen = pending }
             return state.pending
         }
-        if let committed { VaultRecord.remember(committed, forVault: vaultPath, replacing: true) }
+        if let committed { VaultRecord.remember(committed, in: record, replacing: true) }
     }
 
     /// Switches to a new key, returning the previous state so a failed rekey can restore it.
