@@ -87,7 +87,9 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         return currentValue()
     }
 
-    @inlinable
+    /// Inlined into the reader: for small plain values a read is then three atomic loads and a compare, with no
+    /// call; everything else goes through ``lockedCurrentValue(at:)``.
+    @inlinable @inline(__always)
     func currentValue() -> Value {
         let version = cell.version
         if Self.fitsInBits {
@@ -100,6 +102,12 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
             }
             return refresh(at: version)
         }
+        return lockedCurrentValue(at: version)
+    }
+
+    /// The cached value under its lock when it belongs to `version`, else a fresh one.
+    @inlinable @inline(never)
+    func lockedCurrentValue(at version: UInt64) -> Value {
         // No `Optional<Value>` here: where this is not specialized, forming one costs a metadata lookup.
         var isCurrent = false
         let cached = cachedVersion.withLock { cachedVersion -> Value in
