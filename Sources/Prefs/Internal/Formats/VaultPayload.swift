@@ -50,24 +50,28 @@ enum VaultPayload {
         writer.bytes.append(version)
         try writer.appendCount(values.count, key: "")
         // In key order: a payload whose keys are sorted (and ASCII) opens without decoding its values (`Index`).
-        for (key, value) in inKeyOrder(values) {
+        for index in keyOrder(values) {
+            let (key, value) = values[index]
             try writer.appendString(key, key: key)
             try writer.appendValue(value, key: key, depth: 1)
         }
         return Data(writer.bytes)
     }
 
-    /// The entries of `values` in the byte order of their keys' UTF-8, as the index compares them.
+    /// Where the entries of `values` are, in the byte order of their keys' UTF-8, as the index compares them.
     ///
     /// Sorted on the first 16 bytes of each key as two big-endian integers, with the whole keys compared only on a
     /// tie: comparing strings directly made a 10 000-secret vault's every write spend more time sorting than
-    /// sealing.
-    private static func inKeyOrder(_ values: [String: PrefValue]) -> [(key: String, value: PrefValue)] {
-        let entries = Array(values)
-        var order: [(high: UInt64, low: UInt64, index: Int)] = []
-        order.reserveCapacity(entries.count)
-        for (index, entry) in entries.enumerated() {
-            var key = entry.key
+    /// sealing. Positions in the dictionary, not copies of its entries: copying (and then releasing) every key and
+    /// value was a fifth of encoding a large vault.
+    private static func keyOrder(_ values: [String: PrefValue]) -> [Dictionary<String, PrefValue>.Index] {
+        let positions = Array(values.indices)
+        // Plain integers only, so the sort moves bits and calls nothing: the position is the entry's place in
+        // `positions`.
+        var order: [(high: UInt64, low: UInt64, position: Int)] = []
+        order.reserveCapacity(positions.count)
+        for (position, index) in positions.enumerated() {
+            var key = values.keys[index]
             let prefix = key.withUTF8 { bytes -> (UInt64, UInt64) in
                 var words: (UInt64, UInt64) = (0, 0)
                 withUnsafeMutableBytes(of: &words) { destination in
@@ -76,14 +80,15 @@ enum VaultPayload {
                 }
                 return (UInt64(bigEndian: words.0), UInt64(bigEndian: words.1))
             }
-            order.append((prefix.0, prefix.1, index))
+            order.append((prefix.0, prefix.1, position))
         }
         order.sort { left, right in
             if left.high != right.high { return left.high < right.high }
             if left.low != right.low { return left.low < right.low }
-            return entries[left.index].key.utf8.lexicographicallyPrecedes(entries[right.index].key.utf8)
+            let leftKey = values.keys[positions[left.position]]
+            return leftKey.utf8.lexicographicallyPrecedes(values.keys[positions[right.position]].utf8)
         }
-        return order.map { entries[$0.index] }
+        return order.map { positions[$0.position] }
     }
 
     private struct Writer {
@@ -141,7 +146,8 @@ enum VaultPayload {
                 try checkDepth(depth + 1, key: key)
                 bytes.append(Tag.dictionary.rawValue)
                 try appendCount(members.count, key: key)
-                for (name, member) in inKeyOrder(members) {
+                for index in VaultPayload.keyOrder(members) {
+                    let (name, member) = members[index]
                     try appendString(name, key: key)
                     try appendValue(member, key: key, depth: depth + 1)
                 }
