@@ -8,6 +8,8 @@ swift build --build-tests --sanitize=address --scratch-path "$scratch_path"
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 export ASAN_OPTIONS="detect_leaks=1 ${ASAN_OPTIONS:-}"
-export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp ${LSAN_OPTIONS:-}"
+# Child processes built the same way print their own reports: no suppression statistics on their stderr, which
+# the CLI tests read.
+export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp print_suppressions=0 ${LSAN_OPTIONS:-}"
 XDG_CONFIG_HOME="$scratch/config" XDG_DATA_HOME="$scratch/data" XDG_STATE_HOME="$scratch/state" \
     swift test --skip-build --sanitize=address --scratch-path "$scratch_path" "$@"

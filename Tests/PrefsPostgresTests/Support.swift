@@ -52,7 +52,10 @@ final class Collector<Value: Sendable>: Sendable {
     private let task = Locked<Task<Void, Never>?>(nil)
 
     init(_ stream: AsyncStream<Value>) {
-        let started = Task { [self] in
+        // The task holds the list, not the collector: holding the collector kept both alive for good (LeakSanitizer
+        // found the cycle), so `deinit` never cancelled the task.
+        let seen = self.seen
+        let started = Task {
             for await value in stream { seen.withLock { $0.append(value) } }
         }
         task.withLock { $0 = started }

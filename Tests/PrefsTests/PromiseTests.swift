@@ -21,7 +21,8 @@ struct PromiseTests {
         #expect(try reopened.value(forKey: "note") == .string("kept"))
     }
 
-    /// ObservingChanges: "`values` and `keys(_:)` buffer their elements, so a slow consumer never blocks a writer."
+    /// ObservingChanges: "`values` and `keys(_:)` buffer their elements, so a slow consumer never blocks a writer",
+    /// and "until a consumer catches up, its stream holds every value it has not yet received".
     @Test(.timeLimit(.minutes(1)))
     func aConsumerThatHasNotReadYetNeverBlocksAWriter() async throws {
         let directory = try TempDir()
