@@ -146,13 +146,22 @@ final class SecureBytes: @unchecked Sendable {
 /// ``guardedLimit`` guarded allocations and ``lockedLimit`` bytes of locked pages are kept; the oldest are released
 /// to make room for newer ones.
 enum SecureMemoryPool {
-    /// Whole locked pages waiting for reuse.
+    /// Whole locked pages waiting for reuse. The address is kept as an integer: the memory belongs to the pool until
+    /// it is handed out again.
     struct Region {
-        let pointer: UnsafeMutableRawPointer
+        let address: UInt
         /// The bytes allocated and locked (whole pages).
         let capacity: Int
         /// Whether `mlock` succeeded when the pages were allocated.
         let isLocked: Bool
+
+        init(pointer: UnsafeMutableRawPointer, capacity: Int, isLocked: Bool) {
+            address = UInt(bitPattern: pointer)
+            self.capacity = capacity
+            self.isLocked = isLocked
+        }
+
+        var pointer: UnsafeMutableRawPointer { UnsafeMutableRawPointer(bitPattern: address)! }
 
         /// Unlocks (which zeroes the pages again) and frees the memory.
         func release() {
@@ -177,10 +186,10 @@ enum SecureMemoryPool {
         return min(1 << 20, Int(clamping: limit.rlim_cur / 4))
     }()
 
-    // Addresses are kept as integers: the memory belongs to the pool until it is handed out again.
+    // Addresses are kept as integers, as in `Region`.
     private struct Shelves {
         var guarded: [(address: UInt, count: Int)] = []
-        var locked: [(address: UInt, capacity: Int, isLocked: Bool)] = []
+        var locked: [Region] = []
         var lockedBytes = 0
     }
 
@@ -210,7 +219,7 @@ enum SecureMemoryPool {
 
     /// Kept locked pages of at least `minimum` bytes and at most twice that, if there are any.
     static func takeLocked(minimum: Int) -> Region? {
-        let found = shelves.withLock { shelves -> (address: UInt, capacity: Int, isLocked: Bool)? in
+        shelves.withLock { shelves -> Region? in
             guard
                 let index = shelves.locked.lastIndex(where: {
                     $0.capacity >= minimum && $0.capacity <= 2 * minimum
@@ -220,29 +229,22 @@ enum SecureMemoryPool {
             shelves.lockedBytes -= region.capacity
             return region
         }
-        guard let found, let pointer = UnsafeMutableRawPointer(bitPattern: found.address) else { return nil }
-        return Region(pointer: pointer, capacity: found.capacity, isLocked: found.isLocked)
     }
 
     /// Keeps `region`, whose used bytes the caller has zeroed, and returns what the caller must release instead: the
     /// region itself when it is too large to keep, or older regions that no longer fit.
     static func keepLocked(_ region: Region) -> [Region] {
         guard region.capacity <= lockedLimit else { return [region] }
-        let evicted = shelves.withLock { shelves -> [(address: UInt, capacity: Int, isLocked: Bool)] in
-            shelves.locked.append((UInt(bitPattern: region.pointer), region.capacity, region.isLocked))
+        return shelves.withLock { shelves -> [Region] in
+            shelves.locked.append(region)
             shelves.lockedBytes += region.capacity
-            var evicted: [(address: UInt, capacity: Int, isLocked: Bool)] = []
+            var evicted: [Region] = []
             while shelves.lockedBytes > lockedLimit {
                 let oldest = shelves.locked.removeFirst()
                 shelves.lockedBytes -= oldest.capacity
                 evicted.append(oldest)
             }
             return evicted
-        }
-        return evicted.compactMap { kept in
-            UnsafeMutableRawPointer(bitPattern: kept.address).map {
-                Region(pointer: $0, capacity: kept.capacity, isLocked: kept.isLocked)
-            }
         }
     }
 

@@ -19,8 +19,10 @@ enum VaultRecord {
     static let directory = Locations.current.stateHome.appending(path: "prefs/vaults").path(percentEncoded: false)
 
     /// The record file of the vault at `vaultPath`.
-    static func path(forVault vaultPath: String) -> String {
-        let canonical = canonicalPath(vaultPath)
+    static func path(forVault vaultPath: String) -> String { path(forCanonical: canonicalPath(vaultPath)) }
+
+    /// The record file of the vault whose ``canonicalPath(_:)`` is `canonical`.
+    private static func path(forCanonical canonical: String) -> String {
         var digest = [UInt8](repeating: 0, count: 16)
         Sodium.ensureInitialized()
         _ = crypto_generichash(&digest, digest.count, Array(canonical.utf8), UInt64(canonical.utf8.count), nil, 0)
@@ -41,16 +43,18 @@ enum VaultRecord {
         return (base == "/" ? "" : base) + "/" + POSIX.lastComponent(of: absolute)
     }
 
-    /// One vault's record, as a store uses it for as long as it is open: the record's path, worked out once (it
-    /// resolves the vault's folder), and its lock file, kept open between writes.
+    /// One vault's record, as a store uses it for as long as it is open: the vault's canonical path and the record's
+    /// path, worked out once (resolving the vault's folder is most of it), and its lock file, kept open between
+    /// writes.
     final class Location: Sendable {
-        let vaultPath: String
+        /// The vault's ``VaultRecord/canonicalPath(_:)``, written into the record.
+        let canonicalVaultPath: String
         let path: String
         fileprivate let file: LockedFile
 
         init(forVault vaultPath: String) {
-            self.vaultPath = vaultPath
-            path = VaultRecord.path(forVault: vaultPath)
+            canonicalVaultPath = VaultRecord.canonicalPath(vaultPath)
+            path = VaultRecord.path(forCanonical: canonicalVaultPath)
             file = LockedFile(url: URL(filePath: path))
         }
     }
@@ -71,18 +75,23 @@ enum VaultRecord {
     /// is incomplete. The record is read and appended to through one descriptor.
     static func remember(_ identity: VaultIdentity, in record: Location, replacing: Bool) {
         try? record.file.withLock(.exclusive) {
-            let flags = O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY
-            var fd = open(record.path, O_RDWR | flags)
-            // A record that cannot be written to still says which generation must not be undone.
-            if fd < 0, errno == EACCES || errno == EROFS { fd = open(record.path, O_RDONLY | flags) }
-            defer { if fd >= 0 { close(fd) } }
-            var info = stat()
-            let existing: Data? =
-                if fd >= 0, fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG {
-                    try? POSIX.readAll(fd, path: record.path, expectedSize: Int(info.st_size), maximumSize: 1 << 20)
-                } else {
-                    nil
-                }
+            func open(_ access: Int32) throws(SystemCallError) -> (fd: Int32, info: stat)? {
+                try POSIX.openRegularFile(
+                    atPath: record.path, access: access, followingSymlinks: false, maximumSize: 1 << 20)
+            }
+            var opened: (fd: Int32, info: stat)?
+            do throws(SystemCallError) {
+                opened = try open(O_RDWR | O_APPEND)
+            } catch  where error.errno == EACCES || error.errno == EROFS {
+                // A record that cannot be written to still says which generation must not be undone.
+                opened = try? open(O_RDONLY)
+            } catch {
+                opened = nil
+            }
+            defer { if let opened { close(opened.fd) } }
+            let existing = opened.flatMap { opened in
+                try? POSIX.readAll(opened.fd, path: record.path, expectedSize: Int(opened.info.st_size))
+            }
             let current = existing.flatMap(parse)
             if let current, current == identity { return }
             if !replacing, let current, current.id == identity.id, current.generation >= identity.generation { return }
@@ -93,11 +102,11 @@ enum VaultRecord {
             {
                 var line = "\(identity.generation)\n"
                 let appended = line.withUTF8 { bytes in
-                    (try? POSIX.writeAll(fd, UnsafeRawBufferPointer(bytes), path: record.path)) != nil
+                    opened.map { (try? POSIX.writeAll($0.fd, UnsafeRawBufferPointer(bytes), path: record.path)) != nil }
                 }
-                if appended { return }
+                if appended == true { return }
             }
-            let text = "\(header)\n\(canonicalPath(record.vaultPath))\n\(identity.idText)\n\(identity.generation)\n"
+            let text = "\(header)\n\(record.canonicalVaultPath)\n\(identity.idText)\n\(identity.generation)\n"
             _ = try? record.file.writeAtomically(Data(text.utf8), durable: false)
         }
     }

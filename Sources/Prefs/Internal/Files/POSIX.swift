@@ -54,14 +54,15 @@ enum POSIX {
         }
     }
 
-    /// Opens an existing regular file for reading, without blocking (a FIFO would otherwise wait for a writer) and
-    /// optionally without following a final symbolic link. Returns nil when nothing exists at `path` (a dangling
-    /// symbolic link counts as nothing when links are followed). Anything but a regular file, or a regular file
-    /// larger than `maximumSize`, is closed again and refused.
+    /// Opens an existing regular file for reading (or with `access`, for example `O_RDWR | O_APPEND`), without
+    /// blocking (a FIFO would otherwise wait for a writer) and optionally without following a final symbolic link.
+    /// Returns nil when nothing exists at `path` (a dangling symbolic link counts as nothing when links are followed).
+    /// Anything but a regular file, or a regular file larger than `maximumSize`, is closed again and refused.
     static func openRegularFile(
-        atPath path: String, followingSymlinks: Bool = true, maximumSize: Int = maximumFileSize
+        atPath path: String, access: Int32 = O_RDONLY, followingSymlinks: Bool = true,
+        maximumSize: Int = maximumFileSize
     ) throws(SystemCallError) -> (fd: Int32, info: stat)? {
-        var flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY
+        var flags = access | O_CLOEXEC | O_NONBLOCK | O_NOCTTY
         if !followingSymlinks { flags |= O_NOFOLLOW }
         let fd = retrying { open(path, flags) }
         if fd < 0 {
