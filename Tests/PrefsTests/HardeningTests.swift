@@ -480,6 +480,28 @@ private struct APICredentials: Codable, Sendable, Equatable { var token: String 
         #expect(!FileManager.default.fileExists(atPath: target.path(percentEncoded: false)))
     }
 
+    /// A normal `~/.config` holds hundreds of entries. glibc packs `readdir` entries to their real length, so the
+    /// sweep must read each name up to its NUL, not copy the 256-byte field (which ran past the end of the buffer
+    /// and crashed about one first write in 150; AddressSanitizer, which CI runs, reports it every time).
+    @Test func aFirstWriteInAFolderOfAThousandFilesSweepsOnlyStaleTemporaryFiles() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        for index in 0..<1_000 {
+            let name = String(format: "%04d-", index) + String(repeating: "e", count: index % 3 == 0 ? 200 : 7)
+            #expect(
+                FileManager.default.createFile(atPath: directory.file(name).path(percentEncoded: false), contents: nil))
+        }
+        let store = try FileStore(url: directory.file("settings.json"))
+        let file = LockedFile(url: directory.file("settings.json"))
+        let leftover = directory.file(file.temporaryPrefix + "abc123")
+        #expect(FileManager.default.createFile(atPath: leftover.path(percentEncoded: false), contents: Data()))
+        try store.setValue(.int(1), forKey: "launches")
+        #expect(!FileManager.default.fileExists(atPath: leftover.path(percentEncoded: false)))
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.url.path(percentEncoded: false))
+        #expect(names.count == 1_002, "the thousand files, the store and its lock file")
+        #expect(try FileStore(url: directory.file("settings.json")).value(forKey: "launches") == .int(1))
+    }
+
     @Test func theTemporaryFileSweepMatchesTheWholeName() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }

@@ -267,7 +267,7 @@ final class LockedFile: Sendable {
         defer { closedir(directory) }
         var stale: [String] = []
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
+            let name = Self.entryName(entry)
             guard name.starts(with: prefix) else { continue }
             let suffix = name.dropFirst(prefix.count)
             guard (1...16).contains(suffix.count), suffix.allSatisfy(hexDigits.contains) else { continue }
@@ -282,6 +282,17 @@ final class LockedFile: Sendable {
             guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return false }
             return unlink(path) == 0
         }.count
+    }
+
+    /// The name of a `readdir` entry, read up to its terminating NUL in place.
+    ///
+    /// glibc packs entries to their real length, so the 256-byte `d_name` field of the last entry in its buffer may
+    /// run past the end of the allocation: copying the field (as `withUnsafeBytes(of: entry.pointee.d_name)` does)
+    /// reads memory that is not there. Only the bytes up to the NUL, which the kernel always writes, are read.
+    static func entryName(_ entry: UnsafeMutablePointer<dirent>) -> [UInt8] {
+        let offset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+        let start = UnsafeRawPointer(entry).advanced(by: offset).assumingMemoryBound(to: CChar.self)
+        return Array(UnsafeRawBufferPointer(start: start, count: strlen(start)))
     }
 
     /// Removes the file; a missing file is fine. The directory is synced so the removal is durable.
