@@ -52,6 +52,10 @@ struct Failure: Error, Equatable {
                 return Failure(.notFound, error.description + (code == EACCES ? "; check the permissions" : ""))
             case .durabilityNotConfirmed:
                 return Failure(.notDurable, error.description + "; do not undo it (keep any new key file)")
+            case .tooLarge:
+                return Failure(.usage, error.description)
+            case .storeClosed:
+                return Failure(.notFound, error.description)
             }
         case let error as VaultError:
             switch error {

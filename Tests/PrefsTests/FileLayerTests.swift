@@ -144,7 +144,7 @@ struct FileLayerTests {
         #expect(throws: PrefsError.self) { try file.writeAtomically(Data("x".utf8)) }
         do {
             try file.writeAtomically(Data("x".utf8))
-        } catch .io(_, _, let code, let message) {
+        } catch PrefsError.io(_, _, let code, let message) {
             #expect(code == ENOTDIR)
             #expect(message == String(cString: strerror(ENOTDIR)))
         } catch {

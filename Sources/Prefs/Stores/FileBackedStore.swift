@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 
 /// `let store: FileBackedStore = try FileStore(url: url)`: what ``FileStore``, ``UserDefaultsStore`` and
 /// ``EncryptedFileStore`` share, the store kept in one file.
@@ -16,7 +17,11 @@ public import Foundation
 ///   rewrites the file) is given half a second: meanwhile reads keep the last values read, writes wait for the
 ///   file to become readable, and nothing is reported or announced; only a file still unreadable after that is
 ///   treated as damaged, and reported once;
-/// - stores opened on the same file in one process share one snapshot, so they never disagree.
+/// - stores opened on the same file in one process share one snapshot, so they never disagree;
+/// - a write whose file would be larger than the 64 MiB every open accepts is refused with
+///   ``PrefsError/tooLarge(path:size:limit:)``, before anything changes;
+/// - a file that is a symbolic link is replaced where it points, so the link stays a link;
+/// - ``close()`` releases the file; a damaged file can be kept aside with ``moveDamagedFileAside()``.
 ///
 /// The class cannot be subclassed outside Prefs; use it as a type when code works with any of the three.
 public class FileBackedStore: KeyValueStore, @unchecked Sendable {
@@ -26,10 +31,50 @@ public class FileBackedStore: KeyValueStore, @unchecked Sendable {
     public let url: URL
     let storage: FileBackedStorage
 
+    private let closed = Mutex(false)
+
     init(url: URL, storage: FileBackedStorage) {
         self.url = url
         self.storage = storage
+        storage.retain()
     }
+
+    deinit {
+        if !closed.withLock({ $0 }) { storage.release() }
+    }
+
+    /// `store.close()` stops watching the file and releases it: afterwards every operation on this store throws
+    /// ``PrefsError/storeClosed(path:)``.
+    ///
+    /// Stores opened on the same file in this process share one open file: it is released when the last of them
+    /// is closed (or deinitialised), after any write in progress has finished, and nothing of it then touches the
+    /// file or its folder, so the folder can be deleted. A store opened on the file later starts afresh from the
+    /// file. Closing twice does nothing.
+    public func close() {
+        let wasOpen = closed.withLock { closed in
+            defer { closed = true }
+            return !closed
+        }
+        if wasOpen { storage.release() }
+    }
+
+    /// `try store.moveDamagedFileAside()` keeps a file that cannot be read (``PrefsError/corruptFile(path:reason:)``)
+    /// beside the original as `<name>.damaged-<UTC date and time>` and starts afresh with no values, so the app can
+    /// save again; it returns where the damaged file went.
+    ///
+    /// When the file reads fine, nothing is moved and it returns nil. Observers hear of every key whose value
+    /// changed (back to its default). `prefs repair DOMAIN` does the same from the command line.
+    @discardableResult
+    public func moveDamagedFileAside() throws -> URL? { try open().moveDamagedFileAside() }
+
+    /// The storage, unless this store was closed.
+    func open() throws -> FileBackedStorage {
+        if closed.withLock({ $0 }) { throw PrefsError.storeClosed(path: url.path) }
+        return storage
+    }
+
+    /// Whether ``close()`` was called on this store.
+    public var isClosed: Bool { closed.withLock { $0 } }
 
     /// `store.changes` announces every change, including those made by other processes.
     public var changes: ChangeFeed { storage.changes }
@@ -37,34 +82,34 @@ public class FileBackedStore: KeyValueStore, @unchecked Sendable {
     /// `try store.value(forKey: "theme")` returns the stored value, served from memory.
     ///
     /// - Throws: the file's decoding error while the file on disk cannot be read.
-    public func value(forKey key: String) throws -> PrefValue? { try storage.value(forKey: key) }
+    public func value(forKey key: String) throws -> PrefValue? { try open().value(forKey: key) }
 
     /// `try store.setValue(.bool(true), forKey: "flag")` stores a value (nil removes it) durably before returning.
     public func setValue(_ value: PrefValue?, forKey key: String) throws {
-        try storage.update(forKey: key) { _ in value }
+        try open().update(forKey: key) { _ in value }
     }
 
     /// `try store.updateValue(forKey: "count") { … }` reads, transforms and writes one value while holding the
     /// file's cross-process lock, so concurrent updates from any process never lose each other's changes.
     @discardableResult
     public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
-        try storage.update(forKey: key, transform)
+        try open().update(forKey: key, transform)
     }
 
     /// `try store.allValues()` returns every key and value in the file.
-    public func allValues() throws -> [String: PrefValue] { try storage.allValues() }
+    public func allValues() throws -> [String: PrefValue] { try open().allValues() }
 
     /// `try store.replaceAll(values)` replaces the whole content in one atomic, durable write, announcing exactly
     /// the keys whose values changed.
-    public func replaceAll(_ values: [String: PrefValue]) throws { try storage.replaceAll(values) }
+    public func replaceAll(_ values: [String: PrefValue]) throws { try open().replaceAll(values) }
 
     /// `try store.batch { settings.theme = .dark; settings.fontSize = 14 }` applies every write inside `body` in
     /// memory at once and writes the file once, durably and atomically, when `body` returns; observers hear of
     /// each changed key once, afterwards. If `body` or the write throws, nothing is written and the values go back
     /// to what they were. Other writers, in this process or another, wait for the batch to end. See
     /// ``KeyValueStore/batch(_:)``.
-    public func batch<T>(_ body: () throws -> T) throws -> T { try storage.batch(body) }
+    public func batch<T>(_ body: () throws -> T) throws -> T { try open().batch(body) }
 
     /// `try store.removeValues(forKeys: ["theme", "zoom"])` removes several keys in one atomic, durable write.
-    public func removeValues(forKeys keys: some Sequence<String>) throws { try storage.removeValues(forKeys: keys) }
+    public func removeValues(forKeys keys: some Sequence<String>) throws { try open().removeValues(forKeys: keys) }
 }

@@ -27,4 +27,24 @@ public final class FileStore: FileBackedStore, @unchecked Sendable {
         }
         super.init(url: url, storage: storage)
     }
+
+    override private init(url: URL, storage: FileBackedStorage) { super.init(url: url, storage: storage) }
+
+    /// `try FileStore.moveDamagedFileAside(at: url)` keeps a file that cannot be read as
+    /// `<name>.damaged-<UTC date and time>` beside it and leaves the store empty, so it can be opened and saved
+    /// again; it returns where the damaged file went, or nil when the file reads fine (nothing is moved).
+    ///
+    /// Stores of the file already open in this process recover at once. See
+    /// ``FileBackedStore/moveDamagedFileAside()`` for a store you hold.
+    @discardableResult
+    public static func moveDamagedFileAside(at url: URL) throws -> URL? {
+        let storage = try StorageRegistry.storage(at: url, kind: "json") {
+            let storage = FileBackedStorage(url: url, codec: JSONSnapshotCodec())
+            try? storage.open()  // a damaged file is what this is for
+            return storage
+        }
+        let store = FileStore(url: url, storage: storage)
+        defer { store.close() }
+        return try store.moveDamagedFileAside()
+    }
 }

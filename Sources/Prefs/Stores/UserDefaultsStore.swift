@@ -61,6 +61,21 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
         return (UserDefaultsStore(suiteName: nil, storage: storage), storage.damage)
     }
 
+    /// `try UserDefaultsStore.moveDamagedFileAside(suiteName: "group.example")` keeps a suite file that cannot be
+    /// read as `<suite>.plist.damaged-<UTC date and time>` and leaves the suite empty, so it can be opened and saved
+    /// again; it returns where the damaged file went, or nil when the file reads fine (nothing is moved).
+    ///
+    /// Stores of the suite already open in this process recover at once. See
+    /// ``FileBackedStore/moveDamagedFileAside()`` for a store you hold.
+    @discardableResult
+    public static func moveDamagedFileAside(suiteName: String, directory: URL? = nil) throws -> URL? {
+        try validate(suiteName: suiteName)
+        let url = (directory ?? preferencesDirectory()).appending(path: suiteName + ".plist")
+        let (store, _) = openDomain(url: url)
+        defer { store.close() }
+        return try store.moveDamagedFileAside()
+    }
+
     /// The lock file is `<suite>.lock`, so that it fits the file-name limit whenever `<suite>.plist` does.
     private static func makeStorage(url: URL) -> FileBackedStorage {
         let lockURL = url.deletingPathExtension().appendingPathExtension("lock")

@@ -43,6 +43,13 @@ public enum PrefsError: Error, Sendable, Equatable {
     /// and every reader sees it) but a step after that commit point failed, usually syncing the folder, so it may
     /// not survive a power loss or system crash. Do not undo or retry the change as if it had failed.
     case durabilityNotConfirmed(path: String, operation: String, errno: Int32, message: String)
+    /// `.storeClosed(path:)`: an operation on a file store after ``FileBackedStore/close()``. Open a new store on
+    /// the file to use it again.
+    case storeClosed(path: String)
+    /// `.tooLarge(path:size:limit:)`: a write refused because the file would be `size` bytes, more than the `limit`
+    /// a store file may have (the same limit every open applies). Nothing was written; the stored values are as
+    /// they were.
+    case tooLarge(path: String, size: Int, limit: Int)
 }
 
 extension PrefsError: LocalizedError, CustomStringConvertible {
@@ -63,7 +70,9 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
         case .encodingFailed(let key, let reason): "cannot encode value for \(String(reflecting: key)): \(reason)"
         case .decodingFailed(let key, let reason):
             "cannot decode value for \(String(reflecting: key)): \(reason); left unchanged"
-        case .corruptFile(let path, let reason): "\(path) is not a valid preferences file (\(reason)); left untouched"
+        case .corruptFile(let path, let reason):
+            "\(path) is not a valid preferences file (\(reason)); left untouched (to keep it aside and start afresh: "
+                + "store.moveDamagedFileAside(), or prefs repair)"
         case .io(let path, let operation, _, let message): "\(operation) \(path): \(message)"
         case .forced(let key):
             "\(String(reflecting: key)) is forced by the system administrator (managed preferences); not changed"
@@ -73,6 +82,10 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
         case .durabilityNotConfirmed(let path, let operation, _, let message):
             "the change to \(path) was made, but its durability is not confirmed (\(operation): \(message)); "
                 + "it is in effect now but might not survive a power loss"
+        case .storeClosed(let path): "the store of \(path) is closed; open a new one to use the file"
+        case .tooLarge(let path, let size, let limit):
+            "writing \(path) refused: it would be \(size) bytes, more than the \(limit >> 20) MiB a preferences file "
+                + "may have; nothing was written"
         }
     }
 

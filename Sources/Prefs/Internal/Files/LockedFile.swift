@@ -7,6 +7,11 @@ import Synchronization
     import Darwin
 #endif
 
+/// Thrown by `LockedFile.writeAtomically` when the lock file was removed or replaced during the write and the data
+/// file changed since the caller read it: another process wrote meanwhile. Nothing was written; the caller may read
+/// the file again and redo its change.
+struct LockLostError: Error {}
+
 /// How `LockedFile.withLock` locks: many readers, or one writer.
 enum LockKind: Sendable {
     /// Other processes may hold `.shared` at the same time; `.exclusive` holders wait.
@@ -38,13 +43,26 @@ final class LockedFile: Sendable {
     /// Held for the whole of `withLock`; the value is the lazily opened lock file descriptor (-1 until then).
     private let lockFD = Mutex<Int32>(-1)
 
+    /// - Parameter url: The data file. When it is a symbolic link, its target is the file read and replaced (the
+    ///   temporary file, the rename and the lock file are beside the target), so the link stays a link and every
+    ///   process, whichever name it opens, shares one lock.
     init(url: URL, lockURL: URL? = nil) {
         self.url = url
-        self.path = url.fileSystemPath
-        // Built from the path, not as a URL: a store opens several of these, and URL work showed in its cost.
-        self.lockPath = lockURL?.fileSystemPath ?? path + ".lock"
+        let given = url.fileSystemPath
+        self.path = POSIX.resolvingSymbolicLink(given)
         self.directoryPath = POSIX.parentPath(of: path)
+        // Built from the path, not as a URL: a store opens several of these, and URL work showed in its cost.
+        if let lockURL {
+            // A lock file named by the caller goes beside the file really written, under its own name.
+            let lock = lockURL.fileSystemPath
+            self.lockPath = path == given ? lock : directoryPath + "/" + POSIX.lastComponent(of: lock)
+        } else {
+            self.lockPath = path + ".lock"
+        }
     }
+
+    /// The file actually read and replaced: `url`, or the target of the symbolic link at `url`.
+    var resolvedURL: URL { URL(filePath: path, directoryHint: .notDirectory) }
 
     deinit {
         let fd = lockFD.withLock { $0 }
@@ -59,6 +77,11 @@ final class LockedFile: Sendable {
     /// so readers in one process cannot safely overlap their lock and unlock). Across processes `.shared` holders may
     /// overlap each other. Not re-entrant: calling `withLock` on the same object from inside `body` deadlocks.
     /// Two `LockedFile` objects for the same lock file in one process exclude each other like two processes do.
+    ///
+    /// A shared lock never creates the lock file (nor its folder): when there is none, nobody is writing, and
+    /// `body` runs without it. So a reader, such as a watcher reloading the file, never re-creates a lock file that
+    /// someone is deleting along with its folder. `body` runs once: a lock file removed or replaced while `body`
+    /// writes is handled at the commit (see `writeAtomically`), never by running `body` again.
     @discardableResult
     func withLock<T>(_ kind: LockKind, _ body: () throws -> T) throws -> T {
         try lockFD.withLock { fd throws -> T in
@@ -71,12 +94,11 @@ final class LockedFile: Sendable {
                         path: lockPath, operation: "lock", errno: EAGAIN,
                         message: "the lock file keeps being removed or replaced")
                 }
-                if fd < 0, kind == .shared, !directoryExists(POSIX.parentPath(of: lockPath)) {
-                    // Nothing to read and nobody to exclude: a reader does not create the folder (someone may be
-                    // about to, as in `mv dir dir.old; mkdir dir`).
-                    return try body()
+                if fd < 0 {
+                    fd = try prefsIO { () throws(SystemCallError) in try openLockFile(creating: kind == .exclusive) }
+                    // No lock file for a reader: nothing to read under it and nobody to exclude.
+                    if fd < 0 { return try body() }
                 }
-                if fd < 0 { fd = try prefsIO { () throws(SystemCallError) in try openLockFile() } }
                 if POSIX.retrying({ flock(fd, operation) }) != 0 {
                     throw SystemCallError(path: lockPath, operation: "lock").prefsError
                 }
@@ -85,15 +107,11 @@ final class LockedFile: Sendable {
                 // as SQLite's unix VFS does.
                 if isCurrentLockFile(fd) {
                     heldLock.store(fd, ordering: .sequentiallyConsistent)
-                    do {
-                        defer {
-                            heldLock.store(-1, ordering: .sequentiallyConsistent)
-                            _ = flock(fd, LOCK_UN)
-                        }
-                        return try body()
-                    } catch let error as PrefsError where error == lockLost {
-                        // Removed while `body` ran, before it committed anything: run it again under the new lock.
+                    defer {
+                        heldLock.store(-1, ordering: .sequentiallyConsistent)
+                        _ = flock(fd, LOCK_UN)
                     }
+                    return try body()
                 }
                 _ = flock(fd, LOCK_UN)
                 close(fd)
@@ -102,22 +120,44 @@ final class LockedFile: Sendable {
         }
     }
 
+    /// Closes the lock file's descriptor, if open (a store being closed); a later `withLock` opens it again.
+    func closeLock() {
+        lockFD.withLock { fd in
+            if fd >= 0 { close(fd) }
+            fd = -1
+        }
+    }
+
     /// The descriptor `withLock` holds while its body runs (-1 outside), for the check before each commit.
     private let heldLock = Atomic<Int32>(-1)
 
-    /// What a write throws, before its commit point, when the lock file it holds is no longer the one at the lock
-    /// path; `withLock` catches it and runs its body again.
-    private var lockLost: PrefsError {
-        .io(path: lockPath, operation: "lock", errno: ESTALE, message: "the lock file was removed during the write")
-    }
-
-    /// Throws `lockLost` if this thread's `withLock` holds a lock file that was removed or replaced since: another
-    /// process may have locked the new one and be writing too, so committing now could lose its update.
-    private func checkLockBeforeCommit() throws(SystemCallError) {
+    /// What a write's commit does when the lock file its `withLock` holds was removed or replaced meanwhile
+    /// (another process may have locked the new one and written): it locks the current lock file too, and commits
+    /// only if the data file is still the one the caller read (`expected`). Returns the descriptor of that second
+    /// lock (to release after the rename), or -1 when the held lock is still current or the caller did not say
+    /// what it read. Throws `LockLostError` when the file changed, before anything was written.
+    private func relockBeforeCommit(expecting expected: FileIdentity??) throws -> Int32 {
         let held = heldLock.load(ordering: .sequentiallyConsistent)
-        guard held >= 0, !isCurrentLockFile(held) else { return }
-        throw SystemCallError(
-            path: lockPath, operation: "lock", errno: ESTALE, detail: "the lock file was removed during the write")
+        guard held >= 0, !isCurrentLockFile(held), let expected else { return -1 }
+        var attempts = 0
+        while true {
+            attempts += 1
+            let fd: Int32
+            do { fd = try openLockFile(creating: true) } catch { throw LockLostError() }
+            guard POSIX.retrying({ flock(fd, LOCK_EX) }) == 0 else {
+                close(fd)
+                throw LockLostError()
+            }
+            if isCurrentLockFile(fd) {
+                guard (try? FileIdentity.of(path: path)) == expected else {
+                    close(fd)
+                    throw LockLostError()
+                }
+                return fd
+            }
+            close(fd)
+            if attempts >= 100 { throw LockLostError() }
+        }
     }
 
     private func directoryExists(_ path: String) -> Bool {
@@ -133,15 +173,16 @@ final class LockedFile: Sendable {
         return open.st_dev == current.st_dev && open.st_ino == current.st_ino
     }
 
-    /// Opens (creating if needed) the lock file without following a symbolic link at its name, so a planted link
-    /// cannot make this process create or lock a file elsewhere; anything but a regular file is refused.
-    private func openLockFile() throws(SystemCallError) -> Int32 {
-        try POSIX.createDirectory(atPath: POSIX.parentPath(of: lockPath), mode: Self.directoryMode)
-        let fd = POSIX.retrying {
-            open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o600)
-        }
+    /// Opens the lock file without following a symbolic link at its name, so a planted link cannot make this
+    /// process create or lock a file elsewhere; anything but a regular file is refused. With `creating`, the file
+    /// (and its folder) is created if missing; without, a missing file gives -1.
+    private func openLockFile(creating: Bool) throws(SystemCallError) -> Int32 {
+        if creating { try POSIX.createDirectory(atPath: POSIX.parentPath(of: lockPath), mode: Self.directoryMode) }
+        let flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | (creating ? O_CREAT : 0)
+        let fd = POSIX.retrying { open(lockPath, flags, 0o600) }
         guard fd >= 0 else {
             let code = errno
+            if !creating, code == ENOENT || code == ENOTDIR { return -1 }
             if code == ELOOP {
                 throw SystemCallError(
                     path: lockPath, operation: "open lock file", errno: code,
@@ -189,17 +230,23 @@ final class LockedFile: Sendable {
     /// `PrefsError.durabilityNotConfirmed`, because the new contents are in place and must not be treated as lost.
     /// Does not lock: callers hold `withLock(.exclusive)` around read-modify-write. With `durable` false nothing is
     /// synced (still atomic for readers, but a crash may lose the write), for files that may safely lag behind.
+    ///
+    /// `expected` is the identity of the file as the caller last read it under the lock (nil: absent). When the lock
+    /// file was removed or replaced during the write, the commit goes ahead only if the file is still that one, and
+    /// throws `LockLostError` otherwise, with nothing written; callers that do not say (`.none`) commit regardless.
     @discardableResult
-    func writeAtomically(_ data: Data, mode: mode_t = 0o600, durable: Bool = true) throws(PrefsError) -> FileIdentity {
+    func writeAtomically(
+        _ data: Data, mode: mode_t = 0o600, durable: Bool = true, expecting expected: FileIdentity?? = .none
+    ) throws -> FileIdentity {
         Self.ignoreFileSizeSignal()
         try prefsIO { () throws(SystemCallError) in
             try POSIX.createDirectory(atPath: directoryPath, mode: Self.directoryMode)
-            try replace(with: data, mode: mode, durable: durable)
         }
+        try replace(with: data, mode: mode, durable: durable, expecting: expected)
         do {
             if durable { try syncDirectoryAfterCommit() }
         } catch {
-            throw .durabilityNotConfirmed(
+            throw PrefsError.durabilityNotConfirmed(
                 path: path, operation: error.operation + " " + error.path, errno: error.errno, message: error.message)
         }
         guard let identity = try? FileIdentity.of(path: path) else {
@@ -212,8 +259,8 @@ final class LockedFile: Sendable {
     }
 
     /// Writes a synced temporary file and renames it over the file: everything up to the commit point.
-    private func replace(with data: Data, mode: mode_t, durable: Bool) throws(SystemCallError) {
-        let (fd, temporaryPath) = try createTemporaryFile(mode: mode)
+    private func replace(with data: Data, mode: mode_t, durable: Bool, expecting expected: FileIdentity??) throws {
+        let (fd, temporaryPath) = try prefsIO { () throws(SystemCallError) in try createTemporaryFile(mode: mode) }
         // Locked while it is written, so the sweep can tell it from a killed writer's file (whose lock the kernel
         // released) even if the lock file was deleted and two writers are in at once.
         _ = flock(fd, LOCK_EX | LOCK_NB)
@@ -231,13 +278,18 @@ final class LockedFile: Sendable {
                 return error
             }
         }
-        if let failure { throw failure }
-        if fchmod(fd, mode) != 0 { throw SystemCallError(path: temporaryPath, operation: "set permissions of") }
-        if durable { try POSIX.sync(fd, path: temporaryPath) }
+        if let failure { throw failure.prefsError }
+        if fchmod(fd, mode) != 0 {
+            throw SystemCallError(path: temporaryPath, operation: "set permissions of").prefsError
+        }
+        if durable { try prefsIO { () throws(SystemCallError) in try POSIX.sync(fd, path: temporaryPath) } }
         isOpen = false
-        if close(fd) != 0 && errno != EINTR { throw SystemCallError(path: temporaryPath, operation: "close") }
-        try checkLockBeforeCommit()
-        if rename(temporaryPath, path) != 0 { throw SystemCallError(path: path, operation: "replace") }
+        if close(fd) != 0 && errno != EINTR {
+            throw SystemCallError(path: temporaryPath, operation: "close").prefsError
+        }
+        let relock = try relockBeforeCommit(expecting: expected)
+        defer { if relock >= 0 { close(relock) } }
+        if rename(temporaryPath, path) != 0 { throw SystemCallError(path: path, operation: "replace").prefsError }
         succeeded = true
     }
 

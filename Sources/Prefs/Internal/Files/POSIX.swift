@@ -40,6 +40,23 @@ enum POSIX {
         }
     }
 
+    /// Where a preferences file really is: for a symbolic link (a dotfiles repository, GNU stow, home-manager), the
+    /// file it points to, so it is replaced there and the link stays a link; otherwise `path` itself. A dangling
+    /// link resolves to where its target would be.
+    static func resolvingSymbolicLink(_ path: String) -> String {
+        var info = stat()
+        var current = path
+        for _ in 0..<40 {
+            guard lstat(current, &info) == 0, info.st_mode & S_IFMT == S_IFLNK else { return current }
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let count = readlink(current, &buffer, buffer.count - 1)
+            guard count > 0 else { return current }
+            let target = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            current = target.hasPrefix("/") ? target : parentPath(of: current) + "/" + target
+        }
+        return current
+    }
+
     /// What kind of file a `stat` mode is, for messages: "a FIFO", "a directory", ….
     static func kindName(_ mode: mode_t) -> String {
         switch mode & S_IFMT {

@@ -1,6 +1,5 @@
 import Foundation
 import Observation
-import Synchronization
 
 /// `store.changes` announces which keys of a store changed, whoever changed them.
 ///
@@ -23,9 +22,9 @@ import Synchronization
 ///
 /// 1. While still holding the lock under which it applied a change, the store calls ``announce(_:)`` with the
 ///    new values of the keys that changed. This fixes the change's place in the order.
-/// 2. After releasing every lock of its own, it calls ``deliverAnnouncements()``, which runs observers for every
-///    announcement made so far, in announcement order. If another thread is already delivering, that thread
-///    delivers this change too, right after the ones before it.
+/// 2. After releasing every lock of its own, it calls ``deliverAnnouncements()`` on the same thread, which runs
+///    the observers of its announcements there, before it returns, in announcement order: a change announced
+///    earlier by another thread is delivered first (by that thread), so this call may wait for it.
 ///
 /// ``publish(changedKeys:)`` does both at once for a store that cannot tell the new values; its observers then
 /// read the value current when they run, so two quick changes may reach them as one.
@@ -45,14 +44,42 @@ public final class ChangeFeed: Sendable {
         let update: Update
     }
 
+    /// One call of `announce`: its entries and the thread that made it, which delivers it (nil: any thread may).
+    private struct Announcement {
+        var owner: ThreadID?
+        let entries: [Entry]
+    }
+
     private struct State {
         var cells: [String: KeyCell] = [:]
         var keySubscribers: [UInt64: KeySubscriber] = [:]
         var nextToken: UInt64 = 0
-        /// Announced changes not yet delivered, oldest first; one inner array per announcement.
-        var pending: [[Entry]] = []
-        /// Whether a thread is running the delivery loop; only one does at a time, which keeps the order.
-        var delivering = false
+        /// Announced changes not yet delivered, oldest first.
+        var pending: [Announcement] = []
+        /// The thread running the delivery loop, if any; only one does at a time, which keeps the order.
+        var deliverer: ThreadID?
+
+        /// Whether `thread` may deliver the oldest pending announcement now.
+        func headIsDeliverable(by thread: ThreadID) -> Bool {
+            guard let owner = pending.first?.owner else { return true }
+            return owner == thread
+        }
+
+        func hasAnnouncements(of thread: ThreadID) -> Bool { pending.contains { $0.owner == thread } }
+
+        /// Lets any thread deliver the announcements of `thread` (or, with nil, every pending one).
+        /// Removes and returns the oldest announcements that `thread` may deliver, up to the first it may not.
+        mutating func takeDeliverable(by thread: ThreadID) -> [Announcement] {
+            let count = pending.prefix { $0.owner == nil || $0.owner == thread }.count
+            defer { pending.removeFirst(count) }
+            return Array(pending.prefix(count))
+        }
+
+        mutating func release(_ thread: ThreadID?) {
+            for index in pending.indices where thread == nil || pending[index].owner == thread {
+                pending[index].owner = nil
+            }
+        }
     }
 
     private struct KeySubscriber {
@@ -60,7 +87,11 @@ public final class ChangeFeed: Sendable {
         let continuation: AsyncStream<String>.Continuation
     }
 
-    private let state = Mutex(State())
+    private let state = ConditionProtected(State())
+    /// How long a thread waits for another one to deliver the announcements ahead of its own before it lets that
+    /// thread deliver them too. A safety valve for an observer that blocks (or waits for this very thread), never
+    /// reached otherwise: the wait is for observers that are running, or for a thread releasing its store's locks.
+    static let handOverAfter: Duration = .seconds(1)
     /// Serialises the default read-modify-write of custom stores; see `ChangeFeed+UpdateLock.swift`.
     let updateLock = NSRecursiveLock()
 
@@ -87,36 +118,64 @@ public final class ChangeFeed: Sendable {
         enqueue(newValues.keys.sorted().map { ($0, Update.value(newValues[$0] ?? nil)) })
     }
 
-    /// `changes.deliverAnnouncements()` runs the observers of every change announced so far, oldest first; call
-    /// it after releasing your store's locks, since observers may read or write preferences.
+    /// `changes.deliverAnnouncements()` runs the observers of the changes this thread announced, in announcement
+    /// order; call it after releasing your store's locks, since observers may read or write preferences.
     ///
-    /// When another thread is delivering already, this returns at once and that thread delivers the rest, so a
-    /// change is delivered exactly once and never ahead of one announced before it.
+    /// Each announcement is delivered exactly once, on the thread that announced it, before this call returns, so
+    /// a write's observers have run when the write returns, on the writer's thread. Announcements of other threads
+    /// that came first are delivered first, by those threads: this call waits for them. Two exceptions keep it
+    /// from ever hanging: called from an observer (a write inside an observer), it returns at once and the
+    /// delivery already running delivers the new change right after the current observer returns; and if an
+    /// earlier announcement is not delivered within a second (its observer blocks), this thread's changes are
+    /// left to the thread delivering.
     public func deliverAnnouncements() {
-        let start = state.withLock { state in
-            guard !state.delivering, !state.pending.isEmpty else { return false }
-            state.delivering = true
-            return true
-        }
-        guard start else { return }
+        let me = ThreadID.current
         while true {
-            // Copies of the collections (retains, no allocation), used outside the lock.
-            let next = state.withLock { state -> ([[Entry]], [UInt64: KeySubscriber])? in
-                guard !state.pending.isEmpty else {
-                    state.delivering = false
-                    return nil
-                }
-                defer { state.pending = [] }
-                return (state.pending, state.keySubscribers)
-            }
-            guard let (batch, subscribers) = next else { return }
-            for entries in batch {
-                for entry in entries {
-                    entry.cell?.deliver(version: entry.version, entry.update)
-                    for subscriber in subscribers.values where subscriber.filter?.contains(entry.key) ?? true {
-                        subscriber.continuation.yield(entry.key)
+            let next = state.withLock { state, condition -> [Announcement]? in
+                var waitedSince: ContinuousClock.Instant?
+                while true {
+                    if state.deliverer == me { return nil }  // an observer wrote: the running loop delivers it
+                    if state.deliverer == nil, !state.pending.isEmpty, state.headIsDeliverable(by: me) { break }
+                    guard state.hasAnnouncements(of: me) else { return nil }
+                    // Another thread's announcement comes first: wait for it to be delivered.
+                    let since = waitedSince ?? .now
+                    waitedSince = since
+                    if ContinuousClock.now - since >= Self.handOverAfter {
+                        // Its thread delivers ours too; or, if nobody is delivering, the head's thread never
+                        // came (a custom store that announced without delivering): deliver it ourselves.
+                        if state.deliverer != nil {
+                            state.release(me)
+                            return nil
+                        }
+                        state.release(state.pending.first?.owner)
+                        break
                     }
+                    condition.wait(for: Self.handOverAfter - (ContinuousClock.now - since))
                 }
+                state.deliverer = me
+                return state.takeDeliverable(by: me)
+            }
+            guard var batch = next else { return }
+            while !batch.isEmpty {
+                for announcement in batch { deliver(announcement.entries) }
+                batch = state.withLock { state, condition in
+                    let more = state.takeDeliverable(by: me)
+                    if more.isEmpty {
+                        state.deliverer = nil
+                        condition.broadcast()
+                    }
+                    return more
+                }
+            }
+        }
+    }
+
+    private func deliver(_ entries: [Entry]) {
+        let subscribers = state.withLock { state, _ in state.keySubscribers }
+        for entry in entries {
+            entry.cell?.deliver(version: entry.version, entry.update)
+            for subscriber in subscribers.values where subscriber.filter?.contains(entry.key) ?? true {
+                subscriber.continuation.yield(entry.key)
             }
         }
     }
@@ -135,12 +194,12 @@ public final class ChangeFeed: Sendable {
     }
 
     private func enqueue(_ updates: some Collection<(String, Update)>) {
-        state.withLock { state in
+        state.withLock { state, _ in
             let entries = updates.map { key, update in
                 let cell = state.cells[key]
                 return Entry(key: key, cell: cell, version: cell?.advance() ?? 0, update: update)
             }
-            state.pending.append(entries)
+            state.pending.append(Announcement(owner: .current, entries: entries))
         }
     }
 
@@ -148,7 +207,7 @@ public final class ChangeFeed: Sendable {
     /// a batch applied in memory (announced once, when it commits) or took back (never announced).
     func invalidate(_ keys: Set<String>) {
         guard !keys.isEmpty else { return }
-        state.withLock { state in
+        state.withLock { state, _ in
             for key in keys { _ = state.cells[key]?.advance() }
         }
     }
@@ -159,20 +218,20 @@ public final class ChangeFeed: Sendable {
     /// - Returns: A stream that ends when the task iterating it is cancelled.
     public func keys(_ keys: Set<String>? = nil) -> AsyncStream<String> {
         let (stream, continuation) = AsyncStream.makeStream(of: String.self)
-        let token = state.withLock { state in
+        let token = state.withLock { state, _ in
             state.nextToken += 1
             state.keySubscribers[state.nextToken] = KeySubscriber(filter: keys, continuation: continuation)
             return state.nextToken
         }
         continuation.onTermination = { [weak self] _ in
-            self?.state.withLock { _ = $0.keySubscribers.removeValue(forKey: token) }
+            self?.state.withLock { state, _ in _ = state.keySubscribers.removeValue(forKey: token) }
         }
         return stream
     }
 
     /// The shared per-key state that wrappers of the same key and store use to agree.
     func cell(for key: String) -> KeyCell {
-        state.withLock { state in
+        state.withLock { state, _ in
             if let cell = state.cells[key] { return cell }
             let cell = KeyCell(key: key)
             state.cells[key] = cell
@@ -181,5 +240,5 @@ public final class ChangeFeed: Sendable {
     }
 
     /// The number of live `keys(_:)` subscribers, for leak tests.
-    var keySubscriberCount: Int { state.withLock { $0.keySubscribers.count } }
+    var keySubscriberCount: Int { state.withLock { state, _ in state.keySubscribers.count } }
 }

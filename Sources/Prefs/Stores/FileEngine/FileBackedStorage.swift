@@ -44,6 +44,44 @@ final class FileBackedStorage: Sendable {
         watch.withLock { $0?.cancel() }
     }
 
+    // MARK: Lifetime
+
+    /// How many open stores use this storage; at zero it shuts down. Nil once it has shut down.
+    private let openStores = Mutex<Int?>(0)
+
+    /// Whether the storage has shut down (every store on it closed): the registry then opens a new one.
+    var isShut: Bool { openStores.withLock { $0 == nil } }
+
+    /// Called by each store that uses this storage, when it is made.
+    func retain() { openStores.withLock { $0 = ($0 ?? 0) + 1 } }
+
+    /// Called by each store that uses this storage when it is closed (or deinitialised unclosed). The last one
+    /// stops the watch and closes the lock file, after any write in progress has finished.
+    func release() {
+        let last = openStores.withLock { count -> Bool in
+            guard let current = count else { return false }
+            if current > 1 {
+                count = current - 1
+                return false
+            }
+            count = nil
+            return true
+        }
+        guard last else { return }
+        watch.withLock { token in
+            token?.cancel()
+            token = nil
+        }
+        writer.lock()
+        defer { writer.unlock() }
+        file.closeLock()
+    }
+
+    /// Throws ``PrefsError/storeClosed(path:)`` once the storage has shut down.
+    private func checkOpen() throws {
+        if isShut { throw PrefsError.storeClosed(path: path) }
+    }
+
     /// Loads the file now (missing is an empty store) and starts watching it for other processes' writes. A file
     /// that cannot be decoded is watched all the same, so the store recovers when it is repaired; the error is
     /// thrown after the watch is in place.
@@ -77,7 +115,7 @@ final class FileBackedStorage: Sendable {
     var damage: (any Error)? { snapshot.withLock { $0.damage } }
 
     private func startWatching() {
-        let token = DirectoryWatcher.shared.watch(fileAt: file.url) { [weak self] in
+        let token = DirectoryWatcher.shared.watch(fileAt: file.resolvedURL) { [weak self] in
             self?.reloadFromDisk()
         }
         watch.withLock { $0 = token }
@@ -86,6 +124,7 @@ final class FileBackedStorage: Sendable {
     /// Called by the watcher when the file's folder changed: reload and announce what changed. A file that cannot
     /// be decoded is reported only once it has stayed unreadable for the grace period (see `SnapshotState`).
     func reloadFromDisk() {
+        if isShut { return }
         // Most events are this store's own writes, or other files in the folder: when the file is still the one
         // the values came from there is nothing to read, and no reason to take the lock a writer may be waiting
         // for. Comparing identities needs no lock; reading the file does.
@@ -115,6 +154,7 @@ final class FileBackedStorage: Sendable {
     // MARK: Reads
 
     func value(forKey key: String) throws -> PrefValue? {
+        try checkOpen()
         // Layers hook: reads come from the merged snapshot.
         let (value, damage) = snapshot.withLock { (layers.value(forKey: key), $0.damage) }
         if let damage { throw damage }
@@ -122,6 +162,7 @@ final class FileBackedStorage: Sendable {
     }
 
     func allValues() throws -> [String: PrefValue] {
+        try checkOpen()
         let (values, damage) = snapshot.withLock { state in
             materialize(&state)
             return (state.values, state.damage)
@@ -138,18 +179,42 @@ final class FileBackedStorage: Sendable {
         try validateKey(key)
         try layers.checkWritable(key)  // Layers hook: a forced key is refused.
         defer { changes.deliverAnnouncements() }
-        return try withWriteLock { () throws -> PrefValue? in
-            try refreshWaitingForReadableFile()
-            let old = snapshot.withLock { $0.values[key] }
-            // Layers hook: without a value of the user's, the transform starts from the default below it.
-            let new = try transform(old ?? layers.valueBelowUser(key))
-            guard new != old else { return new }
-            // The transform may have written other keys through this store: apply on top of the latest state.
-            var next = snapshot.withLock { $0.values }
-            next[key] = new
-            try write(next, changing: key)
-            return new
+        return try redoingIfAnotherWriterCommitted {
+            try withWriteLock { () throws -> PrefValue? in
+                try refreshWaitingForReadableFile()
+                let old = snapshot.withLock { $0.values[key] }
+                // Layers hook: without a value of the user's, the transform starts from the default below it.
+                let new = try transform(old ?? layers.valueBelowUser(key))
+                guard new != old else { return new }
+                // The transform may have written other keys through this store: apply on top of the latest state.
+                var next = snapshot.withLock { $0.values }
+                next[key] = new
+                try write(next, changing: key)
+                return new
+            }
         }
+    }
+
+    /// Runs a whole read-modify-write again when its commit found that another process wrote the file after the
+    /// lock file it held was removed (see `LockedFile.writeAtomically`): the change is redone on the new values, so
+    /// no update is lost. Only then does a transform run a second time.
+    private func redoingIfAnotherWriterCommitted<T>(_ body: () throws -> T) throws -> T {
+        var attempts = 0
+        while true {
+            do {
+                return try body()
+            } catch is LockLostError {
+                attempts += 1
+                if attempts >= 100 { throw lockLostError(operation: "write") }
+            }
+        }
+    }
+
+    private func lockLostError(operation: String) -> PrefsError {
+        .io(
+            path: path, operation: operation, errno: ESTALE,
+            message: "the lock file was removed during the write and another process changed the file meanwhile; "
+                + "nothing was written")
     }
 
     /// Replaces every value at once (imports), durably and atomically.
@@ -169,13 +234,15 @@ final class FileBackedStorage: Sendable {
     /// durable write (none if nothing changed), then announces exactly the keys whose values changed.
     func edit(_ change: (inout [String: PrefValue]) throws -> Void) throws {
         defer { changes.deliverAnnouncements() }
-        try withWriteLock {
-            try refreshWaitingForReadableFile()
-            let old = snapshot.withLock { $0.values }
-            var new = old
-            try change(&new)
-            guard new != old else { return }
-            try write(new)
+        try redoingIfAnotherWriterCommitted {
+            try withWriteLock {
+                try refreshWaitingForReadableFile()
+                let old = snapshot.withLock { $0.values }
+                var new = old
+                try change(&new)
+                guard new != old else { return }
+                try write(new)
+            }
         }
     }
 
@@ -193,8 +260,40 @@ final class FileBackedStorage: Sendable {
             let undo = try prepare()
             do { try write(snapshot.withLock { $0.values }) } catch  where !error.isCommitted {
                 undo()  // the file is still under the old key
+                if error is LockLostError { throw lockLostError(operation: "re-encrypt") }
                 throw error
             }
+        }
+    }
+
+    /// Moves a file that cannot be decoded aside, keeping it as `<name>.damaged-<UTC date and time>` in the same
+    /// folder, and starts afresh with no values; returns where it went, or nil when the file reads fine (nothing is
+    /// moved). Holds the exclusive lock, so no Prefs writer is in the middle of it.
+    func moveDamagedFileAside(at now: Date = Date()) throws -> URL? {
+        defer { changes.deliverAnnouncements() }
+        return try withWriteLock { () throws -> URL? in
+            do {
+                try refreshWaitingForReadableFile()
+                return nil
+            } catch {
+                guard snapshot.withLock({ $0.damage }) != nil else { throw error }
+            }
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "UTC")
+            formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+            var destination = file.path + ".damaged-" + formatter.string(from: now)
+            var suffix = 1
+            while FileManager.default.fileExists(atPath: destination) {
+                suffix += 1
+                destination = file.path + ".damaged-" + formatter.string(from: now) + "-\(suffix)"
+            }
+            guard rename(file.path, destination) == 0 else {
+                throw SystemCallError(path: file.path, operation: "move aside").prefsError
+            }
+            try? POSIX.syncDirectory(atPath: file.directoryPath)
+            load([:], identity: nil, announcing: true)
+            return URL(filePath: destination, directoryHint: .notDirectory)
         }
     }
 
@@ -235,6 +334,12 @@ final class FileBackedStorage: Sendable {
                 try write(final, committingBatchFrom: start)
             } catch  where !error.isCommitted {
                 applyInBatch(start)
+                // The body is never run again (it may have done more than write preferences): the caller decides.
+                // Memory follows the other writer's file at once.
+                if error is LockLostError {
+                    try? refreshLocked()
+                    throw lockLostError(operation: "write batch")
+                }
                 throw error
             }
             return result
@@ -270,6 +375,10 @@ final class FileBackedStorage: Sendable {
             return
         }
         let data = try codec.encode(values)
+        // One rule for reads and writes: a file an open would refuse is never written.
+        if data.count > POSIX.maximumFileSize {
+            throw PrefsError.tooLarge(path: path, size: data.count, limit: POSIX.maximumFileSize)
+        }
         if !sweptTemporaryFiles {
             // Holding the exclusive lock: no writer can be mid-write, so any temporary file is a killed one's.
             sweptTemporaryFiles = true
@@ -280,7 +389,7 @@ final class FileBackedStorage: Sendable {
         var identity: FileIdentity?
         var committedError: (any Error)?
         do {
-            identity = try file.writeAtomically(data)
+            identity = try file.writeAtomically(data, expecting: .some(snapshot.withLock { $0.identity }))
         } catch {
             guard error.isCommitted else { throw error }
             committedError = error
@@ -309,6 +418,7 @@ final class FileBackedStorage: Sendable {
     private func withWriteLock<T>(_ body: () throws -> T) throws -> T {
         writer.lock()
         defer { writer.unlock() }
+        try checkOpen()
         writerDepth += 1
         defer { writerDepth -= 1 }
         if writerDepth > 1 { return try body() }

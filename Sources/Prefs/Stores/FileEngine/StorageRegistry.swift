@@ -18,11 +18,11 @@ enum StorageRegistry {
         at url: URL, kind: String, make: () throws -> FileBackedStorage
     ) throws -> FileBackedStorage {
         let id = kind + ":" + url.standardizedFileURL.path
-        if let existing = entries.withLock({ $0[id]?.storage }) { return existing }
+        if let existing = entries.withLock({ $0[id]?.storage }), !existing.isShut { return existing }
         let made = try make()
         return entries.withLock { entries in
-            if let existing = entries[id]?.storage { return existing }
-            entries = entries.filter { $0.value.storage != nil }
+            if let existing = entries[id]?.storage, !existing.isShut { return existing }
+            entries = entries.filter { $0.value.storage.map { !$0.isShut } ?? false }
             entries[id] = Entry(made)
             return made
         }

@@ -167,7 +167,8 @@ enum CustomStoreDefaults {
             }
             return changed
         }
-        feed.publish(changedKeys: changed)
+        // A declaration announces nothing (see `StoreLayers.register`); a registration does.
+        if keepingExisting { feed.invalidate(Set(changed)) } else { feed.publish(changedKeys: changed) }
     }
 
     static func value(forKey key: String, in store: some KeyValueStore) -> PrefValue? {

@@ -102,7 +102,14 @@ final class StoreLayers: Sendable {
             changed.formUnion(environmentChanges)
             return (changed, ambiguities)
         }
-        finish(changed, ambiguities)
+        if keepingExisting {
+            // A declaration: the key's value was its default before anyone read it through this wrapper, so
+            // nothing changed for an observer. Cached reads still decode again.
+            for error in ambiguities { ErrorReporter.report(error, key: "", operation: .read) }
+            changes.invalidate(changed)
+        } else {
+            finish(changed, ambiguities)
+        }
     }
 
     // MARK: Sources

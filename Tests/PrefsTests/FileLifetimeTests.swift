@@ -1,0 +1,254 @@
+import Foundation
+import PrefsTestSupport
+import Synchronization
+import Testing
+
+@testable import Prefs
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Where file stores meet the files and folders around them: their lifetime, size limit, symbolic links, damaged
+/// files and a lock file replaced mid-write.
+struct FileLifetimeTests {
+    // MARK: close()
+
+    @Test(arguments: Backend.persistent)
+    func aClosedStoreRefusesEveryOperationAndReleasesItsFiles(_ backend: Backend) throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try #require(try backend.open(in: directory) as? FileBackedStore)
+        try store.setValue(.int(1), forKey: "kept")
+        let lockFile = try #require(openLockFiles().first { $0.hasPrefix(directory.path) })
+        store.close()
+        #expect(store.isClosed)
+        #expect(!openLockFiles().contains(lockFile), "the lock file is still open after close()")
+        #expect(throws: PrefsError.storeClosed(path: store.url.path)) { try store.setValue(.int(2), forKey: "kept") }
+        #expect(throws: PrefsError.storeClosed(path: store.url.path)) { try store.value(forKey: "kept") }
+        #expect(throws: PrefsError.storeClosed(path: store.url.path)) { try store.allValues() }
+        store.close()  // twice: nothing happens
+        // A new store on the file starts afresh from it.
+        let reopened = try backend.open(in: directory)
+        #expect(try reopened.value(forKey: "kept") == .int(1))
+    }
+
+    @Test func closingOneOfTwoStoresOnAFileKeepsTheOtherOpen() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let first = try FileStore(url: directory.file("shared.json"))
+        let second = try FileStore(url: directory.file("shared.json"))
+        first.close()
+        try second.setValue(.string("still open"), forKey: "k")
+        #expect(try second.value(forKey: "k") == .string("still open"))
+        #expect(throws: PrefsError.self) { try first.value(forKey: "k") }
+    }
+
+    @Test func aClosedStoresFolderCanBeDeletedAndStaysDeleted() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let folder = directory.file("app")
+        let store = try FileStore(url: folder.appending(path: "settings.json"))
+        try store.setValue(.bool(true), forKey: "flag")
+        store.close()
+        try FileManager.default.removeItem(at: folder)
+        // Nothing of the closed store reacts to the folder going away; a write elsewhere triggers no reload.
+        #expect(!FileManager.default.fileExists(atPath: folder.path(percentEncoded: false)))
+    }
+
+    /// A live store whose folder is deleted: the watcher's reload (a reader) must not re-create the lock file,
+    /// which made `rm -rf` of the folder fail now and then with "Directory not empty".
+    @Test func aReloadNeverRecreatesADeletedLockFile() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("live.json")
+        let store = try FileStore(url: url)
+        try store.setValue(.int(1), forKey: "k")
+        let lockPath = url.path(percentEncoded: false) + ".lock"
+        #expect(unlink(lockPath) == 0)
+        #expect(unlink(url.path(percentEncoded: false)) == 0)
+        store.storage.reloadFromDisk()  // what the watcher does on the folder's events
+        #expect(!FileManager.default.fileExists(atPath: lockPath))
+        #expect(try store.value(forKey: "k") == nil)
+        #expect(rmdir(directory.path) == 0, "the folder is empty, so it can be removed")
+    }
+
+    private func openLockFiles() -> [String] {
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return descriptors.compactMap {
+            try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)
+        }
+        .filter { $0.hasSuffix(".lock") }
+    }
+
+    // MARK: One size limit for reads and writes
+
+    @Test(arguments: Backend.persistent)
+    func aWriteThatWouldMakeAnUnreadableFileIsRefused(_ backend: Backend) throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try backend.open(in: directory)
+        let chunk = Data(repeating: 0x5a, count: 36 << 20)
+        try store.setValue(.data(chunk), forKey: "first")
+        let before = try Data(contentsOf: try #require(backend.dataFile(in: directory)))
+        let error = #expect(throws: PrefsError.self) { try store.setValue(.data(chunk), forKey: "second") }
+        guard case .tooLarge(_, let size, let limit)? = error else {
+            Issue.record("expected tooLarge, got \(String(describing: error))")
+            return
+        }
+        #expect(size > limit && limit == 64 << 20)
+        // Nothing changed: the file, memory, and a fresh open all agree.
+        #expect(try Data(contentsOf: try #require(backend.dataFile(in: directory))) == before)
+        #expect(try store.value(forKey: "second") == nil)
+        #expect(try store.value(forKey: "first") == .data(chunk))
+        try store.setValue(.int(1), forKey: "small")  // the store still writes
+    }
+
+    // MARK: Symbolic links
+
+    @Test(arguments: [Backend.file, .userDefaults])
+    func aSymlinkedPreferencesFileStaysALink(_ backend: Backend) throws {
+        let dotfiles = try TempDir()
+        let config = try TempDir()
+        defer {
+            dotfiles.cleanup()
+            config.cleanup()
+        }
+        let name = try #require(backend.dataFile(in: config)).lastPathComponent
+        let target = dotfiles.file(name)
+        // The dotfiles copy holds a value already; the config folder links to it.
+        let seed = try backend.open(in: dotfiles)
+        try seed.setValue(.string("from dotfiles"), forKey: "theme")
+        (seed as? FileBackedStore)?.close()
+        let link = config.file(name)
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: target)
+
+        let store = try backend.open(in: config)
+        #expect(try store.value(forKey: "theme") == .string("from dotfiles"))
+        try store.setValue(.string("dark"), forKey: "theme")
+
+        let attributes = try FileManager.default.attributesOfItem(atPath: link.path(percentEncoded: false))
+        #expect(attributes[.type] as? FileAttributeType == .typeSymbolicLink, "the link became a regular file")
+        #expect(
+            try FileManager.default.destinationOfSymbolicLink(atPath: link.path(percentEncoded: false))
+                == target.path(percentEncoded: false))
+        (store as? FileBackedStore)?.close()
+        // The target holds the new value, and nothing but the link was left in the config folder.
+        #expect(try backend.open(in: dotfiles).value(forKey: "theme") == .string("dark"))
+        #expect(try config.contents() == [name])
+    }
+
+    // MARK: A way out of a damaged file
+
+    @Test func aDamagedSuiteIsMovedAsideAndTheAppSavesAgain() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let file = directory.file("damaged.suite.plist")
+        let garbage = Data("not a property list at all".utf8)
+        try garbage.write(to: file)
+        let error = #expect(throws: PrefsError.self) {
+            try UserDefaultsStore(suiteName: "damaged.suite", directory: directory.url)
+        }
+        #expect(error?.description.contains("moveDamagedFileAside") == true, "the report names the way out")
+
+        let moved = try #require(
+            try UserDefaultsStore.moveDamagedFileAside(suiteName: "damaged.suite", directory: directory.url))
+        #expect(moved.lastPathComponent.hasPrefix("damaged.suite.plist.damaged-"))
+        #expect(try Data(contentsOf: moved) == garbage, "the damaged file is kept as it was")
+        let store = try UserDefaultsStore(suiteName: "damaged.suite", directory: directory.url)
+        try store.setValue(.int(3), forKey: "launches")
+        #expect(
+            try UserDefaultsStore(suiteName: "damaged.suite", directory: directory.url).value(forKey: "launches")
+                == .int(3))
+        // A file that reads fine is not moved.
+        #expect(try UserDefaultsStore.moveDamagedFileAside(suiteName: "damaged.suite", directory: directory.url) == nil)
+    }
+
+    @Test func aStoreWhoseFileIsDamagedLaterRecoversInPlace() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("later.json")
+        let store = try FileStore(url: url)
+        try store.setValue(.string("before"), forKey: "k")
+        try Data("{ broken".utf8).write(to: url)
+        store.storage.reloadFromDisk()
+        #expect(throws: PrefsError.self) { try store.setValue(.string("refused"), forKey: "k") }
+        let moved = try #require(try store.moveDamagedFileAside())
+        #expect(try Data(contentsOf: moved) == Data("{ broken".utf8))
+        #expect(try store.value(forKey: "k") == nil)
+        try store.setValue(.string("after"), forKey: "k")
+        #expect(try FileStore.moveDamagedFileAside(at: url) == nil)
+    }
+
+    // MARK: A lock file replaced during a write
+
+    @Test func aTransformRunsOnceWhenTheLockFileIsDeletedDuringIt() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("once.json")
+        let store = try FileStore(url: url)
+        try store.setValue(.int(0), forKey: "n")
+        let runs = Atomic(0)
+        try store.updateValue(forKey: "n") { value in
+            runs.add(1, ordering: .relaxed)
+            // Someone deletes the lock file while the update holds it; nobody else writes.
+            unlink(url.path(percentEncoded: false) + ".lock")
+            guard case .int(let n)? = value else { return .int(-1) }
+            return .int(n + 1)
+        }
+        #expect(runs.load(ordering: .relaxed) == 1)
+        #expect(try FileStore(url: url).value(forKey: "n") == .int(1))
+    }
+
+    @Test func aBatchIsNeverRunAgainWhenAnotherWriterSlipsInAfterTheLockFileIsDeleted() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("batch.json")
+        let store = try FileStore(url: url)
+        try store.setValue(.int(0), forKey: "n")
+        let runs = Atomic(0)
+        let error = #expect(throws: PrefsError.self) {
+            try store.batch {
+                runs.add(1, ordering: .relaxed)
+                try store.setValue(.int(5), forKey: "n")
+                // The lock file goes, and another writer (as another process would) locks the new one and writes.
+                unlink(url.path(percentEncoded: false) + ".lock")
+                let other = LockedFile(url: url)
+                try other.withLock(.exclusive) {
+                    try other.writeAtomically(Data(#"{"n":100,"other":true}"#.utf8))
+                }
+            }
+        }
+        guard case .io(_, _, let code, _)? = error else {
+            Issue.record("expected an io error, got \(String(describing: error))")
+            return
+        }
+        #expect(code == ESTALE)
+        #expect(runs.load(ordering: .relaxed) == 1, "the batch body ran again")
+        // Nothing of the batch was written; the other writer's file stands.
+        let reopened = try FileStore(url: directory.file("batch.json"))
+        #expect(try reopened.value(forKey: "n") == .int(100))
+        #expect(try reopened.value(forKey: "other") == .bool(true))
+    }
+
+    @Test func anUpdateRedoneAfterAnotherWriterSlippedInKeepsBothChanges() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("redo.json")
+        let store = try FileStore(url: url)
+        try store.setValue(.int(0), forKey: "n")
+        let runs = Atomic(0)
+        try store.updateValue(forKey: "n") { value in
+            if runs.add(1, ordering: .relaxed).newValue == 1 {
+                unlink(url.path(percentEncoded: false) + ".lock")
+                let other = LockedFile(url: url)
+                try other.withLock(.exclusive) { try other.writeAtomically(Data(#"{"n":10}"#.utf8)) }
+            }
+            guard case .int(let n)? = value else { return .int(-1) }
+            return .int(n + 1)
+        }
+        // Documented: the transform runs again, on the other writer's value, so neither change is lost.
+        #expect(runs.load(ordering: .relaxed) == 2)
+        #expect(try FileStore(url: url).value(forKey: "n") == .int(11))
+    }
+}
