@@ -46,12 +46,18 @@ enum Terminal {
 
     // Only touched by the main flow while the terminal is silenced, and by the signal handler that restores it.
     nonisolated(unsafe) private static var silencedDescriptor: Int32 = -1
-    nonisolated(unsafe) private static var originalSettings = termios()
+    /// The settings to put back from a signal handler: in memory allocated once for it, since a signal handler must
+    /// not run a lazy global's initialiser (and AddressSanitizer reported a write past a `static var termios`).
+    nonisolated(unsafe) private static let originalSettings: UnsafeMutablePointer<termios> = {
+        let settings = UnsafeMutablePointer<termios>.allocate(capacity: 1)
+        settings.initialize(to: termios())
+        return settings
+    }()
 
     /// Restores the terminal, puts back the default action and raises the signal again.
     private static let restoreAndReraise: @convention(c) (Int32) -> Void = { signal in
         if Terminal.silencedDescriptor >= 0 {
-            tcsetattr(Terminal.silencedDescriptor, TCSAFLUSH, &Terminal.originalSettings)
+            tcsetattr(Terminal.silencedDescriptor, TCSAFLUSH, Terminal.originalSettings)
         }
         var action = sigaction()
         action.__sigaction_handler.sa_handler = SIG_DFL
@@ -73,7 +79,7 @@ enum Terminal {
         }
         var silent = original
         silent.c_lflag &= ~tcflag_t(ECHO)
-        originalSettings = original
+        originalSettings.pointee = original
         silencedDescriptor = descriptor
         var previous = Array(repeating: sigaction(), count: restoredSignals.count)
         for (index, signal) in restoredSignals.enumerated() {
