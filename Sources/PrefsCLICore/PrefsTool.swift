@@ -122,7 +122,11 @@ package enum PrefsTool {
             run: { try SecureCommands.rekey($0) }),
         Command(
             "verify", arguments: "", positionals: 0...0, options: SecureCommands.vaultOptions,
-            summary: "Check that the vault opens with the key and authenticates.", help: "",
+            summary: "Check that the vault opens with the key and authenticates.",
+            help: """
+                Fails with status 3 also when the vault's rollback record (in $XDG_STATE_HOME/prefs/vaults) cannot
+                be read or written, because an older copy of the vault would then open unnoticed.
+                """,
             run: { try SecureCommands.verify($0) }),
     ]
 
