@@ -404,6 +404,17 @@ final class PlainStore: KeyValueStore {
         #expect(location.folder.path(percentEncoded: false) == "/etc/xdg/managed-preferences/")
         #expect(location.checkedFrom == "/" && location.owner == 0)
         #expect(ManagedLocation.current == .system, "nothing in this process's environment moves it")
+        // With $XDG_CONFIG_DIRS unset (/etc/xdg), the forced file is not read a second time as a default.
+        let files = LayerSources.SystemFiles(
+            domain: "app", folders: [URL(filePath: "/etc/xdg", directoryHint: .isDirectory)], managed: location)
+        #expect(files.managed.path(percentEncoded: false) == "/etc/xdg/managed-preferences/app.plist")
+        #expect(files.defaults.map { $0.path(percentEncoded: false) } == ["/etc/xdg/app.plist"])
+        let elsewhere = LayerSources.SystemFiles(
+            domain: "app", folders: [URL(filePath: "/opt/etc", directoryHint: .isDirectory)], managed: location)
+        #expect(
+            elsewhere.defaults.map { $0.path(percentEncoded: false) } == [
+                "/opt/etc/managed-preferences/app.plist", "/opt/etc/app.plist",
+            ])
     }
 
     // MARK: System-wide files get the stores' file checks (issue 22)
