@@ -66,7 +66,7 @@ enum DomainCommands {
     /// How `--explain` names each layer.
     static func explanation(of layer: PreferenceLayer) -> String {
         switch layer {
-        case .managed: "managed: forced by the administrator ($XDG_CONFIG_DIRS/managed-preferences)"
+        case .managed: "managed: forced by the administrator (/etc/xdg/managed-preferences)"
         case .arguments: "arguments: the command line"
         case .environment: "environment: an environment variable"
         case .user: "user: the domain's own file"

@@ -65,7 +65,8 @@ struct Failure: Error, Equatable {
                 return Failure(.notFound, error.description)
             case .invalidKey:
                 return Failure(.integrity, error.description + "; give the kind of key the vault was created with")
-            case .unsupportedFormatVersion, .notAVault, .truncated, .insecureKeyFile, .rollbackDetected:
+            case .unsupportedFormatVersion, .notAVault, .truncated, .insecureKeyFile, .rollbackDetected,
+                .rollbackRecordUnavailable:
                 return Failure(.integrity, error.description)
             }
         case let error as PostgresStoreError:

@@ -19,9 +19,9 @@ package enum PrefsTool {
             help: """
                 Dates print in ISO 8601 (UTC, with as many fraction digits as needed to be exact), data in hex,
                 arrays and dictionaries as JSON. Without KEY and with --json, prints the domain as `export` does.
-                A KEY reads its effective value: the user's, or a system-wide default or value forced by the
-                administrator under $XDG_CONFIG_DIRS; --explain adds the layer it came from. The list marks forced
-                keys with (forced).
+                A KEY reads its effective value: the user's, a system-wide default under $XDG_CONFIG_DIRS, or a
+                value forced by the administrator in /etc/xdg/managed-preferences; --explain adds the layer it came
+                from. The list marks forced keys with (forced).
                 """,
             run: { try DomainCommands.read($0) }),
         Command(
@@ -122,7 +122,11 @@ package enum PrefsTool {
             run: { try SecureCommands.rekey($0) }),
         Command(
             "verify", arguments: "", positionals: 0...0, options: SecureCommands.vaultOptions,
-            summary: "Check that the vault opens with the key and authenticates.", help: "",
+            summary: "Check that the vault opens with the key and authenticates.",
+            help: """
+                Fails with status 3 also when the vault's rollback record (in $XDG_STATE_HOME/prefs/vaults) cannot
+                be read or written, because an older copy of the vault would then open unnoticed.
+                """,
             run: { try SecureCommands.verify($0) }),
     ]
 

@@ -156,6 +156,8 @@ enum SecureCommands {
     static func verify(_ invocation: Invocation) throws {
         let store = try open(invocation)
         let count = try store.allValues().count
+        // The store has reported it on stderr already; verify fails because an older copy would go unnoticed.
+        if let problem = store.rollbackRecordProblem { throw Failure.from(problem) }
         invocation.console.print(
             "vault \(store.url.path(percentEncoded: false)) opens and authenticates: "
                 + "\(count) secret\(count == 1 ? "" : "s")")

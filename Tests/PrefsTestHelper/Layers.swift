@@ -18,6 +18,13 @@ enum LayerCommands {
     static let reports = Mutex<[String]>([])
 
     static func run(_ arguments: [String]) async -> Bool {
+        // The test's stand-in for /etc/xdg/managed-preferences, through the package's test hook (no environment
+        // variable of the library moves it).
+        if let folder = ProcessInfo.processInfo.environment["LAYERS_MANAGED_FOLDER"] {
+            ManagedLocation.useForTesting(
+                folder: folder, checkedFrom: ProcessInfo.processInfo.environment["LAYERS_MANAGED_TOP"]!,
+                owner: getuid())
+        }
         switch arguments.first {
         case "layers-app":
             // layers-app APP [-key value …]: LAYERS_PREFIX sets PrefsConfig.environmentPrefix, LAYERS_ACTION is

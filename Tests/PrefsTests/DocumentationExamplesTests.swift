@@ -335,12 +335,19 @@ struct DocumentationExamplesTests {
     @Test func layeredPreferencesSamplesBehaveAsTheArticleSays() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let managed = directory.file("etc/managed-preferences")
+        // The article's /etc/xdg/managed-preferences, moved into the test's folder (owned by this user, mode 0755).
+        let managed = directory.file("etc/xdg/managed-preferences")
         try FileManager.default.createDirectory(at: managed, withIntermediateDirectories: true)
-        try PropertyListFormat.encode(["volume": .int(2)]).write(
-            to: managed.appending(path: "com.example.server.plist"))
+        for folder in ["", "etc", "etc/xdg", "etc/xdg/managed-preferences"] {
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory.path(folder))
+        }
+        let forced = managed.appending(path: "com.example.server.plist")
+        try PropertyListFormat.encode(["volume": .int(2)]).write(to: forced)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: forced.path)
         let store = try LayeredPreferences.argumentsStore(url: directory.file("server.json"))
-        store.addLayer(.systemFiles(domain: "com.example.server", folders: [directory.file("etc")]))
+        store.layers.enableSystem(
+            domain: "com.example.server", folders: [],
+            managed: ManagedLocation(folder: managed, checkedFrom: directory.path, owner: getuid()))
         let settings = PrefsConfig.withDefaultStore(store) { LayeredPreferences.Settings() }
         #expect(settings.volume == 2)
         let written = LayeredPreferences.writeVolume(settings: settings, store: store)

@@ -14,11 +14,16 @@ import Testing
         var home: URL { directory.file("home") }
         var firstSystem: URL { directory.file("etc-first") }
         var secondSystem: URL { directory.file("etc-second") }
+        /// The child's stand-in for `/etc/xdg/managed-preferences`, set through the package's test hook.
+        var managed: URL { directory.file("managed") }
 
         init() throws {
             directory = try TempDir()
-            for folder in [home, firstSystem, secondSystem] {
+            for folder in [home, firstSystem, secondSystem, managed] {
                 try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            }
+            for folder in [directory.url, managed] {
+                try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: folder.path)
             }
         }
 
@@ -26,6 +31,7 @@ import Testing
             [
                 "HOME": home.path, "XDG_CONFIG_HOME": home.path,
                 "XDG_CONFIG_DIRS": firstSystem.path + ":" + secondSystem.path,
+                "LAYERS_MANAGED_FOLDER": managed.path, "LAYERS_MANAGED_TOP": directory.path,
             ]
         }
 
@@ -43,7 +49,9 @@ import Testing
         func writeSystem(_ values: [String: PrefValue], managed: Bool = false, in folder: URL) throws {
             let target = managed ? folder.appending(path: "managed-preferences") : folder
             try FileManager.default.createDirectory(at: target, withIntermediateDirectories: true)
-            try PropertyListFormat.encode(values).write(to: target.appending(path: name + ".plist"), options: .atomic)
+            let file = target.appending(path: name + ".plist")
+            try PropertyListFormat.encode(values).write(to: file, options: .atomic)
+            try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: file.path)
         }
     }
 
@@ -92,7 +100,7 @@ import Testing
         #expect(both.contains("volume=9 layer=arguments forced=false"))
     }
 
-    @Test func systemWideDefaultsAndManagedValuesComeFromXDGConfigDirs() throws {
+    @Test func systemWideDefaultsComeFromXDGConfigDirsAndForcedValuesOnlyFromTheManagedFolder() throws {
         let app = try App()
         defer { app.directory.cleanup() }
         try app.writeSystem(["volume": .int(5), "ratio": .double(0.5)], in: app.firstSystem)
@@ -106,7 +114,12 @@ import Testing
         let reset = try app.run(environment: ["LAYERS_ACTION": "reset"])
         #expect(reset.contains("volume=5 layer=systemDefaults forced=false"), "reset reveals the next layer")
 
-        try app.writeSystem(["volume": .int(2)], managed: true, in: app.secondSystem)
+        // A managed file in a folder of $XDG_CONFIG_DIRS, which anyone who starts the app chooses: a default only.
+        try app.writeSystem(["volume": .int(4)], managed: true, in: app.firstSystem)
+        let notForced = try app.run()
+        #expect(notForced.contains("volume=4 layer=systemDefaults forced=false"), "\(notForced)")
+
+        try app.writeSystem(["volume": .int(2)], in: app.managed)
         let forced = try app.run(["-volume", "3"], environment: ["LAYERS_ACTION": "set"])
         #expect(forced.contains("volume=2 layer=managed forced=true"), "forced beats arguments and the user")
         #expect(forced.contains { $0.hasPrefix("typed-set=") && $0.contains("forced by the system administrator") })
@@ -135,7 +148,7 @@ import Testing
         #expect(await lines.next() == "volume=1 forced=false")
         try app.writeSystem(["volume": .int(4)], in: app.secondSystem)
         #expect(await lines.next() == "volume=4 forced=false")
-        try app.writeSystem(["volume": .int(9)], managed: true, in: app.firstSystem)
+        try app.writeSystem(["volume": .int(9)], in: app.managed)
         #expect(await lines.next() == "volume=9 forced=true")
     }
 }

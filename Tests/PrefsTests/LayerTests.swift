@@ -6,6 +6,12 @@ import Testing
 
 @testable import Prefs
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// The layers of issue 17, in this process: the pure merge, the readers of each source, registered defaults, and
 /// system-wide and managed files given as folders. Arguments and environment of a real process, and
 /// `$XDG_CONFIG_DIRS`, are tested in child processes (LayerProcessTests).
@@ -188,23 +194,51 @@ final class PlainStore: KeyValueStore {
         var second: URL { directory.file("etc-second") }
         var folders: [URL] { [first, second] }
 
+        /// The test's stand-in for `/etc/xdg/managed-preferences`, in a chain of 0755 folders from the test's folder.
+        var managedFolder: URL { directory.file("etc/xdg/managed-preferences") }
+        var managedFile: URL { managedFolder.appending(path: "app.plist") }
+
         init() throws {
             directory = try TempDir()
             try FileManager.default.createDirectory(at: first, withIntermediateDirectories: true)
             try FileManager.default.createDirectory(at: second, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(at: managedFolder, withIntermediateDirectories: true)
+            for folder in [directory.url, directory.file("etc"), directory.file("etc/xdg"), managedFolder] {
+                try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: folder.path)
+            }
         }
 
+        /// Where the store takes forced values from: the managed folder, checked from the test's folder down, owned
+        /// by `owner` (the user running the tests unless a test asks for root).
+        func managedLocation(owner: uid_t = getuid()) -> ManagedLocation {
+            ManagedLocation(folder: managedFolder, checkedFrom: directory.path, owner: owner)
+        }
+
+        /// Writes `values` as `<folder>/<domain>.plist`, in `managed-preferences` below it when `managed`.
         func write(_ values: [String: PrefValue], to folder: URL, managed: Bool = false, domain: String = "app") throws
         {
             let target = managed ? folder.appending(path: "managed-preferences") : folder
             try FileManager.default.createDirectory(at: target, withIntermediateDirectories: true)
-            try PropertyListFormat.encode(values).write(to: target.appending(path: domain + ".plist"), options: .atomic)
+            try writeFile(values, at: target.appending(path: domain + ".plist"))
         }
 
-        func store() throws -> FileStore {
+        /// Writes `values` as a forced file in the managed folder, mode 0644.
+        func writeManaged(_ values: [String: PrefValue]) throws { try writeFile(values, at: managedFile) }
+
+        private func writeFile(_ values: [String: PrefValue], at url: URL) throws {
+            try PropertyListFormat.encode(values).write(to: url, options: .atomic)
+            try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: url.path)
+        }
+
+        func store(managedOwner owner: uid_t = getuid()) throws -> FileStore {
             let store = try FileStore(url: directory.file("user-\(UUID().uuidString).json"))
-            store.addLayer(.systemFiles(domain: "app", folders: folders))
+            store.layers.enableSystem(domain: "app", folders: folders, managed: managedLocation(owner: owner))
             return store
+        }
+
+        /// The reports naming `url`.
+        func reports(about url: URL) -> [String] {
+            Reports.for("").map { "\($0.error)" }.filter { $0.contains(url.path(percentEncoded: false)) }
         }
     }
 
@@ -230,7 +264,7 @@ final class PlainStore: KeyValueStore {
         let system = try System()
         defer { system.directory.cleanup() }
         let key = uniqueKey("locked")
-        try system.write([key: .int(9)], to: system.first, managed: true)
+        try system.writeManaged([key: .int(9)])
         let store = try system.store()
         try store.replaceAll([key: .int(3)])  // a value the user had before the administrator forced the key
         let locked = StoredValue(key: key, default: 1, store: store)
@@ -246,6 +280,7 @@ final class PlainStore: KeyValueStore {
     @Test func anAdministratorsEditIsAnnouncedEvenWhenTheFolderAppearsLater() async throws {
         let system = try System()
         defer { system.directory.cleanup() }
+        try FileManager.default.removeItem(at: system.managedFolder)
         let store = try system.store()
         let volume = StoredValue(key: "volume", default: 1, store: store)
         let values = volume.values
@@ -258,11 +293,13 @@ final class PlainStore: KeyValueStore {
             forcedChanged.withLock { $0 = true }
         }
         // Generous deadlines: a folder that does not exist yet is polled, which ThreadSanitizer builds slow down.
-        // managed-preferences did not exist when the store opened: its creation is watched too.
-        try system.write(["volume": .int(8)], to: system.first, managed: true)
+        // The managed folder does not exist when the store opens: its creation is watched too.
+        try FileManager.default.createDirectory(at: system.managedFolder, withIntermediateDirectories: true)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: system.managedFolder.path)
+        try system.writeManaged(["volume": .int(8)])
         try await waitUntil(values, within: 60) { $0 == 8 }
         #expect(volume.isForced && forcedChanged.withLock { $0 }, "Observation sees isForced change")
-        try FileManager.default.removeItem(at: system.first.appending(path: "managed-preferences/app.plist"))
+        try FileManager.default.removeItem(at: system.managedFile)
         try await waitUntil(values, within: 60) { $0 == 6 }
         #expect(!volume.isForced)
     }
@@ -283,5 +320,140 @@ final class PlainStore: KeyValueStore {
         #expect(StoredValue(key: key, default: 0, store: store).wrappedValue == 0)
         #expect(Reports.for("").filter { "\($0.error)".contains(damaged.path) }.count == 1)
         #expect(try Data(contentsOf: damaged) == Data("not a property list".utf8), "left untouched")
+    }
+
+    // MARK: Forced values come only from files the administrator controls (issue 22)
+
+    @Test func aManagedFileFoundThroughXDGConfigDirsIsADefaultNotAForcedValue() throws {
+        let system = try System()
+        defer { system.directory.cleanup() }
+        try system.write(["volume": .int(2)], to: system.first, managed: true)
+        try system.write(["volume": .int(4), "zoom": .double(2)], to: system.first)
+        let store = try system.store()
+        let volume = StoredValue(key: "volume", default: 1, store: store)
+        #expect(volume.wrappedValue == 2 && volume.layer == .systemDefaults && !volume.isForced)
+        #expect(store.values(in: .managed).isEmpty)
+        try store.set(7, for: PrefKey("volume", default: 1))
+        #expect(volume.wrappedValue == 7, "the user's value is above it")
+    }
+
+    @Test func aManagedFileGroupOrOthersCanWriteIsNotForcedAndIsReported() throws {
+        Reports.install()
+        let system = try System()
+        defer { system.directory.cleanup() }
+        let key = uniqueKey("locked")
+        try system.writeManaged([key: .int(9)])
+        try FileManager.default.setAttributes([.posixPermissions: 0o666], ofItemAtPath: system.managedFile.path)
+        let store = try system.store()
+        let locked = StoredValue(key: key, default: 1, store: store)
+        #expect(locked.wrappedValue == 1 && !locked.isForced, "another user's file forces nothing")
+        try store.set(5, for: PrefKey(key, default: 1))
+        #expect(locked.wrappedValue == 5)
+        let reports = system.reports(about: system.managedFile)
+        #expect(reports.count == 1 && reports.allSatisfy { $0.contains("writable by group or others (mode 666)") })
+    }
+
+    @Test func aManagedFileInAFolderOthersCanWriteOrBehindALinkIsNotForced() throws {
+        Reports.install()
+        let system = try System()
+        defer { system.directory.cleanup() }
+        try system.writeManaged(["volume": .int(9)])
+        let xdg = system.directory.file("etc/xdg")
+        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: xdg.path)
+        let store = try system.store()
+        #expect(!store.isForced("volume") && store.values(in: .managed).isEmpty)
+        #expect(
+            system.reports(about: system.managedFile).contains {
+                $0.contains("folder \(xdg.path) is writable by group or others")
+            })
+
+        // A link planted in the managed folder is refused even when its target would pass.
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: xdg.path)
+        let target = system.managedFolder.appending(path: "target.plist")
+        try FileManager.default.moveItem(at: system.managedFile, to: target)
+        try FileManager.default.createSymbolicLink(at: system.managedFile, withDestinationURL: target)
+        let linked = try system.store()
+        #expect(!linked.isForced("volume"))
+        #expect(system.reports(about: system.managedFile).contains { $0.contains("is a symbolic link") })
+    }
+
+    @Test(.enabled(if: getuid() == 0, "needs root to give a file to another user"))
+    func aManagedFileOwnedByAnotherUserIsNotForced() throws {
+        Reports.install()
+        let system = try System()
+        defer { system.directory.cleanup() }
+        try system.writeManaged(["volume": .int(9)])
+        #expect(chown(system.managedFile.path, 65534, 65534) == 0)
+        let store = try system.store(managedOwner: 0)
+        #expect(!store.isForced("volume"))
+        #expect(system.reports(about: system.managedFile).contains { $0.contains("owned by uid 65534, not root") })
+    }
+
+    @Test(.enabled(if: getuid() == 0, "needs root: forced values must be in files root owns"))
+    func aRootOwnedFileInRootOwnedFoldersIsForced() throws {
+        let system = try System()
+        defer { system.directory.cleanup() }
+        try system.writeManaged(["volume": .int(9)])
+        let store = try system.store(managedOwner: 0)
+        #expect(store.isForced("volume") && store.layer(ofKey: "volume") == .managed)
+        #expect(throws: PrefsError.forced(key: "volume")) { try store.set(5, for: PrefKey("volume", default: 1)) }
+    }
+
+    @Test func theManagedFolderIsFixedAndOwnedByRoot() {
+        let location = ManagedLocation.system
+        #expect(location.folder.path(percentEncoded: false) == "/etc/xdg/managed-preferences/")
+        #expect(location.checkedFrom == "/" && location.owner == 0)
+        #expect(ManagedLocation.current == .system, "nothing in this process's environment moves it")
+        // With $XDG_CONFIG_DIRS unset (/etc/xdg), the forced file is not read a second time as a default.
+        let files = LayerSources.SystemFiles(
+            domain: "app", folders: [URL(filePath: "/etc/xdg", directoryHint: .isDirectory)], managed: location)
+        #expect(files.managed.path(percentEncoded: false) == "/etc/xdg/managed-preferences/app.plist")
+        #expect(files.defaults.map { $0.path(percentEncoded: false) } == ["/etc/xdg/app.plist"])
+        let elsewhere = LayerSources.SystemFiles(
+            domain: "app", folders: [URL(filePath: "/opt/etc", directoryHint: .isDirectory)], managed: location)
+        #expect(
+            elsewhere.defaults.map { $0.path(percentEncoded: false) } == [
+                "/opt/etc/managed-preferences/app.plist", "/opt/etc/app.plist",
+            ])
+    }
+
+    // MARK: System-wide files get the stores' file checks (issue 22)
+
+    @Test(.timeLimit(.minutes(1))) func aFIFOAsASystemFileIsReportedAndNeverBlocks() throws {
+        Reports.install()
+        let system = try System()
+        defer { system.directory.cleanup() }
+        let fifo = system.first.appending(path: "app.plist")
+        #expect(mkfifo(fifo.path, 0o644) == 0)
+        #expect(mkfifo(system.managedFile.path, 0o644) == 0)
+        try system.write(["zoom": .double(2)], to: system.second)
+        let store = try system.store()
+        #expect(try store.value(for: PrefKey("zoom", default: 1.0)) == 2, "the other file still applies")
+        for path in [fifo, system.managedFile] {
+            #expect(system.reports(about: path).contains { $0.contains("is a FIFO, not a regular file") })
+        }
+    }
+
+    @Test func aSystemFileOverTheReadLimitIsRefusedBeforeItIsRead() throws {
+        Reports.install()
+        let system = try System()
+        defer { system.directory.cleanup() }
+        let huge = system.first.appending(path: "app.plist")
+        let size = 300 << 20
+        for url in [huge, system.managedFile] {
+            // Sparse: 300 MB long, no data blocks written.
+            let fd = open(url.path, O_CREAT | O_WRONLY, 0o644)
+            #expect(fd >= 0 && ftruncate(fd, off_t(size)) == 0)
+            close(fd)
+        }
+        try system.write(["zoom": .double(2)], to: system.second)
+        let store = try system.store()
+        #expect(try store.value(for: PrefKey("zoom", default: 1.0)) == 2)
+        for url in [huge, system.managedFile] {
+            #expect(
+                system.reports(about: url).contains {
+                    $0.contains("is \(size) bytes, more than the 64 MiB a store file may have")
+                })
+        }
     }
 }

@@ -26,6 +26,12 @@ public enum VaultError: Error, Sendable, Equatable {
     /// `.io(path:operation:errno:message:)`: a file-system operation that failed, with the `errno` text: permission
     /// denied, disk full, …
     case io(path: String, operation: String, errno: Int32, message: String)
+    /// `.rollbackRecordUnavailable(path:reason:)`: the record at `path` that lets a vault notice an older copy of
+    /// itself cannot be read or written (a read-only, full or missing state folder, a record that does not parse,
+    /// a folder in its place). The vault still opens, but an older copy put in its place would not be noticed.
+    /// Reported once per store, when it opens, to ``PrefsConfig/errorHandler`` and given by
+    /// ``EncryptedFileStore/rollbackRecordProblem``; never thrown by the library.
+    case rollbackRecordUnavailable(path: String, reason: String)
 }
 
 extension VaultError: LocalizedError, CustomStringConvertible {
@@ -46,6 +52,10 @@ extension VaultError: LocalizedError, CustomStringConvertible {
         case .invalidKey(let reason): "invalid vault key: \(reason)"
         case .rollbackDetected(let reason): "vault refused: \(reason); the file was left untouched"
         case .io(let path, let operation, _, let message): "\(operation) \(path): \(message)"
+        case .rollbackRecordUnavailable(let path, let reason):
+            "rollback protection is off: the vault's record \(path) \(reason); an older copy of the vault would "
+                + "open unnoticed (make $XDG_STATE_HOME writable, or set "
+                + "EncryptedFileStore.rollbackRecordIsOptional where no state can be kept)"
         }
     }
 

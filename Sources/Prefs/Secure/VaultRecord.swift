@@ -1,5 +1,6 @@
 import CSodium
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -12,7 +13,8 @@ import Foundation
 ///
 /// One small text file per vault in `$XDG_STATE_HOME/prefs/vaults/` (or `~/.local/state/prefs/vaults/`), named by
 /// a hash of the vault's absolute path. Records only ever move forward, and are written after the vault itself, so
-/// a crash can leave a record behind its vault (harmless) but never ahead of it.
+/// a crash can leave a record behind its vault (harmless) but never ahead of it. A record that cannot be read or
+/// written is never skipped silently: its reads and writes say why, and the store reports it.
 enum VaultRecord {
     /// The folder of the records: `$XDG_STATE_HOME/prefs/vaults`, falling back to `$HOME/.local/state/prefs/vaults`,
     /// resolved once per process like every other folder Prefs uses (`Locations`).
@@ -59,55 +61,147 @@ enum VaultRecord {
         }
     }
 
-    /// The remembered identity, or nil when there is none (or it cannot be read: the check is then skipped).
-    static func read(_ record: Location) -> VaultIdentity? {
-        guard let (data, _) = try? record.file.read() else { return nil }
-        return parse(data)
+    /// What a vault's record says when it is read.
+    enum Reading: Equatable {
+        /// No record (or an empty one): the vault has not been seen here, and is trusted on first use.
+        case none
+        /// The last identity seen.
+        case identity(VaultIdentity)
+        /// A record that cannot be read or does not parse (`reason` says why): the check cannot run.
+        case unusable(reason: String)
     }
 
-    /// Remembers `identity` for the vault. Unless `replacing` (a vault this process has just written), an existing
-    /// record of the same vault with a newer generation is kept. Best effort: a record that cannot be written
-    /// weakens the next check but must not fail the store.
+    /// `VaultRecord.isOptional = true` (through ``EncryptedFileStore/rollbackRecordIsOptional``): a record that
+    /// cannot be kept is not reported, for environments that cannot keep state.
+    static var isOptional: Bool {
+        get { optional.load(ordering: .relaxed) }
+        set { optional.store(newValue, ordering: .relaxed) }
+    }
+    private static let optional = Atomic<Bool>(false)
+
+    /// The remembered identity, nothing, or why the record cannot be used.
+    static func read(_ record: Location) -> Reading {
+        let found: Data?
+        do { found = try record.file.read()?.data } catch {
+            return .unusable(reason: "cannot be read (\(error))")
+        }
+        guard let found, !found.isEmpty else { return .none }
+        guard let identity = parse(found) else { return .unusable(reason: unparsable) }
+        return .identity(identity)
+    }
+
+    /// Why a record that exists does not count: it is left as it is, never rewritten to a lower generation.
+    private static let unparsable =
+        "does not parse (its last line is not a generation); it was left as it is: delete it once you trust the "
+        + "vault as it is now"
+
+    /// Why the record could not be kept once it is written, found without writing anything: nil when it exists and
+    /// parses and can be written, or when it does not exist yet and its folder (or the nearest one that exists) is
+    /// a folder this process can write.
+    static func problem(keeping record: Location) -> String? {
+        do throws(SystemCallError) {
+            if let (fd, info) = try POSIX.openRegularFile(
+                atPath: record.path, access: O_RDWR, followingSymlinks: false, maximumSize: 1 << 20)
+            {
+                defer { close(fd) }
+                let data = try POSIX.readAll(fd, path: record.path, expectedSize: Int(info.st_size))
+                return data.isEmpty || parse(data) != nil ? nil : unparsable
+            }
+        } catch  where error.errno == ENOTDIR {
+            // Something other than a folder on the way: found below.
+        } catch {
+            return "cannot be written (\(error.prefsError))"
+        }
+        var folder = POSIX.parentPath(of: record.path)
+        while true {
+            var info = stat()
+            if stat(folder, &info) == 0 {
+                guard info.st_mode & S_IFMT == S_IFDIR else {
+                    return "cannot be created: \(folder) is \(POSIX.kindName(info.st_mode)), not a folder"
+                }
+                guard access(folder, W_OK) == 0 else {
+                    return "cannot be created in \(folder): \(POSIX.message(for: errno))"
+                }
+                return nil
+            }
+            guard errno == ENOENT || errno == ENOTDIR, folder != "/" else {
+                return "cannot be created in \(folder): \(POSIX.message(for: errno))"
+            }
+            folder = POSIX.parentPath(of: folder)
+        }
+    }
+
+    /// Remembers `identity` for the vault, and returns why it could not (nil when the record is up to date). A
+    /// record of the same vault at the same or a newer generation is kept; unless `replacing` (a vault this process
+    /// has just written), so is a record of another vault. A record that does not parse is never rewritten, so it is
+    /// never lowered.
     ///
     /// A new generation of the same vault is appended as one more line: replacing the file by a rename on every
     /// vault write made the file system flush the new file at once, which cost a third of a secure write. The
     /// record is rewritten whole (still by rename) for another vault, once it passes 4 KiB, or when its last line
     /// is incomplete. The record is read and appended to through one descriptor.
-    static func remember(_ identity: VaultIdentity, in record: Location, replacing: Bool) {
-        try? record.file.withLock(.exclusive) {
-            func open(_ access: Int32) throws(SystemCallError) -> (fd: Int32, info: stat)? {
-                try POSIX.openRegularFile(
-                    atPath: record.path, access: access, followingSymlinks: false, maximumSize: 1 << 20)
-            }
-            var opened: (fd: Int32, info: stat)?
-            do throws(SystemCallError) {
-                opened = try open(O_RDWR | O_APPEND)
-            } catch  where error.errno == EACCES || error.errno == EROFS {
-                // A record that cannot be written to still says which generation must not be undone.
-                opened = try? open(O_RDONLY)
-            } catch {
-                opened = nil
-            }
-            defer { if let opened { close(opened.fd) } }
-            let existing = opened.flatMap { opened in
-                try? POSIX.readAll(opened.fd, path: record.path, expectedSize: Int(opened.info.st_size))
-            }
-            let current = existing.flatMap(parse)
-            if let current, current == identity { return }
-            if !replacing, let current, current.id == identity.id, current.generation >= identity.generation { return }
-            // Not synced: a record lost in a crash only lags behind its vault, which is safe (and saves two fsyncs
-            // on every vault write).
-            if let existing, let current, current.id == identity.id, existing.count < 4096, existing.last == 0x0A,
-                existing.starts(with: Array(header.utf8))
-            {
-                var line = "\(identity.generation)\n"
-                let appended = line.withUTF8 { bytes in
-                    opened.map { (try? POSIX.writeAll($0.fd, UnsafeRawBufferPointer(bytes), path: record.path)) != nil }
+    @discardableResult
+    static func remember(_ identity: VaultIdentity, in record: Location, replacing: Bool) -> String? {
+        do {
+            return try record.file.withLock(.exclusive) { () -> String? in
+                func open(_ access: Int32) throws(SystemCallError) -> (fd: Int32, info: stat)? {
+                    try POSIX.openRegularFile(
+                        atPath: record.path, access: access, followingSymlinks: false, maximumSize: 1 << 20)
                 }
-                if appended == true { return }
+                var opened: (fd: Int32, info: stat)?
+                var readOnly: SystemCallError?
+                do throws(SystemCallError) {
+                    opened = try open(O_RDWR | O_APPEND)
+                } catch  where error.errno == EACCES || error.errno == EROFS {
+                    // A record that cannot be written to still says which generation must not be undone.
+                    readOnly = error
+                    do throws(SystemCallError) { opened = try open(O_RDONLY) } catch {
+                        return "cannot be read (\(error.prefsError))"
+                    }
+                } catch {
+                    return "cannot be opened (\(error.prefsError))"
+                }
+                defer { if let opened { close(opened.fd) } }
+                var existing: Data?
+                if let opened {
+                    do throws(SystemCallError) {
+                        existing = try POSIX.readAll(
+                            opened.fd, path: record.path, expectedSize: Int(opened.info.st_size))
+                    } catch {
+                        return "cannot be read (\(error.prefsError))"
+                    }
+                }
+                if existing?.isEmpty == true { existing = nil }
+                var current: VaultIdentity?
+                if let existing {
+                    guard let parsed = parse(existing) else { return unparsable }
+                    current = parsed
+                }
+                if let current, current == identity { return nil }
+                if let current, current.id == identity.id, current.generation >= identity.generation { return nil }
+                if !replacing, current != nil { return nil }
+                if let readOnly { return "cannot be written (\(readOnly.prefsError))" }
+                // Not synced: a record lost in a crash only lags behind its vault, which is safe (and saves two
+                // fsyncs on every vault write).
+                if let existing, let current, current.id == identity.id, existing.count < 4096, existing.last == 0x0A,
+                    existing.starts(with: Array(header.utf8))
+                {
+                    var line = "\(identity.generation)\n"
+                    let appended = line.withUTF8 { bytes in
+                        opened.map {
+                            (try? POSIX.writeAll($0.fd, UnsafeRawBufferPointer(bytes), path: record.path)) != nil
+                        }
+                    }
+                    if appended == true { return nil }
+                }
+                let text = "\(header)\n\(record.canonicalVaultPath)\n\(identity.idText)\n\(identity.generation)\n"
+                do { try record.file.writeAtomically(Data(text.utf8), durable: false) } catch {
+                    return "cannot be written (\(error))"
+                }
+                return nil
             }
-            let text = "\(header)\n\(record.canonicalVaultPath)\n\(identity.idText)\n\(identity.generation)\n"
-            _ = try? record.file.writeAtomically(Data(text.utf8), durable: false)
+        } catch {
+            return "cannot be written (\(error))"
         }
     }
 

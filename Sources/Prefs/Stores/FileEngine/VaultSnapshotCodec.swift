@@ -15,6 +15,10 @@ final class VaultSnapshotCodec: SnapshotCodec {
         var seen: VaultIdentity?
         /// The identity of the write being made, until it is committed.
         var pending: VaultIdentity?
+        /// Why the record could not be read or written the last time it was used, if it could not.
+        var recordProblem: String?
+        /// Whether ``recordProblem`` has been reported (once per store).
+        var recordReported = false
     }
 
     private let state: Mutex<State>
@@ -54,7 +58,18 @@ final class VaultSnapshotCodec: SnapshotCodec {
             return .values(try VaultPayload.decode(Data(), path: path))  // empty: throws the payload's error
         }
         // Authenticated: the identity in the header is the writer's. Check it before using anything inside.
-        let remembered = VaultRecord.read(record)
+        let reading = VaultRecord.read(record)
+        var remembered: VaultIdentity?
+        var usable = true
+        switch reading {
+        case .none: noteRecord(nil)
+        case .identity(let known):
+            remembered = known
+            noteRecord(nil)
+        case .unusable(let reason):
+            usable = false
+            noteRecord(reason)
+        }
         if let known = remembered {
             do {
                 try Self.check(
@@ -75,10 +90,34 @@ final class VaultSnapshotCodec: SnapshotCodec {
             if let found = header.identity { state.seen = found }
         }
         let values = try Self.values(plaintext, path: path, deferring: deferring)
-        if let found = header.identity, found != remembered {
-            VaultRecord.remember(found, in: record, replacing: false)
+        // A record that cannot be used is left as it is: rewriting it could lower it.
+        if usable, let found = header.identity, found != remembered {
+            noteRecord(VaultRecord.remember(found, in: record, replacing: false))
         }
         return values
+    }
+
+    /// Notes the outcome of the last use of the record: nil when it worked.
+    private func noteRecord(_ problem: String?) {
+        state.withLock { $0.recordProblem = problem }
+    }
+
+    /// Why this vault's rollback record cannot be kept (so an older copy of the vault would not be noticed), or nil.
+    /// Checks the record without writing it when its last use worked, so a store that opened no vault yet knows too.
+    func recordProblem() -> VaultError? {
+        let noted = state.withLock { $0.recordProblem }
+        guard let problem = noted ?? VaultRecord.problem(keeping: record) else { return nil }
+        return .rollbackRecordUnavailable(path: record.path, reason: problem)
+    }
+
+    /// Reports ``recordProblem()`` once per store, unless the record is optional; call holding no lock.
+    func reportRecordProblem() {
+        guard !VaultRecord.isOptional, let problem = recordProblem() else { return }
+        let isFirst = state.withLock { state in
+            defer { state.recordReported = true }
+            return !state.recordReported
+        }
+        if isFirst { ErrorReporter.report(problem, key: "", operation: .read) }
     }
 
     /// The values of a decrypted payload: left encoded when `deferring` and the payload allows it, else decoded.
@@ -135,7 +174,7 @@ final class VaultSnapshotCodec: SnapshotCodec {
             if let pending = state.pending { state.seen = pending }
             return state.pending
         }
-        if let committed { VaultRecord.remember(committed, in: record, replacing: true) }
+        if let committed { noteRecord(VaultRecord.remember(committed, in: record, replacing: true)) }
     }
 
     /// Switches to a new key, returning the previous state so a failed rekey can restore it.

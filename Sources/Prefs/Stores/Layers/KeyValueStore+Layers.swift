@@ -19,9 +19,11 @@ public enum LayerSource: Sendable, Hashable {
     /// `.environment(prefix: "MYAPP_")`: environment variables for the store's registered keys, `fontSize` read from
     /// `MYAPP_FONT_SIZE`.
     case environment(prefix: String)
-    /// `.systemFiles(domain: "com.example.app")`: system-wide defaults from `<dir>/<domain>.plist` and forced values
-    /// from `<dir>/managed-preferences/<domain>.plist`, for each folder of `$XDG_CONFIG_DIRS` (or `folders` when
-    /// given), the first folder most important.
+    /// `.systemFiles(domain: "com.example.app")`: system-wide defaults from `<dir>/<domain>.plist` (and
+    /// `<dir>/managed-preferences/<domain>.plist`, a default too) for each folder of `$XDG_CONFIG_DIRS` (or `folders`
+    /// when given), the first folder most important; and forced values from
+    /// `/etc/xdg/managed-preferences/<domain>.plist` only, when root owns it and every folder above it and only root
+    /// can write them (see <doc:LayeredPreferences>).
     case systemFiles(domain: String, folders: [URL]? = nil)
 }
 

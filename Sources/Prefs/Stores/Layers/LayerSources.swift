@@ -1,5 +1,11 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// The readers of the layers that come from outside the store: the command line, the environment and the
 /// system-wide files under `$XDG_CONFIG_DIRS`. Each turns its source into plain values; ``LayerStack`` merges them.
 enum LayerSources {
@@ -85,37 +91,63 @@ enum LayerSources {
 
     // MARK: System-wide files
 
-    /// Where the system-wide files of `domain` live, most important folder first.
+    /// Where the system-wide files of `domain` live, most important first.
     struct SystemFiles: Sendable, Equatable {
-        /// `<dir>/<domain>.plist`: defaults below the user's values.
+        /// Defaults below the user's values: `<dir>/managed-preferences/<domain>.plist` then `<dir>/<domain>.plist`
+        /// for each folder of `$XDG_CONFIG_DIRS`. A managed file found there is only a default: anyone who can set
+        /// the environment chooses those folders.
         let defaults: [URL]
-        /// `<dir>/managed-preferences/<domain>.plist`: forced values above everything.
-        let managed: [URL]
+        /// `<managed folder>/<domain>.plist`: forced values above everything, once the file passes the ownership check.
+        let managed: URL
+        let managedLocation: ManagedLocation
 
-        init(domain: String, folders: [URL]) {
-            defaults = folders.map { $0.appending(path: domain + ".plist") }
-            managed = folders.map { $0.appending(path: "managed-preferences").appending(path: domain + ".plist") }
+        init(domain: String, folders: [URL], managed location: ManagedLocation) {
+            let name = domain + ".plist"
+            managedLocation = location
+            let managed = location.folder.appending(path: name)
+            self.managed = managed
+            defaults = folders.flatMap { folder in
+                [folder.appending(path: "managed-preferences").appending(path: name), folder.appending(path: name)]
+            }.filter { $0.standardizedFileURL != managed.standardizedFileURL }
         }
     }
 
     /// Reads files, most important first, into one layer where the first file that holds a key wins. A missing
-    /// file adds nothing; a file that cannot be read or decoded adds nothing and its error is returned.
-    static func read(_ files: [URL]) -> (values: [String: PrefValue], errors: [any Error]) {
+    /// file adds nothing; a file that cannot be read or decoded, or that `trust` refuses, adds nothing and its error
+    /// is returned.
+    static func read(_ files: [URL], trust: ManagedLocation? = nil) -> (
+        values: [String: PrefValue], errors: [any Error]
+    ) {
         var values: [String: PrefValue] = [:]
         var errors: [any Error] = []
         for url in files.reversed() {
             let path = url.path(percentEncoded: false)
-            guard FileManager.default.fileExists(atPath: path) else { continue }
             do {
-                let data: Data
-                do { data = try Data(contentsOf: url) } catch {
-                    throw PrefsError.io(path: path, operation: "read", errno: 0, message: "\(error)")
-                }
+                guard let data = try readSystemFile(atPath: path, trust: trust) else { continue }
                 values.merge(try PropertyListFormat.decode(data, path: path)) { _, stronger in stronger }
             } catch {
                 errors.append(error)
             }
         }
         return (values, errors)
+    }
+
+    /// The contents of a system-wide file, or nil when there is none: through the same regular-file and size checks
+    /// as a store's own file (a FIFO is refused without blocking, a file over the read limit without reading it).
+    /// With `trust`, a symbolic link is refused and the file and its folders must pass ``ManagedLocation``'s check.
+    private static func readSystemFile(atPath path: String, trust: ManagedLocation?) throws(PrefsError) -> Data? {
+        try prefsIO { () throws(SystemCallError) -> Data? in
+            guard let (fd, info) = try POSIX.openRegularFile(atPath: path, followingSymlinks: trust == nil) else {
+                return nil
+            }
+            defer { close(fd) }
+            if let trust, let problem = trust.trustProblem(ofFile: info, path: path) {
+                throw SystemCallError(
+                    path: path, operation: "trust managed preferences", errno: EPERM,
+                    detail: "not applied as forced values: \(problem); forced values must be in files that root owns "
+                        + "and only root can write, in folders that root owns and only root can write")
+            }
+            return try POSIX.readAll(fd, path: path, expectedSize: Int(info.st_size))
+        }
     }
 }

@@ -135,11 +135,12 @@ final class StoreLayers: Sendable {
         finish(changed, ambiguities)
     }
 
-    /// Adds the system-wide defaults and managed values of `domain` from `folders` (once), and watches them.
-    func enableSystem(domain: String, folders: [URL]) {
+    /// Adds the system-wide defaults of `domain` from `folders` and its managed values from `managed` (once), and
+    /// watches them.
+    func enableSystem(domain: String, folders: [URL], managed: ManagedLocation = .current) {
         let isNew = system.withLock { system in
             guard system.files == nil else { return false }
-            system.files = LayerSources.SystemFiles(domain: domain, folders: folders)
+            system.files = LayerSources.SystemFiles(domain: domain, folders: folders, managed: managed)
             return true
         }
         if isNew { reloadSystem() }
@@ -155,7 +156,7 @@ final class StoreLayers: Sendable {
         while watchesAdded {
             let (changed, errors) = systemReload.withLock { _ -> (Set<String>, [any Error]) in
                 let defaults = LayerSources.read(files.defaults)
-                let managed = LayerSources.read(files.managed)
+                let managed = LayerSources.read([files.managed], trust: files.managedLocation)
                 let changed = state.withLock { state in
                     state.stack.setLayer(.systemDefaults, defaults.values).union(
                         state.stack.setLayer(.managed, managed.values))
@@ -173,7 +174,7 @@ final class StoreLayers: Sendable {
     /// folder or the file is noticed. Never creates a system folder. Returns whether a watch was added.
     private func rearmWatches(_ files: LayerSources.SystemFiles) -> Bool {
         var targets: Set<String> = []
-        for url in files.defaults + files.managed {
+        for url in files.defaults + [files.managed] {
             let folder = url.deletingLastPathComponent()
             if Self.isDirectory(folder) {
                 targets.insert(url.path(percentEncoded: false))
