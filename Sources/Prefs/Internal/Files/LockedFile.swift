@@ -189,12 +189,16 @@ final class LockedFile: Sendable {
     /// `PrefsError.durabilityNotConfirmed`, because the new contents are in place and must not be treated as lost.
     /// Does not lock: callers hold `withLock(.exclusive)` around read-modify-write. With `durable` false nothing is
     /// synced (still atomic for readers, but a crash may lose the write), for files that may safely lag behind.
+    /// `beforeCommit`, when given, runs just before the rename; what it throws cancels the write like a failure.
     @discardableResult
-    func writeAtomically(_ data: Data, mode: mode_t = 0o600, durable: Bool = true) throws(PrefsError) -> FileIdentity {
+    func writeAtomically(
+        _ data: Data, mode: mode_t = 0o600, durable: Bool = true,
+        beforeCommit: (() throws(SystemCallError) -> Void)? = nil
+    ) throws(PrefsError) -> FileIdentity {
         Self.ignoreFileSizeSignal()
         try prefsIO { () throws(SystemCallError) in
             try POSIX.createDirectory(atPath: directoryPath, mode: Self.directoryMode)
-            try replace(with: data, mode: mode, durable: durable)
+            try replace(with: data, mode: mode, durable: durable, beforeCommit: beforeCommit)
         }
         do {
             if durable { try syncDirectoryAfterCommit() }
@@ -212,7 +216,9 @@ final class LockedFile: Sendable {
     }
 
     /// Writes a synced temporary file and renames it over the file: everything up to the commit point.
-    private func replace(with data: Data, mode: mode_t, durable: Bool) throws(SystemCallError) {
+    private func replace(
+        with data: Data, mode: mode_t, durable: Bool, beforeCommit: (() throws(SystemCallError) -> Void)?
+    ) throws(SystemCallError) {
         let (fd, temporaryPath) = try createTemporaryFile(mode: mode)
         // Locked while it is written, so the sweep can tell it from a killed writer's file (whose lock the kernel
         // released) even if the lock file was deleted and two writers are in at once.
@@ -237,6 +243,7 @@ final class LockedFile: Sendable {
         isOpen = false
         if close(fd) != 0 && errno != EINTR { throw SystemCallError(path: temporaryPath, operation: "close") }
         try checkLockBeforeCommit()
+        try beforeCommit?()
         if rename(temporaryPath, path) != 0 { throw SystemCallError(path: path, operation: "replace") }
         succeeded = true
     }
