@@ -18,13 +18,17 @@ struct FoundationWriterTests {
         return values
     }
 
-    /// Waits until the file holds `pc == updates` and `fk == last`, or ten seconds pass; returns what it holds.
-    private static func settle(_ url: URL, updates: Int, last: Int) async throws -> (pc: Int?, fk: Int?) {
+    /// Waits until the file holds `pc == updates` and `fk == last` and the store reads `pc == updates` too (a
+    /// restoring write updates memory just after its rename), or ten seconds pass; returns what the file holds.
+    private static func settle(_ store: UserDefaultsStore, updates: Int, last: Int) async throws -> (pc: Int?, fk: Int?)
+    {
         let deadline = ContinuousClock.now + .seconds(10)
         while true {
-            let values = fileValues(url)
+            let values = fileValues(store.url)
             let outcome = (pc: values["pc"] as? Int, fk: values["fk"] as? Int)
-            if outcome.pc == updates && outcome.fk == last || ContinuousClock.now >= deadline { return outcome }
+            let settled =
+                outcome.pc == updates && outcome.fk == last && (try? store.value(forKey: "pc")) == .int(Int64(updates))
+            if settled || ContinuousClock.now >= deadline { return outcome }
             try await Task.sleep(for: .milliseconds(20))
         }
     }
@@ -81,7 +85,7 @@ struct FoundationWriterTests {
         #expect(child.waitUntilStarted() == "started")
         for _ in 0..<updates { counter.update { $0 += 1 } }
         let last = try #require(child.stop())
-        let outcome = try await Self.settle(store.url, updates: updates, last: last)
+        let outcome = try await Self.settle(store, updates: updates, last: last)
         print("FIGURE foundation-process pause=\(pauseMicroseconds)us: pc kept \(outcome.pc ?? -1) of \(updates)")
         #expect(outcome.pc == updates, "Prefs updates lost")
         #expect(outcome.fk == last, "Foundation's last value lost")
@@ -128,7 +132,7 @@ struct FoundationWriterTests {
         let didFinish = finished.load(ordering: .sequentiallyConsistent)
         #expect(didFinish)
         let expectedLast = last.load(ordering: .sequentiallyConsistent)
-        let outcome = try await Self.settle(store.url, updates: updates, last: expectedLast)
+        let outcome = try await Self.settle(store, updates: updates, last: expectedLast)
         print("FIGURE foundation-thread: pc kept \(outcome.pc ?? -1) of \(updates)")
         #expect(outcome.pc == updates, "Prefs updates lost")
         #expect(outcome.fk == expectedLast, "Foundation's last value lost")
@@ -173,5 +177,64 @@ struct FoundationWriterTests {
         #expect(child.process.terminationStatus == 0)
         let failed = outcome.failures.count
         #expect(failed == 0, "\(failed) of \(outcome.opens) opens failed: \(outcome.failures.prefix(2))")
+    }
+
+    /// Waits until `store` reads `expected` for `key`, or ten seconds pass.
+    private static func waitFor(_ expected: PrefValue?, forKey key: String, in store: UserDefaultsStore) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try store.value(forKey: key) != expected, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    @Test func anotherPrefsProcessSettingAKeyBackIsNotUndone() async throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try UserDefaultsStore(suiteName: "shared", directory: directory.url)
+        try store.setValue(.int(1), forKey: "mode")
+        try store.setValue(.int(2), forKey: "mode")
+        let result = try ChildProcess.run(["set-int", "plist:\(directory.path):shared", "mode", "1"])
+        #expect(result.lines == ["ok"], "\(result.error)")
+        try await Self.waitFor(.int(1), forKey: "mode", in: store)
+        try store.setValue(.int(0), forKey: "other")
+        #expect(try store.value(forKey: "mode") == .int(1))
+        #expect(Self.fileValues(store.url)["mode"] as? Int == 1)
+    }
+
+    @Test func foundationSettingAKeyToANewValueIsKept() async throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try UserDefaultsStore(suiteName: "shared", directory: directory.url)
+        try store.setValue(.int(1), forKey: "mode")
+        try store.setValue(.int(2), forKey: "mode")
+        let result = try ChildProcess.run(
+            ["foundation-write", "shared", "mode", "7"], environment: ["XDG_CONFIG_HOME": directory.path])
+        #expect(result.lines == ["ok"], "\(result.error)")
+        try await Self.waitFor(.int(7), forKey: "mode", in: store)
+        try store.setValue(.int(0), forKey: "other")
+        #expect(try store.value(forKey: "mode") == .int(7))
+        #expect(Self.fileValues(store.url)["mode"] as? Int == 7)
+    }
+
+    /// The documented limit: within a few seconds of a Prefs commit, Foundation setting the key back to a value it
+    /// had before looks exactly like a stale rewrite, and Prefs' value is restored.
+    @Test func foundationSettingAKeyBackToAnOlderValueRightAwayIsTakenForAStaleRewrite() async throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try UserDefaultsStore(suiteName: "shared", directory: directory.url)
+        try store.setValue(.int(1), forKey: "mode")
+        try store.setValue(.int(2), forKey: "mode")
+        let result = try ChildProcess.run(
+            ["foundation-write", "shared", "mode", "1"], environment: ["XDG_CONFIG_HOME": directory.path])
+        #expect(result.lines == ["ok"], "\(result.error)")
+        // Foundation wrote XML; the restoring write is Prefs' binary form again.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while (try? Data(contentsOf: store.url).starts(with: Data("bplist00".utf8))) != true
+            || (try? store.value(forKey: "mode")) != .int(2), ContinuousClock.now < deadline
+        {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(Self.fileValues(store.url)["mode"] as? Int == 2)
+        #expect(try store.value(forKey: "mode") == .int(2))
     }
 }

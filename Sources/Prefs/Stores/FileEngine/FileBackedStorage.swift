@@ -312,7 +312,7 @@ final class FileBackedStorage: Sendable {
             }
         }
         codec.didCommit()
-        if let replaced { rewriteGuard?.recordCommit(from: replaced, to: values, changing: key, identity: identity) }
+        if let replaced { rewriteGuard?.recordCommit(from: replaced, to: values, changing: key) }
         if let committedError { throw committedError }
     }
 

@@ -17,8 +17,8 @@ import Synchronization
 ///
 /// The guard remembers, for each key this process committed in the last ``window``, its current value and the
 /// values it replaced. When the file holds one of those older values, and the file was last written by something
-/// other than Prefs (Prefs only ever replaces the file with a new binary one; a rewrite in place keeps the inode,
-/// and Foundation on Linux writes XML), the key's latest value is due again. A value that matches neither (someone
+/// other than Prefs (Prefs always writes a binary property list; Foundation on Linux writes XML), the key's latest
+/// value is due again. A value that matches neither (someone
 /// set the key to something new), or an older value written by another Prefs process, is taken as it is, and the
 /// key's history is dropped.
 ///
@@ -44,12 +44,9 @@ final class ForeignRewriteGuard: Sendable {
 
     private struct State {
         var keys: [String: History] = [:]
-        /// The identities of the files this process wrote in the window, by inode, to tell an in-place rewrite.
-        var written: [UInt64: (identity: FileIdentity, at: ContinuousClock.Instant)] = [:]
 
         mutating func prune(now: ContinuousClock.Instant) {
             keys = keys.filter { now - $0.value.committed < ForeignRewriteGuard.window }
-            written = written.filter { now - $0.value.at < ForeignRewriteGuard.window }
         }
     }
 
@@ -72,17 +69,15 @@ final class ForeignRewriteGuard: Sendable {
         }
     }
 
-    /// Records a commit that replaced `old` with `new` in the file now at `identity`; `key`, when given, is the only
-    /// key that changed.
+    /// Records a commit that replaced `old` with `new`; `key`, when given, is the only key that changed.
     func recordCommit(
-        from old: [String: PrefValue], to new: [String: PrefValue], changing key: String?, identity: FileIdentity?
+        from old: [String: PrefValue], to new: [String: PrefValue], changing key: String?
     ) {
         let changed: [String] =
-            if let key { [key] } else { Array(SnapshotState.diff(old, new)) + old.keys.filter { new[$0] == nil } }
+            if let key { [key] } else { Array(SnapshotState.diff(old, new)) }
         let now = ContinuousClock.now
         state.withLock { state in
             state.prune(now: now)
-            if let identity { state.written[identity.inode] = (identity, now) }
             for key in changed {
                 let before = old[key]
                 let after = new[key]
@@ -99,14 +94,14 @@ final class ForeignRewriteGuard: Sendable {
     }
 
     /// The keys a foreign rewrite put back to older values, with the values to restore (nil: remove again), given
-    /// the values just read from the file at `identity`. Forgets keys that someone changed on purpose.
+    /// the values just read from the file (nil identity: it is gone). Forgets keys that someone changed on purpose.
     func restorations(in values: [String: PrefValue], identity: FileIdentity?) -> [String: PrefValue?] {
         state.withLock { state in
             state.prune(now: .now)
             guard !state.keys.isEmpty else { return [:] }
             let differing = state.keys.filter { values[$0.key] != $0.value.latest }
             guard !differing.isEmpty else { return [:] }
-            let foreign = isForeign(identity, written: state.written)
+            let foreign = identity == nil || !startsWithBinaryMagic()
             var restore: [String: PrefValue?] = [:]
             for (key, history) in differing {
                 if foreign, history.earlier.contains(values[key]) {
@@ -120,18 +115,8 @@ final class ForeignRewriteGuard: Sendable {
         }
     }
 
-    /// Whether the file now at `identity` was last written by something other than Prefs: rewritten in place (an
-    /// inode Prefs wrote, changed since), or not a binary property list (what Prefs always writes).
-    private func isForeign(
-        _ identity: FileIdentity?, written: [UInt64: (identity: FileIdentity, at: ContinuousClock.Instant)]
-    )
-        -> Bool
-    {
-        guard let identity else { return true }  // removed by someone else
-        if let ours = written[identity.inode], ours.identity != identity { return true }
-        return !startsWithBinaryMagic()
-    }
-
+    /// Whether the file starts as a binary property list, the only form Prefs writes (an in-place rewrite of that
+    /// form by another tool is not told apart from a Prefs write).
     private func startsWithBinaryMagic() -> Bool {
         let fd = POSIX.retrying { open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }
         guard fd >= 0 else { return false }
