@@ -187,12 +187,25 @@ struct FoundationWriterTests {
         }
     }
 
-    @Test func anotherPrefsProcessSettingAKeyBackIsNotUndone() async throws {
-        let directory = try TempDir()
-        defer { directory.cleanup() }
+    /// The suite `shared` in `directory`, where Prefs set `mode` to 1, then 2.
+    private static func suiteWithModeSetTwice(in directory: TempDir) throws -> UserDefaultsStore {
         let store = try UserDefaultsStore(suiteName: "shared", directory: directory.url)
         try store.setValue(.int(1), forKey: "mode")
         try store.setValue(.int(2), forKey: "mode")
+        return store
+    }
+
+    /// Foundation's `UserDefaults` in a child process sets `mode` of suite `shared` in `directory` to `value`.
+    private static func foundationSetsMode(_ value: Int, in directory: TempDir) throws {
+        let result = try ChildProcess.run(
+            ["foundation-write", "shared", "mode", String(value)], environment: ["XDG_CONFIG_HOME": directory.path])
+        #expect(result.lines == ["ok"], "\(result.error)")
+    }
+
+    @Test func anotherPrefsProcessSettingAKeyBackIsNotUndone() async throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try Self.suiteWithModeSetTwice(in: directory)
         let result = try ChildProcess.run(["set-int", "plist:\(directory.path):shared", "mode", "1"])
         #expect(result.lines == ["ok"], "\(result.error)")
         try await Self.waitFor(.int(1), forKey: "mode", in: store)
@@ -204,12 +217,8 @@ struct FoundationWriterTests {
     @Test func foundationSettingAKeyToANewValueIsKept() async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let store = try UserDefaultsStore(suiteName: "shared", directory: directory.url)
-        try store.setValue(.int(1), forKey: "mode")
-        try store.setValue(.int(2), forKey: "mode")
-        let result = try ChildProcess.run(
-            ["foundation-write", "shared", "mode", "7"], environment: ["XDG_CONFIG_HOME": directory.path])
-        #expect(result.lines == ["ok"], "\(result.error)")
+        let store = try Self.suiteWithModeSetTwice(in: directory)
+        try Self.foundationSetsMode(7, in: directory)
         try await Self.waitFor(.int(7), forKey: "mode", in: store)
         try store.setValue(.int(0), forKey: "other")
         #expect(try store.value(forKey: "mode") == .int(7))
@@ -221,12 +230,8 @@ struct FoundationWriterTests {
     @Test func foundationSettingAKeyBackToAnOlderValueRightAwayIsTakenForAStaleRewrite() async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let store = try UserDefaultsStore(suiteName: "shared", directory: directory.url)
-        try store.setValue(.int(1), forKey: "mode")
-        try store.setValue(.int(2), forKey: "mode")
-        let result = try ChildProcess.run(
-            ["foundation-write", "shared", "mode", "1"], environment: ["XDG_CONFIG_HOME": directory.path])
-        #expect(result.lines == ["ok"], "\(result.error)")
+        let store = try Self.suiteWithModeSetTwice(in: directory)
+        try Self.foundationSetsMode(1, in: directory)
         // Foundation wrote XML; the restoring write is Prefs' binary form again.
         let deadline = ContinuousClock.now + .seconds(10)
         while (try? Data(contentsOf: store.url).starts(with: Data("bplist00".utf8))) != true
