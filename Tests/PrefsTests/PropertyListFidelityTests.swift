@@ -188,3 +188,45 @@ struct PropertyListFidelityTests {
             print("ok %d" % compared if not bad else "mismatch %d of %d: %s" % (len(bad), compared, "; ".join(bad[:3])))
         """#
 }
+
+/// Damaged XML that Foundation would read with guessed values is refused (and, in a suite, never overwritten).
+struct DamagedXMLPropertyListTests {
+    private static func xml(_ body: String) -> Data {
+        Data(
+            """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+            <plist version="1.0"><dict><key>k</key>\(body)</dict></plist>
+            """.utf8)
+    }
+
+    @Test(arguments: [
+        "<data>AAE*AgM=</data>", "<data>AAEC=AM=</data>", "<data>AAECA</data>", "<date>2024-13-01T00:00:00Z</date>",
+        "<date>2023-02-29T00:00:00Z</date>", "<date>2024-01-01T24:00:00Z</date>", "<date>2024-01-01</date>",
+        "<date>yesterday</date>", "<date></date>",
+    ])
+    func damagedDataAndDatesAreRefused(_ element: String) throws {
+        #expect(throws: PrefsError.self) { try PropertyListFormat.decode(Self.xml(element), path: "x.plist") }
+        let folder = try TempDir()
+        defer { folder.cleanup() }
+        let file = folder.file("damaged.plist")
+        try Self.xml(element).write(to: file)
+        #expect(throws: PrefsError.self) { try UserDefaultsStore(suiteName: "damaged", directory: folder.url) }
+        #expect(try Data(contentsOf: file) == Self.xml(element), "left untouched")
+    }
+
+    @Test func validDataAndDatesAsFoundationAndPlistlibWriteThemAreRead() throws {
+        let body = """
+            <data>
+            	AAECAw==
+            </data><key>d</key><date>2024-02-29T23:59:59Z</date><key>c</key><string><![CDATA[<date>no</date>]]></string>
+            <!-- <data>*</data> --><key>e</key><data>
+            </data>
+            """
+        let values = try PropertyListFormat.decode(Self.xml(body), path: "x.plist")
+        #expect(values["k"] == .data(Data([0, 1, 2, 3])))
+        #expect(values["d"] == .date(Date(timeIntervalSince1970: 1_709_251_199)))
+        #expect(values["c"] == .string("<date>no</date>"))
+        #expect(values["e"] == .data(Data()))
+    }
+}

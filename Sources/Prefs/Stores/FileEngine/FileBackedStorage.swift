@@ -349,7 +349,8 @@ final class FileBackedStorage: Sendable {
                     return state.isSuspect
                 })
             else { return }
-            usleep(5_000)
+            // Every millisecond: a writer that rewrites in place again and again leaves it readable only briefly.
+            usleep(1_000)
         }
     }
 
@@ -394,7 +395,7 @@ final class FileBackedStorage: Sendable {
 
     /// For a suite: the check before a write's rename that the file is still the one its values were based on.
     private func baseCheck() -> (() throws(SystemCallError) -> Void)? {
-        guard rewriteGuard != nil, foreignRetries < 8 else { return nil }
+        guard rewriteGuard != nil, foreignRetries < 3 else { return nil }
         let base = snapshot.withLock { $0.identity }
         return { [file] () throws(SystemCallError) in
             if (try? file.identity()) != base { throw ForeignRewriteGuard.baseChanged(file.path) }
@@ -402,7 +403,7 @@ final class FileBackedStorage: Sendable {
     }
 
     /// `values` were to replace the file, but another writer rewrote it in place after it was read: reads the new
-    /// contents and writes this write's own changes over them. Bounded: after eight such retries in a row the
+    /// contents and writes this write's own changes over them. Bounded: after three such retries in a row the
     /// write no longer checks.
     private func rewriteOverForeignChange(
         _ values: [String: PrefValue], changing key: String?, committingBatchFrom batchValues: [String: PrefValue]?
