@@ -179,6 +179,17 @@ struct FoundationWriterTests {
         #expect(failed == 0, "\(failed) of \(outcome.opens) opens failed: \(outcome.failures.prefix(2))")
     }
 
+    @Test func openingADamagedSuiteFailsWithoutWaitingTheWholeGrace() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let file = directory.file("damaged.plist")
+        try Data("<?xml version=\"1.0\"?><plist><dict><key>k</key><integer>1</inte".utf8).write(to: file)
+        // Nobody is rewriting it: it stays as it is while the open looks at it again.
+        let started = ContinuousClock.now
+        #expect(throws: PrefsError.self) { try UserDefaultsStore(suiteName: "damaged", directory: directory.url) }
+        #expect(ContinuousClock.now - started < SnapshotState.inPlaceRewriteGrace)
+    }
+
     /// Waits until `store` reads `expected` for `key`, or ten seconds pass.
     private static func waitFor(_ expected: PrefValue?, forKey key: String, in store: UserDefaultsStore) async throws {
         let deadline = ContinuousClock.now + .seconds(10)

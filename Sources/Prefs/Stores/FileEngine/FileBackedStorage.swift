@@ -360,13 +360,23 @@ final class FileBackedStorage: Sendable {
     nonisolated(unsafe) private var foreignRetries = 0
 
     /// The first load. A file another writer may be rewriting in place (a suite: `grace` above zero) that cannot be
-    /// read yet is read again every 5 ms, holding no lock, until it reads or stays unreadable for the grace period.
+    /// read yet is read again every millisecond, holding no lock, until it reads or stays unreadable for the grace
+    /// period. A file that is not empty and has not changed for 50 ms is not being written: it is damaged at once
+    /// (so opening a damaged suite does not wait the whole grace).
     private func loadFirst() throws {
         let grace = snapshot.withLock { $0.grace }
         try refreshLocked(announcing: false, graceful: grace > .zero)
+        var seen = try? file.identity()
+        var lastChange = ContinuousClock.now
         while snapshot.withLock({ $0.isSuspect }) {
-            usleep(5_000)
-            try refreshLocked(announcing: false)
+            usleep(1_000)
+            let current = try? file.identity()
+            if current != seen {
+                seen = current
+                lastChange = .now
+            }
+            let quiet = ContinuousClock.now - lastChange >= .milliseconds(50) && (current?.size ?? 0) > 0
+            try refreshLocked(announcing: false, graceful: !quiet)
         }
     }
 
