@@ -1,6 +1,7 @@
 // The child-process side of the compatibility tests: another writer that rewrites a suite in place, the way
 // Foundation's `UserDefaults.synchronize()` does on Linux.
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -26,10 +27,34 @@ enum CompatibilityCommands {
                 defaults.synchronize()
             }
             emit("done")
+        case "foundation-loop":
+            // foundation-loop SUITE KEY PAUSE_US: sets KEY to 1, 2, 3… through Foundation's UserDefaults with a
+            // synchronize() after each (a pause of PAUSE_US microseconds between rounds, none for 0), until standard
+            // input closes. Prints "started" after the first round and "last N" at the end.
+            foundationLoop(suite: arguments[1], key: arguments[2], pauseMicroseconds: Int(arguments[3])!)
         default:
             return false
         }
         return true
+    }
+
+    private static func foundationLoop(suite: String, key: String, pauseMicroseconds: Int) {
+        let stop = Atomic<Bool>(false)
+        let reader = Thread {
+            _ = FileHandle.standardInput.readDataToEndOfFile()
+            stop.store(true, ordering: .sequentiallyConsistent)
+        }
+        reader.start()
+        let defaults = UserDefaults(suiteName: suite)!
+        var round = 0
+        repeat {
+            round += 1
+            defaults.set(round, forKey: key)
+            defaults.synchronize()
+            if round == 1 { emit("started") }
+            if pauseMicroseconds > 0 { usleep(useconds_t(pauseMicroseconds)) }
+        } while !stop.load(ordering: .sequentiallyConsistent)
+        emit("last \(round)")
     }
 
     private static func rewriteInPlace(path: String, key: String, count: Int, pauseMilliseconds: Int) {

@@ -189,7 +189,7 @@ struct FormatTests {
     @Test func jsonNumberKinds() throws {
         let text = """
             {"a": 0, "b": -0, "c": 9223372036854775807, "d": -9223372036854775808, "e": 9223372036854775808,
-             "f": 18446744073709551615, "g": 18446744073709551616, "h": -9223372036854775809, "i": 1.0,
+             "f": 18446744073709551615, "g": 18446744073709551616.0, "h": -9223372036854775809e0, "i": 1.0,
              "j": 1E2, "k": 1e-400, "l": -0.0, "m": {"$date": 5}}
             """
         let values = try JSONFormat.decode(Data(text.utf8), path: "n.json")
@@ -206,6 +206,13 @@ struct FormatTests {
         #expect(values["k"] == .double(0))
         #expect(values["l"].map { identical($0, .double(-0.0)) } == true)
         #expect(values["m"] == .date(Date(timeIntervalSinceReferenceDate: 5)))
+    }
+
+    /// Issue 24, point 6: an integer no 64-bit kind holds is refused, not read as the nearest double.
+    @Test(arguments: ["18446744073709551616", "-9223372036854775809", "123456789012345678901234567890"])
+    func jsonIntegersThatDoNotFitAreRefused(_ number: String) {
+        #expect(throws: PrefsError.self) { try JSONFormat.decode(Data(#"{"n": \#(number)}"#.utf8), path: "n.json") }
+        #expect(throws: PrefsError.self) { try JSONFormat.decodeValue(number) }
     }
 
     @Test func jsonStringEscapes() throws {
@@ -790,9 +797,9 @@ extension FormatTests {
     }
 
     @Test func theBinaryReaderReadsExactlyWhatFoundationReads() throws {
-        // Reals Foundation changes: non-finite ones of either size become canonical doubles.
+        // Reals Foundation changes: non-finite doubles become canonical ones. (Non-finite floats stay floats in
+        // Prefs, where Foundation makes doubles of them: `PropertyListFidelityTests`.)
         let odd: [String: PrefValue] = [
-            "a": .float(.infinity), "b": .float(-.infinity), "c": .float(Float(bitPattern: 0xFFC0_0001)),
             "d": .double(-.infinity), "e": .double(Double(bitPattern: 0xFFF8_0000_0000_0001)), "f": .float(-0.0),
             "g": .double(-0.0),
             "h": .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: 0x7FF8_0000_0000_0001))),

@@ -234,15 +234,17 @@ final class LockedFile: Sendable {
     /// `expected` is the identity of the file as the caller last read it under the lock (nil: absent). When the lock
     /// file was removed or replaced during the write, the commit goes ahead only if the file is still that one, and
     /// throws `LockLostError` otherwise, with nothing written; callers that do not say (`.none`) commit regardless.
+    /// `beforeCommit`, when given, runs just before the rename; what it throws cancels the write like a failure.
     @discardableResult
     func writeAtomically(
-        _ data: Data, mode: mode_t = 0o600, durable: Bool = true, expecting expected: FileIdentity?? = .none
+        _ data: Data, mode: mode_t = 0o600, durable: Bool = true, expecting expected: FileIdentity?? = .none,
+        beforeCommit: (() throws -> Void)? = nil
     ) throws -> FileIdentity {
         Self.ignoreFileSizeSignal()
         try prefsIO { () throws(SystemCallError) in
             try POSIX.createDirectory(atPath: directoryPath, mode: Self.directoryMode)
         }
-        try replace(with: data, mode: mode, durable: durable, expecting: expected)
+        try replace(with: data, mode: mode, durable: durable, expecting: expected, beforeCommit: beforeCommit)
         do {
             if durable { try syncDirectoryAfterCommit() }
         } catch {
@@ -259,7 +261,10 @@ final class LockedFile: Sendable {
     }
 
     /// Writes a synced temporary file and renames it over the file: everything up to the commit point.
-    private func replace(with data: Data, mode: mode_t, durable: Bool, expecting expected: FileIdentity??) throws {
+    private func replace(
+        with data: Data, mode: mode_t, durable: Bool, expecting expected: FileIdentity??,
+        beforeCommit: (() throws -> Void)?
+    ) throws {
         let (fd, temporaryPath) = try prefsIO { () throws(SystemCallError) in try createTemporaryFile(mode: mode) }
         // Locked while it is written, so the sweep can tell it from a killed writer's file (whose lock the kernel
         // released) even if the lock file was deleted and two writers are in at once.
@@ -289,6 +294,7 @@ final class LockedFile: Sendable {
         }
         let relock = try relockBeforeCommit(expecting: expected)
         defer { if relock >= 0 { close(relock) } }
+        try beforeCommit?()
         if rename(temporaryPath, path) != 0 { throw SystemCallError(path: path, operation: "replace").prefsError }
         succeeded = true
     }

@@ -3,7 +3,7 @@ import Foundation
 extension BinaryPropertyListValidator.Walker {
     /// The values of a validated `bplist00` file whose top object is a string-keyed dictionary, built directly from
     /// its bytes: what Foundation's `PropertyListSerialization` followed by `PropertyListFormat.fromFoundation` makes
-    /// of it, without Foundation's objects and the dynamic casts that convert them (most of the cost of opening a
+    /// of it (except that a non-finite 32-bit real stays a `Float`), without Foundation's objects and the dynamic casts that convert them (most of the cost of opening a
     /// suite). Nil for what it leaves to Foundation: a top object that is not a dictionary, and dictionaries with a
     /// key twice (or two keys that are equal as Swift strings), whose handling is Foundation's to define.
     ///
@@ -32,16 +32,10 @@ extension BinaryPropertyListValidator.Walker {
             default: return .int(Int64(Self.readUInt(bytes, at: start + 1, size: size)))
             }
         case 0x20:
-            // As Foundation reads reals: a finite 32-bit one is a `Float`; a non-finite one of either size becomes a
-            // `Double`, infinities keeping their sign and every NaN the canonical one.
-            let number: Double
-            if marker == 0x22 {
-                let single = Float(bitPattern: UInt32(Self.readUInt(bytes, at: start + 1, size: 4)))
-                if single.isFinite { return .float(single) }
-                number = Double(single)
-            } else {
-                number = Double(bitPattern: Self.readUInt(bytes, at: start + 1, size: 8))
-            }
+            // A 32-bit real is a `Float`, bit for bit, also when it is not finite (Foundation turns those into
+            // `Double`s); a 64-bit one a `Double`, every NaN the canonical one, as Foundation reads it.
+            if marker == 0x22 { return .float(Float(bitPattern: UInt32(Self.readUInt(bytes, at: start + 1, size: 4)))) }
+            let number = Double(bitPattern: Self.readUInt(bytes, at: start + 1, size: 8))
             return .double(number.isNaN ? .nan : number)
         case 0x30:
             let seconds = Double(bitPattern: Self.readUInt(bytes, at: start + 1, size: 8))

@@ -3,10 +3,13 @@ import Foundation
 /// Walks a `bplist00` file's object graph without building it, accepting only what `PrefValue` can hold: booleans,
 /// integers of 1 to 16 bytes, 32- and 64-bit reals, dates, data, ASCII and UTF-16 strings, arrays and
 /// string-keyed dictionaries. Rejects out-of-range offsets and references, cycles, nesting deeper than 512 levels,
-/// and graphs whose shared sub-collections would expand to far more values than the file holds.
+/// and graphs whose shared objects would expand to far more than the file holds (see `expandedValueFloor`).
 enum BinaryPropertyListValidator {
     static let magic = Array("bplist00".utf8)
     static let maximumDepth = 512
+    /// The expanded size every file may reach whatever its own size, in values (a string or data object counts one
+    /// more per 16 bytes, so shared large strings are bounded by their expanded bytes too).
+    static let expandedValueFloor = 1 << 20
 
     struct Failure: Error, CustomStringConvertible {
         let description: String
@@ -20,9 +23,10 @@ enum BinaryPropertyListValidator {
     /// Validates `bytes` and returns the walker that did, for reading the values it checked.
     static func validatedWalker(_ bytes: [UInt8]) throws(Failure) -> Walker {
         var walker = try Walker(bytes: bytes)
-        // A file written by Foundation expands to at most one value per reference it contains; leave generous room
-        // for other writers that share collections, but refuse exponential expansion.
-        let limit = 16 * bytes.count + 1024
+        // A file written by Foundation expands to at most one value per reference it contains, but other writers
+        // share collections (plistlib writes one array once, however many keys hold it): allow a generous expanded
+        // size, at least about a million values, and refuse only exponential expansion beyond it.
+        let limit = Swift.max(16 * bytes.count + 1024, expandedValueFloor)
         let total = try walker.expandedCount(of: walker.topObject, depth: 1).count
         guard total <= limit else { throw Failure("object graph expands to more than \(limit) values") }
         return walker
@@ -171,6 +175,7 @@ enum BinaryPropertyListValidator {
             case 0x40, 0x50:
                 let (length, body) = try count(marker: marker, at: start)
                 try checkRange(body, length, "data or string")
+                total += length / 16
                 if marker & 0xF0 == 0x50, bytes[body..<(body + length)].contains(where: { $0 >= 0x80 }) {
                     throw Failure("ASCII string at offset \(start) contains a non-ASCII byte")
                 }
@@ -178,6 +183,7 @@ enum BinaryPropertyListValidator {
                 let (units, body) = try count(marker: marker, at: start)
                 guard units <= offsetTableStart / 2 else { throw Failure("string at offset \(start) too long") }
                 try checkRange(body, units * 2, "UTF-16 string")
+                total += units / 8
                 var codeUnits: [UInt16] = []
                 codeUnits.reserveCapacity(units)
                 for unit in 0..<units {

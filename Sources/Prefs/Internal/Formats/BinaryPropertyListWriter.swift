@@ -11,7 +11,7 @@ import Foundation
 ///   2001-01-01 (`0x33`), all big-endian bit patterns so they round-trip exactly;
 /// - strings are ASCII (`0x5n`) when every byte is below 0x80 and UTF-16 big-endian (`0x6n`) otherwise;
 /// - a count of 15 or more is written as the nibble `0xF` followed by an integer object;
-/// - equal strings (keys and values) are written once and referenced wherever they occur.
+/// - equal strings (keys and values, the same code points) are written once and referenced wherever they occur.
 ///
 /// Offsets use the fewest bytes (1, 2, 4 or 8) that hold the offset table's own position, and object references the
 /// fewest that hold the object count: Foundation's reader refuses files whose sizes are smaller than that.
@@ -68,8 +68,16 @@ enum BinaryPropertyListWriter {
             return index
         }
 
+        /// Equal strings are written once, but only when they have the same code points: Swift's `==` is canonical
+        /// equivalence, and `"é"` written as one or as two code points must keep its own spelling.
         mutating func addString(_ text: String) -> Int {
-            if let known = stringIndices[text] { return known }
+            if let known = stringIndices[text] {
+                if case .string(let stored) = objects[known], stored.unicodeScalars.elementsEqual(text.unicodeScalars) {
+                    return known
+                }
+                objects.append(.string(text))
+                return objects.count - 1
+            }
             objects.append(.string(text))
             stringIndices[text] = objects.count - 1
             return objects.count - 1

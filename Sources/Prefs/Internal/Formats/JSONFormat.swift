@@ -738,6 +738,8 @@ extension JSONFormat {
             if isInteger {
                 if let signed = Int64(text) { return .int(signed) }
                 if let unsigned = UInt64(text) { return .unsignedInt(unsigned) }
+                // A double would silently keep only its first 17 digits.
+                throw fail("integer \(text.prefix(40)) does not fit in 64 bits", at: start)
             }
             guard let number = Double(text), number.isFinite else {
                 throw fail("number \(text.prefix(40)) is out of range", at: start)

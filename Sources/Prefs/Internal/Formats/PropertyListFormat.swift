@@ -63,6 +63,8 @@ enum PropertyListFormat {
             }
             // Read straight from the bytes; Foundation below only for what the reader leaves to it.
             if let values = walker.topDictionary() { return values }
+        } else if let problem = XMLPropertyListCheck.problem(in: [UInt8](data)) {
+            throw corrupt(problem)
         }
         let root: Any
         var format = PropertyListSerialization.PropertyListFormat.binary

@@ -22,6 +22,9 @@ final class FileBackedStorage: Sendable {
     /// Whether the first write has swept temporary files left by killed writers; only touched under `writer`.
     nonisolated(unsafe) private var sweptTemporaryFiles = false
     private let watch = Mutex<FileWatchToken?>(nil)
+    /// For a UserDefaults suite: restores Prefs commits that a foreign in-place rewrite undid (see
+    /// `ForeignRewriteGuard`); nil for files only Prefs writes.
+    let rewriteGuard: ForeignRewriteGuard?
 
     var path: String { file.url.path }
 
@@ -31,10 +34,11 @@ final class FileBackedStorage: Sendable {
     ///   before the storage counts as damaged; zero for files only Prefs writes.
     init(
         url: URL, lockURL: URL? = nil, codec: any SnapshotCodec, changes: ChangeFeed = ChangeFeed(),
-        unreadableGrace: Duration = .zero
+        unreadableGrace: Duration = .zero, guardingForeignRewrites: Bool = false
     ) {
         self.snapshot = Mutex(SnapshotState(grace: unreadableGrace))
         self.file = LockedFile(url: url, lockURL: lockURL)
+        self.rewriteGuard = guardingForeignRewrites ? ForeignRewriteGuard(path: file.path) : nil
         self.codec = codec
         self.changes = changes
         self.layers = StoreLayers(changes: changes)
@@ -97,7 +101,7 @@ final class FileBackedStorage: Sendable {
         do {
             // No grace at the first load: nothing has been served yet, and a file that cannot be read is refused
             // at once (and watched, so the store recovers when the file is repaired or its rewrite finishes).
-            try refreshLocked(announcing: false, graceful: false)
+            try loadFirst()
             failure = nil
         } catch {
             failure = error
@@ -138,6 +142,7 @@ final class FileBackedStorage: Sendable {
             ErrorReporter.reportOnce(error, key: "", operation: .read, source: changes)
         }
         changes.deliverAnnouncements()
+        restoreAfterForeignRewrite()
     }
 
     /// Looks at a suspect file again once its grace period is over, in case no watcher event comes.
@@ -389,12 +394,17 @@ final class FileBackedStorage: Sendable {
         var identity: FileIdentity?
         var committedError: (any Error)?
         do {
-            identity = try file.writeAtomically(data, expecting: .some(snapshot.withLock { $0.identity }))
+            identity = try file.writeAtomically(
+                data, expecting: .some(snapshot.withLock { $0.identity }), beforeCommit: baseCheck())
+        } catch is ForeignRewriteGuard.BaseChanged {
+            // Rewritten in place since it was read: write over the new contents instead.
+            return try rewriteOverForeignChange(values, changing: key, committingBatchFrom: batchValues)
         } catch {
             guard error.isCommitted else { throw error }
             committedError = error
             identity = try? file.identity()
         }
+        let replaced = rewriteGuard == nil ? nil : (batchValues ?? snapshot.withLock { $0.values })
         snapshot.withLock { state in
             if let batchValues {
                 // A batch's values are in memory already: announce what changed since it began, each key once.
@@ -412,6 +422,7 @@ final class FileBackedStorage: Sendable {
             }
         }
         codec.didCommit()
+        if let replaced { rewriteGuard?.recordCommit(from: replaced, to: values, changing: key) }
         if let committedError { throw committedError }
     }
 
@@ -434,6 +445,12 @@ final class FileBackedStorage: Sendable {
     private func refreshWaitingForReadableFile() throws {
         // In a batch the file was read when it began and is written when it ends; its values live in memory.
         if batchStart != nil { return }
+        try waitForReadableFile()
+        try restoreForeignReverts()
+    }
+
+    /// The loop of `refreshWaitingForReadableFile`, also inside a batch.
+    private func waitForReadableFile() throws {
         while true {
             try refreshLocked()
             // A writer works on the whole snapshot: decode values the first load left encoded.
@@ -443,8 +460,92 @@ final class FileBackedStorage: Sendable {
                     return state.isSuspect
                 })
             else { return }
-            usleep(5_000)
+            // Every millisecond: a writer that rewrites in place again and again leaves it readable only briefly.
+            usleep(1_000)
         }
+    }
+
+    // MARK: Foreign rewrites (UserDefaults suites)
+
+    /// How many writes in a row have met a file rewritten in place since it was read; only touched under `writer`.
+    nonisolated(unsafe) private var foreignRetries = 0
+
+    /// The first load. A file another writer may be rewriting in place (a suite: `grace` above zero) that cannot be
+    /// read yet is read again every millisecond, holding no lock, until it reads or stays unreadable for the grace
+    /// period. A file that is not empty and has not changed for 50 ms is not being written: it is damaged at once
+    /// (so opening a damaged suite does not wait the whole grace).
+    private func loadFirst() throws {
+        let grace = snapshot.withLock { $0.grace }
+        try refreshLocked(announcing: false, graceful: grace > .zero)
+        var seen = try? file.identity()
+        var lastChange = ContinuousClock.now
+        while snapshot.withLock({ $0.isSuspect }) {
+            usleep(1_000)
+            let current = try? file.identity()
+            if current != seen {
+                seen = current
+                lastChange = .now
+            }
+            let quiet = ContinuousClock.now - lastChange >= .milliseconds(50) && (current?.size ?? 0) > 0
+            try refreshLocked(announcing: false, graceful: !quiet)
+        }
+    }
+
+    /// After the watcher loaded another writer's rewrite while recent commits are remembered: restore any it undid,
+    /// off the watcher's thread.
+    private func restoreAfterForeignRewrite() {
+        guard let rewriteGuard, !rewriteGuard.isIdle else { return }
+        DispatchQueue.global().async { [weak self] in
+            guard let self else { return }
+            do { try self.edit { _ in } } catch {
+                ErrorReporter.reportOnce(error, key: "", operation: .write, source: self.changes)
+            }
+        }
+    }
+
+    /// Writes back the values of recent commits that a foreign rewrite undid. Holds the write lock.
+    private func restoreForeignReverts() throws {
+        guard let rewriteGuard, batchStart == nil else { return }
+        let (values, identity) = snapshot.withLock { ($0.values, $0.identity) }
+        let restore = rewriteGuard.restorations(in: values, identity: identity)
+        guard !restore.isEmpty else { return }
+        var repaired = values
+        for (key, value) in restore { repaired[key] = value }
+        try write(repaired)
+    }
+
+    /// For a suite: the check before a write's rename that the file is still the one its values were based on.
+    private func baseCheck() -> (() throws -> Void)? {
+        guard rewriteGuard != nil, foreignRetries < 3 else { return nil }
+        let base = snapshot.withLock { $0.identity }
+        return { [file] in
+            if (try? file.identity()) != base { throw ForeignRewriteGuard.BaseChanged() }
+        }
+    }
+
+    /// `values` were to replace the file, but another writer rewrote it in place after it was read: reads the new
+    /// contents and writes this write's own changes over them. Bounded: after three such retries in a row the
+    /// write no longer checks.
+    private func rewriteOverForeignChange(
+        _ values: [String: PrefValue], changing key: String?, committingBatchFrom batchValues: [String: PrefValue]?
+    ) throws {
+        let base = batchValues ?? snapshot.withLock { $0.values }
+        var ours: [String: PrefValue?] = [:]
+        if let key, batchValues == nil {
+            ours.updateValue(values[key], forKey: key)
+        } else {
+            for changed in SnapshotState.diff(base, values) { ours.updateValue(values[changed], forKey: changed) }
+        }
+        foreignRetries += 1
+        defer { foreignRetries -= 1 }
+        // A batch's commit: its values are in memory; from here on they are written like any other.
+        batchStart = nil
+        try waitForReadableFile()
+        try restoreForeignReverts()
+        var merged = snapshot.withLock { $0.values }
+        for (changed, value) in ours { merged[changed] = value }
+        guard merged != snapshot.withLock({ $0.values }) else { return }
+        try write(merged)
     }
 
     /// Must hold the file lock (except for the first load, see `open`). Announces the keys whose values changed
