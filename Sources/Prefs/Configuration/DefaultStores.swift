@@ -21,20 +21,48 @@ enum DefaultStores {
 
     static let state = Mutex(State())
 
-    @TaskLocal static var scopedDefaultStore: (any KeyValueStore)?
-    @TaskLocal static var scopedSecureStore: (any KeyValueStore)?
+    /// One `withDefaultStore` (or `withDefaultSecureStore`) scope: its store, and the state that wrappers created
+    /// outside the scope (globals, statics, models made before the test) use while they are read inside it.
+    final class Scope: Sendable {
+        let store: any KeyValueStore
+        /// By the identity of a wrapper's own state: that wrapper's state on `store`. Kept for the scope's life.
+        private let boxes = Mutex<
+            [ObjectIdentifier: (declared: any AnyObject & Sendable, box: any AnyObject & Sendable)]
+        >(
+            [:])
+
+        init(_ store: any KeyValueStore) { self.store = store }
+
+        /// The state standing in for `declared` in this scope, made by `make` the first time (outside the lock:
+        /// making it declares the key on the store, which can report to the error handler).
+        func box<Box: AnyObject & Sendable>(standingInFor declared: some AnyObject & Sendable, make: () -> Box) -> Box {
+            let id = ObjectIdentifier(declared)
+            if let existing = boxes.withLock({ $0[id]?.box }) as? Box { return existing }
+            let made = make()
+            return boxes.withLock { boxes in
+                if let existing = boxes[id]?.box as? Box { return existing }
+                boxes[id] = (declared, made)
+                return made
+            }
+        }
+    }
+
+    @TaskLocal static var scopedDefault: Scope?
+    @TaskLocal static var scopedSecure: Scope?
+    /// The folder of vault rollback records inside an isolated test (see `VaultRecord.directory`).
+    @TaskLocal static var scopedVaultRecordFolder: String?
 
     /// The store of wrappers without `store:`: the innermost `withDefaultStore` scope, else the store set through
     /// `PrefsConfig.defaultStore`, else the standard domain.
     static var defaultStore: any KeyValueStore {
-        if let scoped = scopedDefaultStore { return scoped }
+        if let scoped = scopedDefault?.store { return scoped }
         if let configured = state.withLock({ $0.defaultStore }) { return configured }
         return standard
     }
 
     /// The vault of secure wrappers without `store:`, resolved like ``defaultStore``.
     static var secureStore: any KeyValueStore {
-        if let scoped = scopedSecureStore { return scoped }
+        if let scoped = scopedSecure?.store { return scoped }
         if let configured = state.withLock({ $0.secureStore ?? $0.vault }) { return configured }
         return openOnce(\.vault) { app in
             // The folders resolved once for the whole process, like the standard domain's.

@@ -9,8 +9,9 @@ import Synchronization
 public enum PrefsConfig {
     /// `PrefsConfig.defaultStore = InMemoryStore()` sets the store used by wrappers without a `store:` argument.
     ///
-    /// Defaults to ``UserDefaultsStore/standard``. A wrapper keeps the store it was created with, so set it before
-    /// creating any wrapper. Inside `withDefaultStore(_:operation:)` the getter returns that scope's store.
+    /// Defaults to ``UserDefaultsStore/standard``. Outside a `withDefaultStore(_:operation:)` scope a wrapper keeps
+    /// the store it was created with, so set it before creating any wrapper. Inside such a scope the getter returns
+    /// that scope's store, and wrappers declared without `store:` use it.
     public static var defaultStore: any KeyValueStore {
         get { DefaultStores.defaultStore }
         set { DefaultStores.state.withLock { $0.defaultStore = newValue } }
@@ -101,11 +102,13 @@ public enum PrefsConfig {
     /// }
     /// ```
     ///
-    /// A wrapper keeps the store it was created with, also after the scope ends.
+    /// A wrapper declared without `store:` uses the store of the scope it is read or written in, wherever it was
+    /// created: a global or `static` wrapper, or a model made before the scope, follows each scope. Outside every
+    /// scope it keeps the store it was created with, also after the scope it was created in has ended.
     public static func withDefaultStore<Result>(
         _ store: any KeyValueStore, operation: () throws -> Result
     ) rethrows -> Result {
-        try DefaultStores.$scopedDefaultStore.withValue(store, operation: operation)
+        try DefaultStores.$scopedDefault.withValue(DefaultStores.Scope(store), operation: operation)
     }
 
     /// `await PrefsConfig.withDefaultStore(InMemoryStore()) { await … }`: the same for asynchronous code.
@@ -113,7 +116,7 @@ public enum PrefsConfig {
         _ store: any KeyValueStore, isolation: isolated (any Actor)? = #isolation,
         operation: () async throws -> Result
     ) async rethrows -> Result {
-        try await DefaultStores.$scopedDefaultStore.withValue(store, operation: operation)
+        try await DefaultStores.$scopedDefault.withValue(DefaultStores.Scope(store), operation: operation)
     }
 
     /// `PrefsConfig.withDefaultSecureStore(InMemoryStore()) { … }` runs `operation` with `store` as the vault of
@@ -121,7 +124,7 @@ public enum PrefsConfig {
     public static func withDefaultSecureStore<Result>(
         _ store: any KeyValueStore, operation: () throws -> Result
     ) rethrows -> Result {
-        try DefaultStores.$scopedSecureStore.withValue(store, operation: operation)
+        try DefaultStores.$scopedSecure.withValue(DefaultStores.Scope(store), operation: operation)
     }
 
     /// `await PrefsConfig.withDefaultSecureStore(InMemoryStore()) { await … }`: the same for asynchronous code.
@@ -129,6 +132,15 @@ public enum PrefsConfig {
         _ store: any KeyValueStore, isolation: isolated (any Actor)? = #isolation,
         operation: () async throws -> Result
     ) async rethrows -> Result {
-        try await DefaultStores.$scopedSecureStore.withValue(store, operation: operation)
+        try await DefaultStores.$scopedSecure.withValue(DefaultStores.Scope(store), operation: operation)
+    }
+
+    /// Runs `operation` with the rollback records of the vaults opened inside it (in this task and its child tasks)
+    /// kept in the folder at path `folder` instead of `$XDG_STATE_HOME/prefs/vaults`: how `.isolatedPreferences` keeps tests' vaults
+    /// out of the real state folder.
+    package static func withVaultRecordFolder<Result>(
+        _ folder: String, isolation: isolated (any Actor)? = #isolation, operation: () async throws -> Result
+    ) async rethrows -> Result {
+        try await DefaultStores.$scopedVaultRecordFolder.withValue(folder, operation: operation)
     }
 }

@@ -41,6 +41,39 @@ package enum ErrorReporter {
         do { try body() } catch { report(error, key: key, operation: operation) }
     }
 
+    /// Whether a failed write was ever reported, so that successful writes skip the lock until one is.
+    private static let anyWriteIncident = Atomic<Bool>(false)
+    private static let writeCausePrefix = "write\u{0}"
+
+    /// Runs a write of a wrapper that cannot throw, reporting what it throws once per store (`source`, its change
+    /// feed) and cause: a read-only folder or a damaged file fails every write alike, and a slider writing sixty
+    /// times a second must not print sixty lines. A write to the store that succeeds re-arms the report.
+    static func reportingWrite(key: String, source: AnyObject, _ body: () throws -> Void) {
+        do {
+            try body()
+            guard anyWriteIncident.load(ordering: .relaxed) else { return }
+            incidents.withLock { incidents in
+                let id = ObjectIdentifier(source)
+                incidents[id] = incidents[id]?.filter { !$0.hasPrefix(writeCausePrefix) }
+            }
+        } catch {
+            anyWriteIncident.store(true, ordering: .relaxed)
+            let cause = writeCausePrefix + self.cause(of: error)
+            let isNew = incidents.withLock { $0[ObjectIdentifier(source), default: []].insert(cause).inserted }
+            if isNew { report(error, key: key, operation: .write) }
+        }
+    }
+
+    /// What makes two failures the same: the error's text, except that a file-system error is the operation and
+    /// `errno` in one folder (a write's temporary file has a new name every time).
+    private static func cause(of error: any Error) -> String {
+        switch error {
+        case PrefsError.io(let path, let operation, let errno, _), VaultError.io(let path, let operation, let errno, _):
+            "\(operation) \(errno) in \(POSIX.parentPath(of: path))"
+        default: String(describing: error)
+        }
+    }
+
     @Sendable static func logToStandardError(_ report: PrefsReport) {
         FileHandle.standardError.write(Data("Prefs: \(report)\n".utf8))
     }

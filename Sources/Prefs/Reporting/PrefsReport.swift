@@ -1,22 +1,48 @@
 /// `PrefsConfig.errorHandler = { (report: PrefsReport) in … }` receives one of these for each reported error.
 public struct PrefsReport: Sendable, CustomStringConvertible {
-    /// `report.operation == .read` tells what was being done when the error happened: `.read` or `.write`.
+    /// `report.operation == .read` tells what was being done when the error happened.
     public enum Operation: String, Sendable {
-        /// `.read`: a read, which returned the default value instead.
+        /// `.read`: a read, which returned the default value (or the last good one) instead.
         case read
         /// `.write`: a write, which left the stored value as it was.
         case write
+        /// `.declaration`: a wrapper declared a key that another wrapper of the same store declared with another
+        /// type or default (``PrefsError/conflictingDeclarations(key:first:second:)``); both keep working.
+        case declaration
     }
 
-    /// `report.key` is the key of the preference involved.
+    /// `report.key` is the key of the preference involved, or empty for a report about a whole store or file.
     public let key: String
-    /// `report.operation` tells whether a read or a write failed.
+    /// `report.operation` tells whether a read, a write or a declaration failed.
     public let operation: Operation
     /// `report.error` is the error, usually a ``PrefsError`` or ``VaultError``.
     public let error: any Error
+    /// `report.file` is the path of the file a report without a key is about (a preferences file or vault that
+    /// cannot be read, a layer file), when the error names one.
+    public let file: String?
 
-    /// `"read of \"theme\" failed: …"`.
+    init(key: String, operation: Operation, error: any Error) {
+        self.key = key
+        self.operation = operation
+        self.error = error
+        file = key.isEmpty ? Self.path(named: error) : nil
+    }
+
+    /// `"read of \"theme\" failed: …"`, `"read of /home/me/.config/app.plist failed: …"`.
     public var description: String {
-        "\(operation.rawValue) of \(String(reflecting: key)) failed: \(error)"
+        if operation == .declaration { return "declaration of \(String(reflecting: key)): \(error)" }
+        let subject = key.isEmpty ? file : String(reflecting: key)
+        return "\(operation.rawValue)\(subject.map { " of \($0)" } ?? "") failed: \(error)"
+    }
+
+    /// The file an error is about, for the errors that carry one.
+    private static func path(named error: any Error) -> String? {
+        switch error {
+        case PrefsError.corruptFile(let path, _), PrefsError.io(let path, _, _, _),
+            PrefsError.durabilityNotConfirmed(let path, _, _, _), VaultError.io(let path, _, _, _),
+            VaultError.insecureKeyFile(let path, _):
+            path
+        default: nil
+        }
     }
 }

@@ -15,8 +15,12 @@ import Foundation
 /// a crash can leave a record behind its vault (harmless) but never ahead of it.
 enum VaultRecord {
     /// The folder of the records: `$XDG_STATE_HOME/prefs/vaults`, falling back to `$HOME/.local/state/prefs/vaults`,
-    /// resolved once per process like every other folder Prefs uses (`Locations`).
-    static let directory = Locations.current.stateHome.appending(path: "prefs/vaults").path(percentEncoded: false)
+    /// resolved once per process like every other folder Prefs uses (`Locations`); inside a test under
+    /// `.isolatedPreferences`, the test's own folder. A vault keeps the folder it was opened with.
+    static var directory: String { DefaultStores.scopedVaultRecordFolder ?? processDirectory }
+
+    private static let processDirectory = Locations.current.stateHome.appending(path: "prefs/vaults").path(
+        percentEncoded: false)
 
     /// The record file of the vault at `vaultPath`.
     static func path(forVault vaultPath: String) -> String { path(forCanonical: canonicalPath(vaultPath)) }

@@ -68,10 +68,25 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         if let conflict = cell.declare(KeyDeclaration(type: Value.self, defaultValue: defaultValue)) {
             ErrorReporter.report(
                 PrefsError.conflictingDeclarations(key: key, first: conflict.first, second: conflict.second),
-                key: key, operation: .read)
+                key: key, operation: .declaration)
         }
         // Layers: a declaration registers its default with its store, for raw reads and other code.
         store.registerDeclared(key, default: defaultValue, codec: codec)
+    }
+
+    /// The state a wrapper declared without `store:` uses now: inside a `withDefaultStore` scope of another store
+    /// (a test under `.isolatedPreferences`), this declaration's state on the scope's store, so a global or static
+    /// wrapper follows each test; elsewhere this one.
+    @usableFromInline func inCurrentDefaultScope() -> StoredValueBox { standingIn(for: DefaultStores.scopedDefault) }
+
+    /// The same for a secure wrapper declared without `store:`, in a `withDefaultSecureStore` scope.
+    func inCurrentSecureScope() -> StoredValueBox { standingIn(for: DefaultStores.scopedSecure) }
+
+    private func standingIn(for scope: DefaultStores.Scope?) -> StoredValueBox {
+        guard let scope, scope.store !== store else { return self }
+        return scope.box(standingInFor: self) {
+            StoredValueBox(key: key, defaultValue: defaultValue, codec: codec, store: scope.store)
+        }
     }
 
     deinit {
@@ -160,6 +175,12 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
             ErrorReporter.report(error, key: key, operation: .read)
             return defaultValue
         }
+    }
+
+    /// Runs a write of a wrapper that cannot throw on this state (resolved once, so the write and its report are
+    /// about the same store), reporting a failure once per cause (see `ErrorReporter.reportingWrite`).
+    func reportingWrite(_ body: (StoredValueBox) throws -> Void) {
+        ErrorReporter.reportingWrite(key: key, source: store.changes) { try body(self) }
     }
 
     func write(_ newValue: Value) throws {
