@@ -46,21 +46,3 @@ func runThisTestBinary(_ arguments: [String], environment: [String: String]) thr
     let binary = URL(filePath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
     return try runToCompletion(binary, arguments, environment: environment)
 }
-
-/// Runs `executable` as a child process with exactly `environment`, to completion; standard error is merged into
-/// the output.
-func runToCompletion(_ executable: URL, _ arguments: [String] = [], environment: [String: String]) throws -> (
-    status: Int32, output: String
-) {
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    process.environment = environment
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    try process.run()
-    let output = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: output, as: UTF8.self))
-}

@@ -9,6 +9,9 @@ public struct PrefsReport: Sendable, CustomStringConvertible {
         /// `.declaration`: a wrapper declared a key that another wrapper of the same store declared with another
         /// type or default (``PrefsError/conflictingDeclarations(key:first:second:)``); both keep working.
         case declaration
+        /// `.migration`: a declared ``PrefMigration`` ran (`error` is then a ``PrefsMigrated`` saying what moved
+        /// where) or failed, leaving the older form where it was.
+        case migration
     }
 
     /// `report.key` is the key of the preference involved, or empty for a report about a whole store or file.
@@ -31,6 +34,9 @@ public struct PrefsReport: Sendable, CustomStringConvertible {
     /// `"read of \"theme\" failed: …"`, `"read of /home/me/.config/app.plist failed: …"`.
     public var description: String {
         if operation == .declaration { return "declaration of \(String(reflecting: key)): \(error)" }
+        if operation == .migration, error is PrefsMigrated {
+            return "migration of \(String(reflecting: key)): \(error)"
+        }
         let subject = key.isEmpty ? file : String(reflecting: key)
         return "\(operation.rawValue)\(subject.map { " of \($0)" } ?? "") failed: \(error)"
     }

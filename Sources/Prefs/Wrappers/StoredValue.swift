@@ -80,7 +80,8 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     ///   - store: Where to keep it; ``PrefsConfig/defaultStore`` when nil.
     public init(_ key: PrefKey<Value>, store: (any KeyValueStore)? = nil) {
         declared = StoredValueBox(
-            key: key.name, defaultValue: key.defaultValue, codec: key.codec, store: store ?? DefaultStores.defaultStore)
+            key: key.name, defaultValue: key.defaultValue, codec: key.codec, store: store ?? DefaultStores.defaultStore,
+            migrations: key.migrations)
         followsDefaultScope = store == nil
     }
 

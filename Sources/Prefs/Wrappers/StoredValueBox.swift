@@ -10,6 +10,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     let defaultValue: Value
     let codec: ValueCodec<Value>
     let store: any KeyValueStore
+    let migrations: [PrefMigration<Value>]
     @usableFromInline let cell: KeyCell
 
     /// A `values` subscriber (yields each new value) or a `changes` subscriber (yields the old and new value).
@@ -57,11 +58,15 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     @usableFromInline static var fitsInBits: Bool { _isPOD(Value.self) && MemoryLayout<Value>.size <= 8 }
     private let subscribers = Mutex(Subscribers())
 
-    init(key: String, defaultValue: Value, codec: ValueCodec<Value>, store: any KeyValueStore) {
+    init(
+        key: String, defaultValue: Value, codec: ValueCodec<Value>, store: any KeyValueStore,
+        migrations: [PrefMigration<Value>] = []
+    ) {
         self.key = key
         self.defaultValue = defaultValue
         self.codec = codec
         self.store = store
+        self.migrations = migrations
         self.cell = store.changes.cell(for: key)
         self.cachedValue = .allocate(capacity: 1)
         self.cachedValue.initialize(to: defaultValue)
@@ -70,6 +75,8 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
                 PrefsError.conflictingDeclarations(key: key, first: conflict.first, second: conflict.second),
                 key: key, operation: .declaration)
         }
+        // Before the default is registered, so that only stored values count as present.
+        for migration in migrations { migration.run(key: key, codec: codec, in: store) }
         // Layers: a declaration registers its default with its store, for raw reads and other code.
         store.registerDeclared(key, default: defaultValue, codec: codec)
     }
@@ -85,7 +92,8 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     private func standingIn(for scope: DefaultStores.Scope?) -> StoredValueBox {
         guard let scope, scope.store !== store else { return self }
         return scope.box(standingInFor: self) {
-            StoredValueBox(key: key, defaultValue: defaultValue, codec: codec, store: scope.store)
+            StoredValueBox(
+                key: key, defaultValue: defaultValue, codec: codec, store: scope.store, migrations: migrations)
         }
     }
 
