@@ -37,7 +37,8 @@ import struct Foundation.UUID
 ///
 /// A vault the test opens itself (`EncryptedFileStore(url:key:)` in a temporary folder) keeps its rollback record
 /// in a temporary folder of the test, removed when the test ends, instead of `$XDG_STATE_HOME/prefs/vaults`.
-/// Wrappers given a `store:` use that store, inside the trait as anywhere.
+/// Wrappers given a `store:` use that store, inside the trait as anywhere; `UserDefaultsStore.standard` named
+/// explicitly is the real file, and its first use inside the trait is reported (``Prefs/PrefsNotIsolated``).
 ///
 /// The stores are task-local (see ``Prefs/PrefsConfig/withDefaultStore(_:operation:)``): child tasks of the test
 /// inherit them, while other tests, and code that is not part of the test (a detached task), keep their own. Use

@@ -87,3 +87,20 @@ import Testing
         #expect(first.wrappedValue == 20)
     }
 }
+
+extension ReportTests {
+    @Test func theRealStandardDomainUsedInsideAnIsolatedTestSaysSoOnce() async throws {
+        Reports.install()
+        let folder = try TempDir("prefs-reports")
+        defer { folder.cleanup() }
+        // What `.isolatedPreferences` sets around each test.
+        await PrefsConfig.withVaultRecordFolder(folder.path) {
+            _ = UserDefaultsStore.standard
+            _ = UserDefaultsStore.standard
+        }
+        let reports = Reports.everything().filter { $0.error is PrefsNotIsolated }
+        #expect(reports.count == 1)
+        #expect(reports.first?.file?.hasSuffix(".plist") == true)
+        #expect(reports.first?.description.contains("UserDefaultsStore.standard is the real file") == true)
+    }
+}

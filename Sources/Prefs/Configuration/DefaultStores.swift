@@ -68,21 +68,36 @@ enum DefaultStores {
             // The folders resolved once for the whole process, like the standard domain's.
             let location = EncryptedFileStore.defaultLocation(appIdentifier: app)
             do {
-                return (try EncryptedFileStore(url: location.vault, key: .keyFile(location.keyFile)), nil)
+                return (try EncryptedFileStore(url: location.vault, key: .keyFile(location.keyFile)), nil, nil)
             } catch {
-                return (UnavailableStore(error), error)
+                return (UnavailableStore(error), error, location.vault.path(percentEncoded: false))
             }
         }
     }
 
     /// The standard domain, `<app identifier>.plist` in the preferences folder, opened on first use.
     static var standard: UserDefaultsStore {
+        if scopedVaultRecordFolder != nil { reportNotIsolated() }
         if let standard = state.withLock({ $0.standard }) { return standard }
         let standard = openOnce(\.standard) { app in
-            UserDefaultsStore.openDomain(url: Locations.current.configHome.appending(path: app + ".plist"))
+            let url = Locations.current.configHome.appending(path: app + ".plist")
+            let opened = UserDefaultsStore.openDomain(url: url)
+            return (opened.store, opened.error, url.path(percentEncoded: false))
         }
         if let prefix = state.withLock({ $0.environmentPrefix }) { standard.addLayer(.environment(prefix: prefix)) }
         return standard
+    }
+
+    private static let reportedNotIsolated = Atomic<Bool>(false)
+
+    /// Inside a test under `.isolatedPreferences` (the only code that sets `scopedVaultRecordFolder`), the standard
+    /// domain is the real file: said once, at its first use there, rather than left to fail a later run.
+    private static func reportNotIsolated() {
+        guard !reportedNotIsolated.exchange(true, ordering: .relaxed) else { return }
+        let app = state.withLock { $0.appIdentifier }
+        let path = Locations.current.configHome.appending(path: app + ".plist").path(percentEncoded: false)
+        ErrorReporter.report(
+            PrefsNotIsolated(path: path, what: "UserDefaultsStore.standard"), key: "", operation: .read)
     }
 
     /// Sets the environment prefix and gives the standard domain its environment layer, now if it is open, else
@@ -100,7 +115,7 @@ enum DefaultStores {
     /// Opens a default store with the app identifier (which this freezes), without holding the lock, then keeps
     /// the first one opened. The opening error, if any, is reported once the lock is released.
     private static func openOnce<Store>(
-        _ slot: WritableKeyPath<State, Store?>, open: (String) -> (store: Store, error: (any Error)?)
+        _ slot: WritableKeyPath<State, Store?>, open: (String) -> (store: Store, error: (any Error)?, file: String?)
     ) -> Store where Store: Sendable {
         let app = state.withLock { state in
             state.appIdentifierInUse = true
@@ -113,7 +128,7 @@ enum DefaultStores {
             return (opened.store, true)
         }
         if isFirst, let error = opened.error, let source = store as? any KeyValueStore {
-            ErrorReporter.reportOnce(error, key: "", operation: .read, source: source.changes)
+            ErrorReporter.reportOnce(error, key: "", operation: .read, source: source.changes, file: opened.file)
         }
         return store
     }

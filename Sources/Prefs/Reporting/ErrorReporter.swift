@@ -17,18 +17,22 @@ package enum ErrorReporter {
         set { handler.withLock { $0 = newValue } }
     }
 
-    package static func report(_ error: any Error, key: String, operation: PrefsReport.Operation) {
+    /// Reports `error`; a report about a whole store (an empty `key`) names `file`, or else the file the error names.
+    package static func report(
+        _ error: any Error, key: String, operation: PrefsReport.Operation, file: String? = nil
+    ) {
         let deliver = current
-        deliver(PrefsReport(key: key, operation: operation, error: error))
+        deliver(PrefsReport(key: key, operation: operation, error: error, file: file))
     }
 
     /// Reports a failure of a whole store (a file that cannot be read) once, however many reads run into it;
     /// the same error is reported again only after ``forgetIncidents(of:)``, when the store has recovered.
-    package static func reportOnce(_ error: any Error, key: String, operation: PrefsReport.Operation, source: AnyObject)
-    {
+    package static func reportOnce(
+        _ error: any Error, key: String, operation: PrefsReport.Operation, source: AnyObject, file: String? = nil
+    ) {
         let text = String(describing: error)
         let isNew = incidents.withLock { $0[ObjectIdentifier(source), default: []].insert(text).inserted }
-        if isNew { report(error, key: key, operation: operation) }
+        if isNew { report(error, key: key, operation: operation, file: file) }
     }
 
     /// Called when a store that failed works again, so a later failure is reported afresh.

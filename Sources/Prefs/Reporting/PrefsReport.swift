@@ -24,11 +24,11 @@ public struct PrefsReport: Sendable, CustomStringConvertible {
     /// cannot be read, a layer file), when the error names one.
     public let file: String?
 
-    init(key: String, operation: Operation, error: any Error) {
+    init(key: String, operation: Operation, error: any Error, file: String? = nil) {
         self.key = key
         self.operation = operation
         self.error = error
-        file = key.isEmpty ? Self.path(named: error) : nil
+        self.file = key.isEmpty ? file ?? Self.path(named: error) : nil
     }
 
     /// `"read of \"theme\" failed: …"`, `"read of /home/me/.config/app.plist failed: …"`.
@@ -48,7 +48,26 @@ public struct PrefsReport: Sendable, CustomStringConvertible {
             PrefsError.durabilityNotConfirmed(let path, _, _, _), VaultError.io(let path, _, _, _),
             VaultError.insecureKeyFile(let path, _):
             path
+        case let notIsolated as PrefsNotIsolated: notIsolated.path
         default: nil
         }
+    }
+}
+
+/// `report.error is PrefsNotIsolated`: a store that is a real file (``what``, such as `UserDefaultsStore.standard`)
+/// was used inside a test under `.isolatedPreferences`, which cannot stand in for it.
+///
+/// Reported once, at the first such use, so the test does not silently share a file with other runs. Declare the
+/// wrapper without `store:` (it then uses the test's store), or give it an ``InMemoryStore``.
+public struct PrefsNotIsolated: Error, Sendable, CustomStringConvertible {
+    /// `notIsolated.path` is the real file.
+    public let path: String
+    /// `notIsolated.what` names the store: `"UserDefaultsStore.standard"`.
+    public let what: String
+
+    /// `"UserDefaultsStore.standard is the real file …"`.
+    public var description: String {
+        "\(what) is the real file \(path), used inside a test under .isolatedPreferences, which does not isolate it; "
+            + "declare the wrapper without store: to use the test's store"
     }
 }
