@@ -60,8 +60,9 @@ public struct IsolatedPreferencesTrait: TestTrait, SuiteTrait, TestScoping {
         // Created only if a vault writes a record; removed after the test either way.
         let scratch = FileManager.default.temporaryDirectory.appending(path: "prefs-isolated-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: scratch) }
+        let records = scratch.appending(path: "vaults").path(percentEncoded: false)
         try await PrefsIsolation.$current.withValue(isolation) {
-            try await PrefsConfig.withVaultRecordFolder(scratch.appending(path: "vaults").path(percentEncoded: false)) {
+            try await PrefsConfig.withIsolatedTest(stateFolder: records) {
                 try await PrefsConfig.withDefaultStore(isolation.defaultStore) {
                     try await PrefsConfig.withDefaultSecureStore(isolation.secureStore) {
                         try await function()

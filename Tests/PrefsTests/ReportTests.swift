@@ -94,7 +94,7 @@ extension ReportTests {
         let folder = try TempDir("prefs-reports")
         defer { folder.cleanup() }
         // What `.isolatedPreferences` sets around each test.
-        await PrefsConfig.withVaultRecordFolder(folder.path) {
+        await PrefsConfig.withIsolatedTest(stateFolder: folder.path) {
             _ = UserDefaultsStore.standard
             _ = UserDefaultsStore.standard
         }

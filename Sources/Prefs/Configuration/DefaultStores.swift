@@ -49,8 +49,8 @@ enum DefaultStores {
 
     @TaskLocal static var scopedDefault: Scope?
     @TaskLocal static var scopedSecure: Scope?
-    /// The folder of vault rollback records inside an isolated test (see `VaultRecord.directory`).
-    @TaskLocal static var scopedVaultRecordFolder: String?
+    /// True inside a test under `.isolatedPreferences` (see `PrefsConfig.withIsolatedTest`).
+    @TaskLocal static var insideIsolatedTest = false
 
     /// The store of wrappers without `store:`: the innermost `withDefaultStore` scope, else the store set through
     /// `PrefsConfig.defaultStore`, else the standard domain.
@@ -77,7 +77,7 @@ enum DefaultStores {
 
     /// The standard domain, `<app identifier>.plist` in the preferences folder, opened on first use.
     static var standard: UserDefaultsStore {
-        if scopedVaultRecordFolder != nil { reportNotIsolated() }
+        if insideIsolatedTest { reportNotIsolated() }
         if let standard = state.withLock({ $0.standard }) { return standard }
         let standard = openOnce(\.standard) { app in
             let url = Locations.current.configHome.appending(path: app + ".plist")
@@ -90,7 +90,7 @@ enum DefaultStores {
 
     private static let reportedNotIsolated = Atomic<Bool>(false)
 
-    /// Inside a test under `.isolatedPreferences` (the only code that sets `scopedVaultRecordFolder`), the standard
+    /// Inside a test under `.isolatedPreferences`, the standard
     /// domain is the real file: said once, at its first use there, rather than left to fail a later run.
     private static func reportNotIsolated() {
         guard !reportedNotIsolated.exchange(true, ordering: .relaxed) else { return }

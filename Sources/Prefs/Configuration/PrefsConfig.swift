@@ -137,12 +137,14 @@ public enum PrefsConfig {
         try await DefaultStores.$scopedSecure.withValue(DefaultStores.Scope(store), operation: operation)
     }
 
-    /// Runs `operation` with the rollback records of the vaults opened inside it (in this task and its child tasks)
-    /// kept in the folder at path `folder` instead of `$XDG_STATE_HOME/prefs/vaults`: how `.isolatedPreferences` keeps tests' vaults
-    /// out of the real state folder.
-    package static func withVaultRecordFolder<Result>(
-        _ folder: String, isolation: isolated (any Actor)? = #isolation, operation: () async throws -> Result
+    /// Runs `operation` as (part of) a test under `.isolatedPreferences`: vaults opened inside it, in this task and
+    /// its child tasks, keep their rollback records in the folder at path `stateFolder` instead of
+    /// `$XDG_STATE_HOME/prefs/vaults`, and the real standard domain, if used, is reported as not isolated.
+    package static func withIsolatedTest<Result>(
+        stateFolder: String, isolation: isolated (any Actor)? = #isolation, operation: () async throws -> Result
     ) async rethrows -> Result {
-        try await DefaultStores.$scopedVaultRecordFolder.withValue(folder, operation: operation)
+        try await DefaultStores.$insideIsolatedTest.withValue(true) {
+            try await VaultRecord.$scopedDirectory.withValue(stateFolder, operation: operation)
+        }
     }
 }

@@ -49,9 +49,10 @@ package enum ErrorReporter {
     private static let anyWriteIncident = Atomic<Bool>(false)
     private static let writeCausePrefix = "write\u{0}"
 
-    /// Runs a write of a wrapper that cannot throw, reporting what it throws once per store (`source`, its change
-    /// feed) and cause: a read-only folder or a damaged file fails every write alike, and a slider writing sixty
-    /// times a second must not print sixty lines. A write to the store that succeeds re-arms the report.
+    /// Runs a write of a wrapper that cannot throw, reporting a failure of the store's file once per store (`source`,
+    /// its change feed) and cause: a read-only folder or a damaged file fails every write alike, and a slider writing
+    /// sixty times a second must not print sixty lines. A write to the store that succeeds re-arms the report. Other
+    /// failures (a forced key, a value that cannot be encoded) are reported every time.
     static func reportingWrite(key: String, source: AnyObject, _ body: () throws -> Void) {
         do {
             try body()
@@ -61,20 +62,15 @@ package enum ErrorReporter {
                 incidents[id] = incidents[id]?.filter { !$0.hasPrefix(writeCausePrefix) }
             }
         } catch {
+            // Only failures of the store's file repeat for every key and every write; a refused value is news.
+            guard let fileError = PrefsReport.fileError(in: error) else {
+                report(error, key: key, operation: .write)
+                return
+            }
             anyWriteIncident.store(true, ordering: .relaxed)
-            let cause = writeCausePrefix + self.cause(of: error)
+            let cause = writeCausePrefix + fileError.repeatCause
             let isNew = incidents.withLock { $0[ObjectIdentifier(source), default: []].insert(cause).inserted }
             if isNew { report(error, key: key, operation: .write) }
-        }
-    }
-
-    /// What makes two failures the same: the error's text, except that a file-system error is the operation and
-    /// `errno` in one folder (a write's temporary file has a new name every time).
-    private static func cause(of error: any Error) -> String {
-        switch error {
-        case PrefsError.io(let path, let operation, let errno, _), VaultError.io(let path, let operation, let errno, _):
-            "\(operation) \(errno) in \(POSIX.parentPath(of: path))"
-        default: String(describing: error)
         }
     }
 

@@ -28,7 +28,7 @@ public struct PrefsReport: Sendable, CustomStringConvertible {
         self.key = key
         self.operation = operation
         self.error = error
-        self.file = key.isEmpty ? file ?? Self.path(named: error) : nil
+        self.file = key.isEmpty ? file ?? Self.fileError(in: error)?.filePath : nil
     }
 
     /// `"read of \"theme\" failed: …"`, `"read of /home/me/.config/app.plist failed: …"`.
@@ -39,18 +39,6 @@ public struct PrefsReport: Sendable, CustomStringConvertible {
         }
         let subject = key.isEmpty ? file : String(reflecting: key)
         return "\(operation.rawValue)\(subject.map { " of \($0)" } ?? "") failed: \(error)"
-    }
-
-    /// The file an error is about, for the errors that carry one.
-    private static func path(named error: any Error) -> String? {
-        switch error {
-        case PrefsError.corruptFile(let path, _), PrefsError.io(let path, _, _, _),
-            PrefsError.durabilityNotConfirmed(let path, _, _, _), VaultError.io(let path, _, _, _),
-            VaultError.insecureKeyFile(let path, _):
-            path
-        case let notIsolated as PrefsNotIsolated: notIsolated.path
-        default: nil
-        }
     }
 }
 

@@ -29,20 +29,20 @@ enum MissingFields {
     /// `stored` decoded as `T` with each field `JSONDecoder` finds missing taken from `defaultValue`'s JSON form;
     /// nil when `stored` is not a JSON object or something other than a missing field keeps it from decoding.
     static func decode<T: Codable>(_ stored: PrefValue, as type: T.Type, fillingFrom defaultValue: T) -> T? {
-        let text: String
+        let json: Data
         switch stored {
-        case .string(let json) where json.hasPrefix("{"): text = json
-        case .data(let bytes) where bytes.first == UInt8(ascii: "{"): text = String(decoding: bytes, as: UTF8.self)
+        case .string(let text) where text.hasPrefix("{"): json = Data(text.utf8)
+        case .data(let bytes) where bytes.first == UInt8(ascii: "{"): json = bytes
         default: return nil
         }
-        guard var tree = try? JSONFormat.decodeValue(text), case .dictionary = tree,
-            let defaults = try? JSONFormat.decodeValue(ForeignForms.jsonText(defaultValue))
+        let decoder = ForeignForms.decoder
+        guard var tree = try? decoder.decode(JSONTree.self, from: json), case .object = tree,
+            let defaults = try? decoder.decode(JSONTree.self, from: ForeignForms.encoder.encode(defaultValue))
         else { return nil }
         // Each round fills one field; a type has finitely many, and a field that cannot be filled ends the loop.
         for _ in 0..<1024 {
-            guard let json = try? JSONFormat.encodeValue(tree) else { return nil }
             do {
-                return try ForeignForms.decoder.decode(T.self, from: Data(json.utf8))
+                return try decoder.decode(T.self, from: ForeignForms.encoder.encode(tree))
             } catch DecodingError.keyNotFound(let key, let context) {
                 let path = context.codingPath + [key]
                 guard let value = defaults.member(at: path), tree.setMember(value, at: path) else { return nil }
@@ -54,12 +54,57 @@ enum MissingFields {
     }
 }
 
-extension PrefValue {
+/// A JSON document as `JSONDecoder` reads it, numbers kept exactly (integers as integers), for filling in fields.
+enum JSONTree: Codable, Equatable {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case unsignedInt(UInt64)
+    case double(Double)
+    case string(String)
+    case array([JSONTree])
+    case object([String: JSONTree])
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let flag = try? container.decode(Bool.self) {
+            self = .bool(flag)
+        } else if let number = try? container.decode(Int64.self) {
+            self = .int(number)
+        } else if let number = try? container.decode(UInt64.self) {
+            self = .unsignedInt(number)
+        } else if let number = try? container.decode(Double.self) {
+            self = .double(number)
+        } else if let text = try? container.decode(String.self) {
+            self = .string(text)
+        } else if let elements = try? container.decode([JSONTree].self) {
+            self = .array(elements)
+        } else {
+            self = .object(try container.decode([String: JSONTree].self))
+        }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let flag): try container.encode(flag)
+        case .int(let number): try container.encode(number)
+        case .unsignedInt(let number): try container.encode(number)
+        case .double(let number): try container.encode(number)
+        case .string(let text): try container.encode(text)
+        case .array(let elements): try container.encode(elements)
+        case .object(let members): try container.encode(members)
+        }
+    }
+
     /// The value at a `JSONDecoder` coding path: object members by name, array elements by index.
-    fileprivate func member(at path: some Collection<any CodingKey>) -> PrefValue? {
+    func member(at path: some Collection<any CodingKey>) -> JSONTree? {
         guard let first = path.first else { return self }
         switch self {
-        case .dictionary(let members): return members[first.stringValue]?.member(at: path.dropFirst())
+        case .object(let members): return members[first.stringValue]?.member(at: path.dropFirst())
         case .array(let elements):
             guard let index = first.intValue, elements.indices.contains(index) else { return nil }
             return elements[index].member(at: path.dropFirst())
@@ -68,13 +113,13 @@ extension PrefValue {
     }
 
     /// Sets the value at a coding path whose containers all exist; false when one does not.
-    fileprivate mutating func setMember(_ value: PrefValue, at path: some Collection<any CodingKey>) -> Bool {
+    mutating func setMember(_ value: JSONTree, at path: some Collection<any CodingKey>) -> Bool {
         guard let first = path.first else {
             self = value
             return true
         }
         switch self {
-        case .dictionary(var members):
+        case .object(var members):
             let rest = path.dropFirst()
             if rest.isEmpty {
                 members[first.stringValue] = value
@@ -82,7 +127,7 @@ extension PrefValue {
                 guard var child = members[first.stringValue], child.setMember(value, at: rest) else { return false }
                 members[first.stringValue] = child
             }
-            self = .dictionary(members)
+            self = .object(members)
             return true
         case .array(var elements):
             guard let index = first.intValue, elements.indices.contains(index),
