@@ -28,7 +28,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PrefsTestingTests",
-            dependencies: ["Prefs", "PrefsTesting"]
+            dependencies: ["Prefs", "PrefsTesting", "PrefsTestSupport"]
         ),
         // libpq for PrefsPostgres only: the core Prefs module never links it.
         .systemLibrary(

@@ -41,6 +41,11 @@ if let chosen = ProcessInfo.processInfo.environment["PREFS_DEMO_DIR"] {
 } else {
     root = FileManager.default.temporaryDirectory.appending(path: "prefs-demo-\(UUID().uuidString.prefix(8))")
 }
+// Every folder Prefs could use goes under `root`, before anything reads them: the vault's rollback record
+// (`$XDG_STATE_HOME/prefs/vaults`) included, so nothing is written to the real home.
+for (variable, folder) in [("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state")] {
+    setenv(variable, root.appending(path: folder).path(percentEncoded: false), 1)
+}
 let suiteFolder = root.appending(path: "config")
 let vaultURL = root.appending(path: "data/secrets.vault")
 let keyURL = root.appending(path: "config/demo/secrets.key")
@@ -52,16 +57,16 @@ PrefsConfig.errorHandler = { report in print("  reported: \(report)") }
 
 let prefs = Preferences()
 
-section("Observing currentTheme with for await (current value first, then changes)")
-// The subscription starts when `values` is read, so read it before the changes are made.
+// The subscription starts when `values` is read, so read it before the changes are made. The observer collects
+// what it sees, and its lines are printed once it is done, under their own heading.
 let themes = prefs.$currentTheme.values
 let observed = Task {
     var seen: [Theme] = []
     for await theme in themes {
-        print("  observer saw: \(theme)")
         seen.append(theme)
         if seen.count == 3 { break }
     }
+    return seen
 }
 
 section("Setting values")
@@ -84,11 +89,13 @@ withObservationTracking {
 } onChange: {
     print("  onChange fired for hasHapticsEnabled")
 }
-// A second model on the same store: a different wrapper of the same key.
+// A second model on the same store: a different wrapper of the same key. `onChange` runs during this write.
 Preferences().hasHapticsEnabled = false
 
+section("Observing currentTheme with for await (current value first, then changes)")
+print("  resetting currentTheme, back to its default")
 prefs.$currentTheme.reset()
-await observed.value
+for theme in await observed.value { print("  observer saw: \(theme)") }
 
 section("A secret in the encrypted vault")
 let session = Session()
@@ -104,6 +111,8 @@ section("Bad input is an error, not a crash")
 do { _ = try UserDefaultsStore(suiteName: "../escape") } catch { print("  \(error)") }
 
 section("On disk")
+print("  the files as they are now, at the end of the demo: after every step above (so currentTheme, reset, is absent")
+print("  and reads as its default, and hasHapticsEnabled is false again)")
 let plist = suiteFolder.appending(path: "com.example.demo.plist")
 for url in [plist, vaultURL, keyURL] {
     let attributes = try FileManager.default.attributesOfItem(atPath: url.path)

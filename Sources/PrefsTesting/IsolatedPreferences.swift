@@ -1,15 +1,22 @@
 public import Prefs
 public import Testing
 
+import class Foundation.FileManager
+import struct Foundation.URL
+import struct Foundation.UUID
+
 /// `@Test(.isolatedPreferences)` or `@Suite(.isolatedPreferences)` gives every test, and every case of a
 /// parameterized test, its own fresh preferences.
 ///
-/// Inside the test, wrappers created without `store:` (the way models are usually declared) use a new
-/// ``Prefs/InMemoryStore``, and `@SecureStoredValue` without `store:` a second one, so a test touches no file and
-/// sees no other test's values, even when Swift Testing runs tests in parallel:
+/// Inside the test, wrappers declared without `store:` use a new ``Prefs/InMemoryStore``, and `@SecureStoredValue`
+/// without `store:` a second one, so a test touches no file and sees no other test's values, even when Swift Testing
+/// runs tests in parallel. That holds for every form declared without `store:`: properties of models, typed keys
+/// (`@StoredValue(.doTheThing)`), secrets, and global or `static` wrappers, which follow whichever test reads them:
 ///
 /// ```swift
 /// import PrefsTesting
+///
+/// let hasHapticsEnabled = StoredValue(key: "hasHapticsEnabled", default: false)
 ///
 /// @Suite(.isolatedPreferences)
 /// struct SettingsTests {
@@ -18,12 +25,24 @@ public import Testing
 ///         settings.zoom = 2
 ///         #expect(Settings().zoom == 2)      // same test, same store
 ///     }
+///
+///     @Test(arguments: [false, true])
+///     func hapticsAreRemembered(_ enabled: Bool) {
+///         #expect(hasHapticsEnabled.wrappedValue == false)   // every case starts fresh
+///         hasHapticsEnabled.wrappedValue = enabled
+///         #expect(hasHapticsEnabled.wrappedValue == enabled)
+///     }
 /// }
 /// ```
 ///
+/// A vault the test opens itself (`EncryptedFileStore(url:key:)` in a temporary folder) keeps its rollback record
+/// in a temporary folder of the test, removed when the test ends, instead of `$XDG_STATE_HOME/prefs/vaults`.
+/// Wrappers given a `store:` use that store, inside the trait as anywhere; `UserDefaultsStore.standard` named
+/// explicitly is the real file, and its first use inside the trait is reported (``Prefs/PrefsNotIsolated``).
+///
 /// The stores are task-local (see ``Prefs/PrefsConfig/withDefaultStore(_:operation:)``): child tasks of the test
-/// inherit them, while other tests, and code that is not part of the test, keep their own. A wrapper created
-/// inside the test keeps its store after the test ends. Use ``PrefsIsolation/current`` to reach the test's stores.
+/// inherit them, while other tests, and code that is not part of the test (a detached task), keep their own. Use
+/// ``PrefsIsolation/current`` to reach the test's stores.
 public struct IsolatedPreferencesTrait: TestTrait, SuiteTrait, TestScoping {
     /// `true`: on a suite, every test inside it (and inside nested suites) is isolated.
     public var isRecursive: Bool { true }
@@ -33,15 +52,21 @@ public struct IsolatedPreferencesTrait: TestTrait, SuiteTrait, TestScoping {
         testCase == nil ? nil : self
     }
 
-    /// Runs one test case with fresh default stores.
+    /// Runs one test case with fresh default stores and its own folder for vault records.
     public func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
         let isolation = PrefsIsolation(defaultStore: InMemoryStore(), secureStore: InMemoryStore())
+        // Created only if a vault writes a record; removed after the test either way.
+        let scratch = FileManager.default.temporaryDirectory.appending(path: "prefs-isolated-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let records = scratch.appending(path: "vaults").path(percentEncoded: false)
         try await PrefsIsolation.$current.withValue(isolation) {
-            try await PrefsConfig.withDefaultStore(isolation.defaultStore) {
-                try await PrefsConfig.withDefaultSecureStore(isolation.secureStore) {
-                    try await function()
+            try await PrefsConfig.withIsolatedTest(stateFolder: records) {
+                try await PrefsConfig.withDefaultStore(isolation.defaultStore) {
+                    try await PrefsConfig.withDefaultSecureStore(isolation.secureStore) {
+                        try await function()
+                    }
                 }
             }
         }

@@ -21,40 +21,83 @@ enum DefaultStores {
 
     static let state = Mutex(State())
 
-    @TaskLocal static var scopedDefaultStore: (any KeyValueStore)?
-    @TaskLocal static var scopedSecureStore: (any KeyValueStore)?
+    /// One `withDefaultStore` (or `withDefaultSecureStore`) scope: its store, and the state that wrappers created
+    /// outside the scope (globals, statics, models made before the test) use while they are read inside it.
+    final class Scope: Sendable {
+        let store: any KeyValueStore
+        /// By the identity of a wrapper's own state: that wrapper's state on `store`. Kept for the scope's life.
+        private let boxes = Mutex<
+            [ObjectIdentifier: (declared: any AnyObject & Sendable, box: any AnyObject & Sendable)]
+        >(
+            [:])
+
+        init(_ store: any KeyValueStore) { self.store = store }
+
+        /// The state standing in for `declared` in this scope, made by `make` the first time (outside the lock:
+        /// making it declares the key on the store, which can report to the error handler).
+        func box<Box: AnyObject & Sendable>(standingInFor declared: some AnyObject & Sendable, make: () -> Box) -> Box {
+            let id = ObjectIdentifier(declared)
+            if let existing = boxes.withLock({ $0[id]?.box }) as? Box { return existing }
+            let made = make()
+            return boxes.withLock { boxes in
+                if let existing = boxes[id]?.box as? Box { return existing }
+                boxes[id] = (declared, made)
+                return made
+            }
+        }
+    }
+
+    @TaskLocal static var scopedDefault: Scope?
+    @TaskLocal static var scopedSecure: Scope?
+    /// True inside a test under `.isolatedPreferences` (see `PrefsConfig.withIsolatedTest`).
+    @TaskLocal static var insideIsolatedTest = false
 
     /// The store of wrappers without `store:`: the innermost `withDefaultStore` scope, else the store set through
     /// `PrefsConfig.defaultStore`, else the standard domain.
     static var defaultStore: any KeyValueStore {
-        if let scoped = scopedDefaultStore { return scoped }
+        if let scoped = scopedDefault?.store { return scoped }
         if let configured = state.withLock({ $0.defaultStore }) { return configured }
         return standard
     }
 
     /// The vault of secure wrappers without `store:`, resolved like ``defaultStore``.
     static var secureStore: any KeyValueStore {
-        if let scoped = scopedSecureStore { return scoped }
+        if let scoped = scopedSecure?.store { return scoped }
         if let configured = state.withLock({ $0.secureStore ?? $0.vault }) { return configured }
         return openOnce(\.vault) { app in
             // The folders resolved once for the whole process, like the standard domain's.
             let location = EncryptedFileStore.defaultLocation(appIdentifier: app)
             do {
-                return (try EncryptedFileStore(url: location.vault, key: .keyFile(location.keyFile)), nil)
+                return (try EncryptedFileStore(url: location.vault, key: .keyFile(location.keyFile)), nil, nil)
             } catch {
-                return (UnavailableStore(error), error)
+                return (UnavailableStore(error), error, location.vault.path(percentEncoded: false))
             }
         }
     }
 
     /// The standard domain, `<app identifier>.plist` in the preferences folder, opened on first use.
     static var standard: UserDefaultsStore {
+        if insideIsolatedTest { reportNotIsolated() }
         if let standard = state.withLock({ $0.standard }) { return standard }
         let standard = openOnce(\.standard) { app in
-            UserDefaultsStore.openDomain(url: Locations.current.configHome.appending(path: app + ".plist"))
+            let url = Locations.current.configHome.appending(path: app + ".plist")
+            let opened = UserDefaultsStore.openDomain(url: url)
+            return (opened.store, opened.error, url.path(percentEncoded: false))
         }
         if let prefix = state.withLock({ $0.environmentPrefix }) { standard.addLayer(.environment(prefix: prefix)) }
         return standard
+    }
+
+    private static let reportedNotIsolated = Atomic<Bool>(false)
+
+    /// Inside a test under `.isolatedPreferences`, the standard
+    /// domain is the real file: said once, at its first use there, rather than left to fail a later run.
+    private static func reportNotIsolated() {
+        guard !reportedNotIsolated.exchange(true, ordering: .relaxed) else { return }
+        let app = state.withLock { $0.appIdentifier }
+        let path = Locations.current.configHome.appending(path: app + ".plist").path(percentEncoded: false)
+        ErrorReporter.report(
+            PrefsNotIsolated(path: path, what: "UserDefaultsStore.standard"), key: "", operation: .read)
     }
 
     /// Sets the environment prefix and gives the standard domain its environment layer, now if it is open, else
@@ -72,7 +115,7 @@ enum DefaultStores {
     /// Opens a default store with the app identifier (which this freezes), without holding the lock, then keeps
     /// the first one opened. The opening error, if any, is reported once the lock is released.
     private static func openOnce<Store>(
-        _ slot: WritableKeyPath<State, Store?>, open: (String) -> (store: Store, error: (any Error)?)
+        _ slot: WritableKeyPath<State, Store?>, open: (String) -> (store: Store, error: (any Error)?, file: String?)
     ) -> Store where Store: Sendable {
         let app = state.withLock { state in
             state.appIdentifierInUse = true
@@ -85,7 +128,7 @@ enum DefaultStores {
             return (opened.store, true)
         }
         if isFirst, let error = opened.error, let source = store as? any KeyValueStore {
-            ErrorReporter.reportOnce(error, key: "", operation: .read, source: source.changes)
+            ErrorReporter.reportOnce(error, key: "", operation: .read, source: source.changes, file: opened.file)
         }
         return store
     }

@@ -9,8 +9,9 @@ import Synchronization
 public enum PrefsConfig {
     /// `PrefsConfig.defaultStore = InMemoryStore()` sets the store used by wrappers without a `store:` argument.
     ///
-    /// Defaults to ``UserDefaultsStore/standard``. A wrapper keeps the store it was created with, so set it before
-    /// creating any wrapper. Inside `withDefaultStore(_:operation:)` the getter returns that scope's store.
+    /// Defaults to ``UserDefaultsStore/standard``. Outside a `withDefaultStore(_:operation:)` scope a wrapper keeps
+    /// the store it was created with, so set it before creating any wrapper. Inside such a scope the getter returns
+    /// that scope's store, and wrappers declared without `store:` use it.
     public static var defaultStore: any KeyValueStore {
         get { DefaultStores.defaultStore }
         set { DefaultStores.state.withLock { $0.defaultStore = newValue } }
@@ -78,9 +79,11 @@ public enum PrefsConfig {
     /// could not throw.
     ///
     /// A read that fails (for example a stored value of the wrong type) returns the default and reports here;
-    /// nothing stored is overwritten. A failed write leaves the old value in place and reports here. A store that
-    /// cannot be read at all is reported once, not on every read. The default handler prints one line to standard
-    /// error. The handler is called without any Prefs lock held, so it may itself use preferences.
+    /// nothing stored is overwritten. A failed write leaves the old value in place and reports here; writes to one
+    /// store that keep failing for the same cause (a read-only folder, a damaged file) are reported once, until a
+    /// write succeeds. A store that cannot be read at all is reported once, not on every read; such a report has an
+    /// empty ``PrefsReport/key`` and names the file in ``PrefsReport/file``. The default handler prints one line to
+    /// standard error. The handler is called without any Prefs lock held, so it may itself use preferences.
     public static var errorHandler: @Sendable (PrefsReport) -> Void {
         get { ErrorReporter.current }
         set { ErrorReporter.current = newValue }
@@ -101,11 +104,13 @@ public enum PrefsConfig {
     /// }
     /// ```
     ///
-    /// A wrapper keeps the store it was created with, also after the scope ends.
+    /// A wrapper declared without `store:` uses the store of the scope it is read or written in, wherever it was
+    /// created: a global or `static` wrapper, or a model made before the scope, follows each scope. Outside every
+    /// scope it keeps the store it was created with, also after the scope it was created in has ended.
     public static func withDefaultStore<Result>(
         _ store: any KeyValueStore, operation: () throws -> Result
     ) rethrows -> Result {
-        try DefaultStores.$scopedDefaultStore.withValue(store, operation: operation)
+        try DefaultStores.$scopedDefault.withValue(DefaultStores.Scope(store), operation: operation)
     }
 
     /// `await PrefsConfig.withDefaultStore(InMemoryStore()) { await … }`: the same for asynchronous code.
@@ -113,7 +118,7 @@ public enum PrefsConfig {
         _ store: any KeyValueStore, isolation: isolated (any Actor)? = #isolation,
         operation: () async throws -> Result
     ) async rethrows -> Result {
-        try await DefaultStores.$scopedDefaultStore.withValue(store, operation: operation)
+        try await DefaultStores.$scopedDefault.withValue(DefaultStores.Scope(store), operation: operation)
     }
 
     /// `PrefsConfig.withDefaultSecureStore(InMemoryStore()) { … }` runs `operation` with `store` as the vault of
@@ -121,7 +126,7 @@ public enum PrefsConfig {
     public static func withDefaultSecureStore<Result>(
         _ store: any KeyValueStore, operation: () throws -> Result
     ) rethrows -> Result {
-        try DefaultStores.$scopedSecureStore.withValue(store, operation: operation)
+        try DefaultStores.$scopedSecure.withValue(DefaultStores.Scope(store), operation: operation)
     }
 
     /// `await PrefsConfig.withDefaultSecureStore(InMemoryStore()) { await … }`: the same for asynchronous code.
@@ -129,6 +134,17 @@ public enum PrefsConfig {
         _ store: any KeyValueStore, isolation: isolated (any Actor)? = #isolation,
         operation: () async throws -> Result
     ) async rethrows -> Result {
-        try await DefaultStores.$scopedSecureStore.withValue(store, operation: operation)
+        try await DefaultStores.$scopedSecure.withValue(DefaultStores.Scope(store), operation: operation)
+    }
+
+    /// Runs `operation` as (part of) a test under `.isolatedPreferences`: vaults opened inside it, in this task and
+    /// its child tasks, keep their rollback records in the folder at path `stateFolder` instead of
+    /// `$XDG_STATE_HOME/prefs/vaults`, and the real standard domain, if used, is reported as not isolated.
+    package static func withIsolatedTest<Result>(
+        stateFolder: String, isolation: isolated (any Actor)? = #isolation, operation: () async throws -> Result
+    ) async rethrows -> Result {
+        try await DefaultStores.$insideIsolatedTest.withValue(true) {
+            try await VaultRecord.$scopedDirectory.withValue(stateFolder, operation: operation)
+        }
     }
 }

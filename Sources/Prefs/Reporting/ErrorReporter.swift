@@ -17,18 +17,22 @@ package enum ErrorReporter {
         set { handler.withLock { $0 = newValue } }
     }
 
-    package static func report(_ error: any Error, key: String, operation: PrefsReport.Operation) {
+    /// Reports `error`; a report about a whole store (an empty `key`) names `file`, or else the file the error names.
+    package static func report(
+        _ error: any Error, key: String, operation: PrefsReport.Operation, file: String? = nil
+    ) {
         let deliver = current
-        deliver(PrefsReport(key: key, operation: operation, error: error))
+        deliver(PrefsReport(key: key, operation: operation, error: error, file: file))
     }
 
     /// Reports a failure of a whole store (a file that cannot be read) once, however many reads run into it;
     /// the same error is reported again only after ``forgetIncidents(of:)``, when the store has recovered.
-    package static func reportOnce(_ error: any Error, key: String, operation: PrefsReport.Operation, source: AnyObject)
-    {
+    package static func reportOnce(
+        _ error: any Error, key: String, operation: PrefsReport.Operation, source: AnyObject, file: String? = nil
+    ) {
         let text = String(describing: error)
         let isNew = incidents.withLock { $0[ObjectIdentifier(source), default: []].insert(text).inserted }
-        if isNew { report(error, key: key, operation: operation) }
+        if isNew { report(error, key: key, operation: operation, file: file) }
     }
 
     /// Called when a store that failed works again, so a later failure is reported afresh.
@@ -39,6 +43,35 @@ package enum ErrorReporter {
     /// Runs `body`, reporting instead of throwing what it throws.
     static func reporting(key: String, operation: PrefsReport.Operation, _ body: () throws -> Void) {
         do { try body() } catch { report(error, key: key, operation: operation) }
+    }
+
+    /// Whether a failed write was ever reported, so that successful writes skip the lock until one is.
+    private static let anyWriteIncident = Atomic<Bool>(false)
+    private static let writeCausePrefix = "write\u{0}"
+
+    /// Runs a write of a wrapper that cannot throw, reporting a failure of the store's file once per store (`source`,
+    /// its change feed) and cause: a read-only folder or a damaged file fails every write alike, and a slider writing
+    /// sixty times a second must not print sixty lines. A write to the store that succeeds re-arms the report. Other
+    /// failures (a forced key, a value that cannot be encoded) are reported every time.
+    static func reportingWrite(key: String, source: AnyObject, _ body: () throws -> Void) {
+        do {
+            try body()
+            guard anyWriteIncident.load(ordering: .relaxed) else { return }
+            incidents.withLock { incidents in
+                let id = ObjectIdentifier(source)
+                incidents[id] = incidents[id]?.filter { !$0.hasPrefix(writeCausePrefix) }
+            }
+        } catch {
+            // Only failures of the store's file repeat for every key and every write; a refused value is news.
+            guard let fileError = PrefsReport.fileError(in: error) else {
+                report(error, key: key, operation: .write)
+                return
+            }
+            anyWriteIncident.store(true, ordering: .relaxed)
+            let cause = writeCausePrefix + fileError.repeatCause
+            let isNew = incidents.withLock { $0[ObjectIdentifier(source), default: []].insert(cause).inserted }
+            if isNew { report(error, key: key, operation: .write) }
+        }
     }
 
     @Sendable static func logToStandardError(_ report: PrefsReport) {

@@ -67,3 +67,15 @@ extension SystemCallError {
     /// The same failure as a `VaultError.io`, for vault key files.
     var vaultError: VaultError { .io(path: path, operation: operation, errno: errno, message: message) }
 }
+
+extension VaultError: FileErrorConvertible {
+    /// A vault's file-system failure, for reports.
+    var fileError: (any FileError)? {
+        switch self {
+        case .io(let path, let operation, let errno, _):
+            FileFailure(filePath: path, repeatCause: FileFailure.systemCallCause(path, operation, errno))
+        case .insecureKeyFile(let path, _): FileFailure(filePath: path, repeatCause: description)
+        default: nil
+        }
+    }
+}

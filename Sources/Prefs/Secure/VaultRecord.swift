@@ -17,8 +17,15 @@ import Synchronization
 /// written is never skipped silently: its reads and writes say why, and the store reports it.
 enum VaultRecord {
     /// The folder of the records: `$XDG_STATE_HOME/prefs/vaults`, falling back to `$HOME/.local/state/prefs/vaults`,
-    /// resolved once per process like every other folder Prefs uses (`Locations`).
-    static let directory = Locations.current.stateHome.appending(path: "prefs/vaults").path(percentEncoded: false)
+    /// resolved once per process like every other folder Prefs uses (`Locations`); inside a test under
+    /// `.isolatedPreferences`, the test's own folder. A vault keeps the folder it was opened with.
+    static var directory: String { scopedDirectory ?? processDirectory }
+
+    /// The folder of the records of vaults opened inside a test under `.isolatedPreferences`.
+    @TaskLocal static var scopedDirectory: String?
+
+    private static let processDirectory = Locations.current.stateHome.appending(path: "prefs/vaults").path(
+        percentEncoded: false)
 
     /// The record file of the vault at `vaultPath`.
     static func path(forVault vaultPath: String) -> String { path(forCanonical: canonicalPath(vaultPath)) }

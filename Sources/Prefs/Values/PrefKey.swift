@@ -16,14 +16,20 @@ public struct PrefKey<Value: Sendable & Equatable>: Sendable {
     /// `key.defaultValue` is the value read when nothing is stored, or when what is stored cannot be decoded.
     public let defaultValue: Value
     let codec: ValueCodec<Value>
+    /// Run when a wrapper declares the key on a store (see ``migrating(_:)``).
+    var migrations: [PrefMigration<Value>] = []
 
     /// `PrefKey("theme", default: Theme.light)` declares a key for any `Codable` value.
+    ///
+    /// A stored struct that lacks fields added to the type later reads with those fields taken from
+    /// `defaultValue`, and keeps every field it has (see <doc:EvolvingModels>).
     ///
     /// - Parameters:
     ///   - name: The name the value is stored under.
     ///   - defaultValue: The value read while nothing is stored.
     public init(_ name: String, default defaultValue: Value) where Value: Codable {
-        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(codable: Value.self))
+        let codec = ValueCodec(codable: Value.self).fillingMissingFields(from: defaultValue)
+        self.init(name: name, defaultValue: defaultValue, codec: codec)
     }
 
     /// `PrefKey("version", default: Version(1, 0))` declares a key for a type that chooses its own stored form

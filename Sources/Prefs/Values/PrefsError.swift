@@ -15,7 +15,8 @@ public enum PrefsError: Error, Sendable, Equatable {
     /// `@StoredValue(key:storage:)`; the wrapper keeps its value in memory only rather than write another domain.
     case unidentifiedUserDefaults(reason: String)
     /// `.conflictingDeclarations(key:first:second:)`: two wrappers of one key on one store declared with different
-    /// types or defaults, so they would disagree about the value. Both still work; fix the declarations.
+    /// types or defaults. Both still work: with different defaults the first declaration's default applies to both;
+    /// with different types each decodes the stored value as its own type. Reported once; fix the declarations.
     case conflictingDeclarations(key: String, first: String, second: String)
     /// `.invalidKey(_:reason:)`: a key that no store can hold: empty or containing NUL.
     case invalidKey(String, reason: String)
@@ -62,8 +63,7 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
         case .unidentifiedUserDefaults(let reason):
             "cannot tell which domain this UserDefaults instance uses (\(reason)); its values are kept in memory only"
         case .conflictingDeclarations(let key, let first, let second):
-            "\(String(reflecting: key)) is declared twice on one store, as \(first) and as \(second); "
-                + "the wrappers will disagree"
+            Self.conflictDescription(key: key, first: first, second: second)
         case .invalidKey(let key, let reason): "invalid key \(String(reflecting: key)): \(reason)"
         case .typeMismatch(let key, let expected, let found):
             "value for \(String(reflecting: key)) is \(found), expected \(expected); left unchanged"
@@ -87,6 +87,18 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
             "writing \(path) refused: it would be \(size) bytes, more than the \(limit >> 20) MiB a preferences file "
                 + "may have; nothing was written"
         }
+    }
+
+    /// A conflict of defaults names both as `Type = default`; a conflict of types names the types alone.
+    private static func conflictDescription(key: String, first: String, second: String) -> String {
+        let name = String(reflecting: key)
+        if first.contains(" = ") && second.contains(" = ") {
+            return "\(name) is declared on one store first as \(first), then as \(second); the first declaration's "
+                + "default wins: while nothing is stored both read it, so they agree; give both the same default"
+        }
+        return "\(name) is declared on one store first as \(first), then as \(second); each reads the stored value "
+            + "as its own type, and the \(second) one reads its own default while a value it cannot decode is stored; "
+            + "declare one type"
     }
 
     /// `error.localizedDescription` is the same text as ``description``.

@@ -15,12 +15,20 @@
 ///
 /// Without a `store:` argument secrets go to ``PrefsConfig/secureStore``: an ``EncryptedFileStore`` in the
 /// app's data folder whose key file sits in its config folder. Reads are served from memory after the vault is
-/// opened once, and reading inside `withObservationTracking` tracks the value, as with ``StoredValue``.
+/// opened once, and reading inside `withObservationTracking` tracks the value, as with ``StoredValue``. Inside a
+/// ``PrefsConfig/withDefaultSecureStore(_:operation:)`` scope (a test under `.isolatedPreferences`) a wrapper without
+/// `store:`, global and `static` ones included, uses that scope's vault.
 ///
 /// The wrapper's `description`, `debugDescription` and mirror never contain the secret.
 @propertyWrapper
 public struct SecureStoredValue<Value: Codable & Sendable & Equatable>: Sendable {
-    let box: StoredValueBox<Value?>
+    /// The state this wrapper was created with.
+    let declared: StoredValueBox<Value?>
+    /// Declared without `store:`: inside a `withDefaultSecureStore` scope the wrapper uses that scope's vault.
+    let followsSecureScope: Bool
+
+    /// The state in use: the declared one, or for a wrapper without `store:` its stand-in in the current scope.
+    var box: StoredValueBox<Value?> { followsSecureScope ? declared.inCurrentSecureScope() : declared }
 
     /// `@SecureStoredValue<String>(key: "authToken") var authToken` stores a secret under `key`.
     ///
@@ -31,7 +39,8 @@ public struct SecureStoredValue<Value: Codable & Sendable & Equatable>: Sendable
     ///   - store: The vault to use; ``PrefsConfig/secureStore`` when nil.
     public init(key: String, service: String? = nil, store: (any KeyValueStore)? = nil) {
         let name = service.map { "\($0).\(key)" } ?? key
-        box = StoredValueBox(
+        followsSecureScope = store == nil
+        declared = StoredValueBox(
             key: name, defaultValue: nil, codec: ValueCodec(redactingErrorsOf: ValueCodec(codable: Value?.self)),
             store: store ?? DefaultStores.secureStore)
     }

@@ -23,7 +23,10 @@ public import Foundation
 /// same key and store shares that state, so two wrappers never disagree, and changes made by other processes show
 /// up by themselves. Reading the property inside `withObservationTracking` (or SwiftUI) tracks it.
 ///
-/// Without a `store:` argument the wrapper uses ``PrefsConfig/defaultStore`` (the standard UserDefaults domain).
+/// Without a `store:` argument the wrapper uses ``PrefsConfig/defaultStore`` (the standard UserDefaults domain), and
+/// inside a ``PrefsConfig/withDefaultStore(_:operation:)`` scope (a test under `.isolatedPreferences`) that scope's
+/// store, also when the wrapper is a global or a `static`. The value type must be `Equatable`: `values` yields
+/// distinct changes only, and two declarations of a key are compared by their defaults.
 /// Writes never throw here: a failure keeps the stored value and is sent to ``PrefsConfig/errorHandler``. Use a
 /// store's typed API (`try store.set(_:for:)`) when you need to handle the error yourself.
 ///
@@ -31,7 +34,15 @@ public import Foundation
 /// there. A class that holds wrappers is another matter; see <doc:Concurrency> for the patterns that compile.
 @propertyWrapper
 public struct StoredValue<Value: Sendable & Equatable>: Sendable {
-    @usableFromInline let box: StoredValueBox<Value>
+    /// The state this wrapper was created with.
+    @usableFromInline let declared: StoredValueBox<Value>
+    /// Declared without `store:`: inside a `withDefaultStore` scope the wrapper uses that scope's store.
+    @usableFromInline let followsDefaultScope: Bool
+
+    /// The state in use: the declared one, or for a wrapper without `store:` its stand-in in the current scope.
+    @inlinable var box: StoredValueBox<Value> {
+        followsDefaultScope ? declared.inCurrentDefaultScope() : declared
+    }
 
     /// `@StoredValue(key: "theme") var theme: Theme = .light` stores under `key`, defaulting to the initial value.
     ///
@@ -68,8 +79,10 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     ///   - key: A ``PrefKey``, usually a static member declared once in an extension.
     ///   - store: Where to keep it; ``PrefsConfig/defaultStore`` when nil.
     public init(_ key: PrefKey<Value>, store: (any KeyValueStore)? = nil) {
-        box = StoredValueBox(
-            key: key.name, defaultValue: key.defaultValue, codec: key.codec, store: store ?? DefaultStores.defaultStore)
+        declared = StoredValueBox(
+            key: key.name, defaultValue: key.defaultValue, codec: key.codec, store: store ?? DefaultStores.defaultStore,
+            migrations: key.migrations)
+        followsDefaultScope = store == nil
     }
 
     /// `theme` reads the current value; `theme = .dark` stores a new one.
@@ -106,13 +119,13 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
 
     /// `$theme.set(.dark)` stores a new value.
     public func set(_ value: Value) {
-        ErrorReporter.reporting(key: box.key, operation: .write) { try box.write(value) }
+        box.reportingWrite { try $0.write(value) }
     }
 
     /// `$theme.reset()` removes the stored value, so the property reads as the next layer's value again: usually
     /// its declared default, or a system-wide default or a command-line argument where one applies.
     public func reset() {
-        ErrorReporter.reporting(key: box.key, operation: .write) { try box.remove() }
+        box.reportingWrite { try $0.remove() }
     }
 
     /// `$counter.update { $0 += 1 }` reads, changes and writes the value as one atomic step.
@@ -121,7 +134,7 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     /// updates never lose each other's changes. If the stored value cannot be decoded, nothing is written and the
     /// error is reported.
     public func update(_ transform: (inout Value) -> Void) {
-        ErrorReporter.reporting(key: box.key, operation: .write) { try box.modify(transform) }
+        box.reportingWrite { try $0.modify(transform) }
     }
 
     /// `$preferences.set(\.prefersDarkMode, to: true)` changes one property of a stored value, atomically.

@@ -10,6 +10,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     let defaultValue: Value
     let codec: ValueCodec<Value>
     let store: any KeyValueStore
+    let migrations: [PrefMigration<Value>]
     @usableFromInline let cell: KeyCell
 
     /// A `values` subscriber (yields each new value) or a `changes` subscriber (yields the old and new value).
@@ -57,21 +58,43 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     @usableFromInline static var fitsInBits: Bool { _isPOD(Value.self) && MemoryLayout<Value>.size <= 8 }
     private let subscribers = Mutex(Subscribers())
 
-    init(key: String, defaultValue: Value, codec: ValueCodec<Value>, store: any KeyValueStore) {
+    init(
+        key: String, defaultValue: Value, codec: ValueCodec<Value>, store: any KeyValueStore,
+        migrations: [PrefMigration<Value>] = []
+    ) {
         self.key = key
         self.defaultValue = defaultValue
         self.codec = codec
         self.store = store
+        self.migrations = migrations
         self.cell = store.changes.cell(for: key)
         self.cachedValue = .allocate(capacity: 1)
         self.cachedValue.initialize(to: defaultValue)
         if let conflict = cell.declare(KeyDeclaration(type: Value.self, defaultValue: defaultValue)) {
             ErrorReporter.report(
                 PrefsError.conflictingDeclarations(key: key, first: conflict.first, second: conflict.second),
-                key: key, operation: .read)
+                key: key, operation: .declaration)
         }
+        // Before the default is registered, so that only stored values count as present.
+        for migration in migrations { migration.run(key: key, codec: codec, in: store) }
         // Layers: a declaration registers its default with its store, for raw reads and other code.
         store.registerDeclared(key, default: defaultValue, codec: codec)
+    }
+
+    /// The state a wrapper declared without `store:` uses now: inside a `withDefaultStore` scope of another store
+    /// (a test under `.isolatedPreferences`), this declaration's state on the scope's store, so a global or static
+    /// wrapper follows each test; elsewhere this one.
+    @usableFromInline func inCurrentDefaultScope() -> StoredValueBox { standingIn(for: DefaultStores.scopedDefault) }
+
+    /// The same for a secure wrapper declared without `store:`, in a `withDefaultSecureStore` scope.
+    func inCurrentSecureScope() -> StoredValueBox { standingIn(for: DefaultStores.scopedSecure) }
+
+    private func standingIn(for scope: DefaultStores.Scope?) -> StoredValueBox {
+        guard let scope, scope.store !== store else { return self }
+        return scope.box(standingInFor: self) {
+            StoredValueBox(
+                key: key, defaultValue: defaultValue, codec: codec, store: scope.store, migrations: migrations)
+        }
     }
 
     deinit {
@@ -160,6 +183,12 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
             ErrorReporter.report(error, key: key, operation: .read)
             return defaultValue
         }
+    }
+
+    /// Runs a write of a wrapper that cannot throw on this state (resolved once, so the write and its report are
+    /// about the same store), reporting a failure once per cause (see `ErrorReporter.reportingWrite`).
+    func reportingWrite(_ body: (StoredValueBox) throws -> Void) {
+        ErrorReporter.reportingWrite(key: key, source: store.changes) { try body(self) }
     }
 
     func write(_ newValue: Value) throws {

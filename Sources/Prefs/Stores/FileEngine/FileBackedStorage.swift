@@ -139,7 +139,8 @@ final class FileBackedStorage: Sendable {
         do {
             try file.withLock(.shared) { try refreshLocked() }
         } catch {
-            ErrorReporter.reportOnce(error, key: "", operation: .read, source: changes)
+            ErrorReporter.reportOnce(
+                error, key: "", operation: .read, source: changes, file: file.url.path(percentEncoded: false))
         }
         changes.deliverAnnouncements()
         restoreAfterForeignRewrite()

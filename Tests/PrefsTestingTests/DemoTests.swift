@@ -1,0 +1,65 @@
+import Foundation
+import PrefsTestSupport
+import Testing
+
+/// `make demo` runs `prefs-demo`: it must write only inside its own temporary folder and print its sections in order.
+@Suite struct DemoTests {
+    @Test func theDemoWritesOnlyInItsTemporaryFolderAndReadsTopToBottom() throws {
+        let root = try TempDir("prefs-demo-test")
+        defer { root.cleanup() }
+        let folders = ["home", "config", "data", "state", "tmp"]
+        for name in folders {
+            try FileManager.default.createDirectory(at: root.file(name), withIntermediateDirectories: true)
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["PREFS_DEMO_DIR"] = nil
+        environment["HOME"] = root.path("home")
+        environment["XDG_CONFIG_HOME"] = root.path("config")
+        environment["XDG_DATA_HOME"] = root.path("data")
+        environment["XDG_STATE_HOME"] = root.path("state")
+        environment["TMPDIR"] = root.path("tmp")
+
+        let (status, output) = try runToCompletion(builtExecutable(named: "prefs-demo"), environment: environment)
+        #expect(status == 0, "\(output)")
+
+        for name in ["home", "config", "data", "state"] {
+            let left = FileManager.default.subpaths(atPath: root.path(name)) ?? []
+            #expect(left.isEmpty, "the demo wrote \(left) into \(name)")
+        }
+        // Its own folder, with the suite, the vault, its key and the vault's rollback record inside.
+        let own = try FileManager.default.contentsOfDirectory(atPath: root.path("tmp"))
+        #expect(own.count == 1 && own[0].hasPrefix("prefs-demo-"), "\(own)")
+        let files = Set(FileManager.default.subpaths(atPath: root.path("tmp/\(own.first ?? "")")) ?? [])
+        #expect(
+            files.isSuperset(of: ["config/com.example.demo.plist", "data/secrets.vault", "config/demo/secrets.key"]))
+        #expect(files.contains { $0.hasPrefix("state/prefs/vaults/") && $0.hasSuffix(".record") }, "\(files)")
+
+        let lines = output.split(separator: "\n").map(String.init)
+        let headings = lines.filter { $0.hasPrefix("== ") }
+        #expect(
+            headings == [
+                "== Setting values",
+                "== Observation framework: withObservationTracking sees a change made elsewhere",
+                "== Observing currentTheme with for await (current value first, then changes)",
+                "== A secret in the encrypted vault",
+                "== Bad input is an error, not a crash",
+                "== On disk",
+            ])
+        // Each line sits under its own heading.
+        func section(of text: String) -> String? {
+            guard let index = lines.firstIndex(where: { $0.contains(text) }) else { return nil }
+            return lines[..<index].last { $0.hasPrefix("== ") }
+        }
+        let observed = lines.filter { $0.hasPrefix("  observer saw: ") }
+        #expect(observed == ["  observer saw: light", "  observer saw: dark", "  observer saw: light"])
+        #expect(
+            section(of: "observer saw")
+                == "== Observing currentTheme with for await (current value first, then changes)")
+        #expect(
+            section(of: "onChange fired")
+                == "== Observation framework: withObservationTracking sees a change made elsewhere")
+        #expect(section(of: "plaintext in file: false") == "== A secret in the encrypted vault")
+        #expect(section(of: "the files as they are now") == "== On disk")
+        #expect(section(of: "the suite as Foundation reads it") == "== On disk")
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import PrefsTestSupport
+import Testing
+
+/// Snippets of the README and the articles that a reader copies into a `main.swift`, type-checked exactly as written
+/// with `swiftc` against the modules this build made (DocumentationExamplesTests runs the articles' declarations;
+/// this checks that the text itself compiles as top-level code).
+@Suite struct DocumentationSnippetTests {
+    static let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    @Test func theReadmesPostgreSQLSnippetCompilesAsWritten() throws {
+        let snippet = try Self.swiftBlocks(in: "README.md").filter { $0.contains("PostgresStore(connection:") }
+        try #require(snippet.count == 1)
+        try Self.typecheck(snippet[0])
+    }
+
+    @Test func theCustomStoreSnippetsCompileAsWritten() throws {
+        let blocks = try Self.swiftBlocks(in: "Sources/Prefs/Prefs.docc/StoresAndBackends.md")
+        let store = blocks.filter { $0.contains("final class RemoteConfigStore: KeyValueStore") }
+        let use = blocks.filter { $0.contains("RemoteConfigStore()") }
+        try #require(store.count == 1 && use.count == 1)
+        try Self.typecheck(store[0] + "\n" + use[0])
+    }
+
+    /// The ```swift blocks of a document of this repository.
+    static func swiftBlocks(in document: String) throws -> [String] {
+        let text = try String(contentsOf: root.appending(path: document), encoding: .utf8)
+        var blocks: [String] = []
+        var current: [Substring]?
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if current == nil, line.hasPrefix("```swift") {
+                current = []
+            } else if current != nil, line.hasPrefix("```") {
+                blocks.append(current!.joined(separator: "\n"))
+                current = nil
+            } else {
+                current?.append(line)
+            }
+        }
+        return blocks
+    }
+
+    /// Type-checks `source` as a `main.swift` against the built `Prefs` and `PrefsPostgres` modules.
+    static func typecheck(_ source: String) throws {
+        let folder = try TempDir("prefs-snippet")
+        defer { folder.cleanup() }
+        try source.write(to: folder.file("main.swift"), atomically: true, encoding: .utf8)
+        let modules = builtExecutable(named: "Modules").path(percentEncoded: false)
+        // The system libraries' headers, where SwiftPM finds them.
+        let (_, flags) = try run(["pkg-config", "--cflags", "libpq", "libsodium"])
+        let includes = flags.split(separator: " ").filter { $0.hasPrefix("-I") }.flatMap { ["-Xcc", String($0)] }
+        let maps = ["CSodium", "CLibPQ"].flatMap {
+            ["-Xcc", "-fmodule-map-file=" + root.appending(path: "Sources/\($0)/module.modulemap").path()]
+        }
+        let (status, output) = try run(
+            ["swiftc", "-typecheck", "-swift-version", "6", "-I", modules] + maps + includes
+                + [folder.path("main.swift")])
+        #expect(status == 0, "\(source)\n\(output)")
+    }
+
+    /// Runs a tool found on `PATH` to completion.
+    static func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let (status, output) = try runToCompletion(URL(filePath: "/usr/bin/env"), arguments)
+        return (status, output.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import PrefsTestSupport
+import Testing
+
+@testable import Prefs
+
+/// What reaches `PrefsConfig.errorHandler`: reports name what failed and where, and a failure that repeats on every
+/// write is reported once per cause.
+@Suite struct ReportTests {
+    @Test func aFolderThatCannotBeWrittenIsReportedOncePerCauseNotOncePerWrite() throws {
+        Reports.install()
+        let folder = try TempDir("prefs-reports")
+        defer { folder.cleanup() }
+        let storeFolder = folder.file("settings")
+        let store = try FileStore(url: storeFolder.appending(path: "prefs.json"))
+        let key = uniqueKey("volume")
+        let volume = StoredValue(key: key, default: 0, store: store)
+        volume.wrappedValue = 1
+
+        // The folder is moved away and a file put in its place: every write fails the same way (as it does in a
+        // read-only folder, which root, running these tests in CI, could still write).
+        let moved = folder.file("settings-moved")
+        try FileManager.default.moveItem(at: storeFolder, to: moved)
+        try Data().write(to: storeFolder)
+        for step in 2...61 { volume.wrappedValue = step }
+        let failures = Reports.for(key).filter { $0.operation == .write }
+        #expect(failures.count == 1, "60 failed writes, one cause: \(failures)")
+        #expect(failures.first?.description.hasPrefix("write of \"\(key)\" failed: ") == true)
+        #expect(failures.first?.description.contains(storeFolder.path(percentEncoded: false)) == true)
+
+        // Once a write succeeds again, the next failure is news and is reported.
+        try FileManager.default.removeItem(at: storeFolder)
+        try FileManager.default.moveItem(at: moved, to: storeFolder)
+        volume.wrappedValue = 62
+        #expect(try store.value(forKey: key) == .int(62))
+        try FileManager.default.moveItem(at: storeFolder, to: moved)
+        try Data().write(to: storeFolder)
+        volume.wrappedValue = 63
+        volume.wrappedValue = 64
+        #expect(Reports.for(key).filter { $0.operation == .write }.count == 2)
+    }
+
+    @Test func aDamagedFileIsReportedOnceForSixtyWritesAndNamesTheFile() throws {
+        Reports.install()
+        let folder = try TempDir("prefs-reports")
+        defer { folder.cleanup() }
+        let url = folder.file("prefs.json")
+        let store = try FileStore(url: url)
+        let key = uniqueKey("brightness")
+        let brightness = StoredValue(key: key, default: 0, store: store)
+        brightness.wrappedValue = 1
+
+        try Data("{ not json".utf8).write(to: url)
+        for step in 2...61 { brightness.wrappedValue = step }
+        let failures = Reports.for(key).filter { $0.operation == .write }
+        #expect(failures.count == 1, "\(failures)")
+        #expect(try Data(contentsOf: url) == Data("{ not json".utf8), "the damaged file is left as it was")
+        let path = url.path(percentEncoded: false)
+        #expect(failures.first.map { "\($0)".contains(path) } == true)
+    }
+
+    @Test func aStoreLevelReportNamesTheOperationAndTheFile() {
+        let path = "/tmp/prefs-report/app.plist"
+        let report = PrefsReport(
+            key: "", operation: .read, error: PrefsError.corruptFile(path: path, reason: "not a property list"))
+        #expect(report.file == path)
+        #expect(report.description.hasPrefix("read of \(path) failed: "))
+        #expect(!report.description.contains("\"\""), "no empty key")
+    }
+
+    @Test func aConflictingDefaultIsReportedAsADeclarationAndTheFirstDefaultWins() {
+        Reports.install()
+        let store = InMemoryStore()
+        let key = uniqueKey("fontSize")
+        let first = StoredValue(key: key, default: 12, store: store)
+        let second = StoredValue(key: key, default: 14, store: store)
+        let reports = Reports.for(key)
+        #expect(reports.count == 1)
+        #expect(reports.first?.operation == .declaration)
+        let text = reports.first.map(String.init(describing:)) ?? ""
+        #expect(text.hasPrefix("declaration of \"\(key)\": "))
+        #expect(text.contains("the first declaration's default wins") && !text.contains("disagree"), "\(text)")
+        // What the report says: both read the first default while nothing is stored, and agree once it is.
+        #expect(first.wrappedValue == 12)
+        #expect(second.wrappedValue == 12)
+        second.wrappedValue = 20
+        #expect(first.wrappedValue == 20)
+    }
+}
+
+extension ReportTests {
+    @Test func theRealStandardDomainUsedInsideAnIsolatedTestSaysSoOnce() async throws {
+        Reports.install()
+        let folder = try TempDir("prefs-reports")
+        defer { folder.cleanup() }
+        // What `.isolatedPreferences` sets around each test.
+        await PrefsConfig.withIsolatedTest(stateFolder: folder.path) {
+            _ = UserDefaultsStore.standard
+            _ = UserDefaultsStore.standard
+        }
+        let reports = Reports.everything().filter { $0.error is PrefsNotIsolated }
+        #expect(reports.count == 1)
+        #expect(reports.first?.file?.hasSuffix(".plist") == true)
+        #expect(reports.first?.description.contains("UserDefaultsStore.standard is the real file") == true)
+    }
+}
