@@ -194,16 +194,10 @@ enum DomainCommands {
     static func `import`(_ invocation: Invocation) throws {
         let (domain, file) = (invocation.positionals[0], invocation.positionals[1])
         if !PostgresDomain.isRequested(invocation) { try checkName(domain) }
-        let data: Data
-        if file == "-" {
-            data = invocation.console.readInput()
-        } else {
-            do {
-                data = try Data(contentsOf: URL(filePath: file))
-            } catch {
-                throw Failure.notFound("\(invocation.command): cannot read \(file); check the path")
-            }
-        }
+        let data =
+            file == "-"
+            ? try invocation.console.readInput(BoundedInput.importLimit)
+            : try BoundedInput.read(path: file, limit: BoundedInput.importLimit)
         let values: [String: PrefValue]
         do {
             values = try PrefValue.values(fromJSONDocument: data, source: file == "-" ? "standard input" : file)

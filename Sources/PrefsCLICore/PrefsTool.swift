@@ -90,11 +90,17 @@ package enum PrefsTool {
             help: "A passphrase typed on the terminal is asked twice. An existing vault is never replaced.",
             run: { try SecureCommands.initialize($0) }),
         Command(
-            "set", arguments: "NAME", positionals: 1...1, options: SecureCommands.vaultOptions + [typeOption],
+            "set", arguments: "NAME", positionals: 1...1,
+            options: SecureCommands.vaultOptions + [
+                typeOption, .flag("--allow-empty", "store an empty value instead of refusing it"),
+            ],
             summary: "Store a secret read from standard input (typed without echo on a terminal).",
             help: """
                 The value is never taken from the command line. One trailing newline is dropped, so
-                `printf '%s\\n' "$TOKEN" | prefs secure set token` stores the token. Types are as for `prefs write`.
+                `printf '%s\\n' "$TOKEN" | prefs secure set token` stores the token. Types are as for `prefs write`,
+                except that with --type data standard input is stored byte for byte. Input that is not UTF-8 text
+                (unless the type is data), an empty value (unless --allow-empty) and more than 1 MiB are refused,
+                and the secret stays as it was.
                 """,
             run: { try SecureCommands.set($0) }),
         Command(

@@ -23,7 +23,7 @@ final class CapturedConsole: Sendable {
         Console(
             writeOutput: { text in self.buffers.withLock { $0.output += text } },
             writeError: { text in self.buffers.withLock { $0.error += text } },
-            readInput: { self.input },
+            readInput: { _ in self.input },
             inputIsTerminal: false,
             readSecret: { _ in
                 guard let next = self.secrets.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else {

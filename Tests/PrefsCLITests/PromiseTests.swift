@@ -51,7 +51,7 @@ import Testing
         let console = Console(
             writeOutput: { text in output.withLock { $0 += text } },
             writeError: { text in output.withLock { $0 += text } },
-            readInput: { Data("from stdin".utf8) },
+            readInput: { _ in Data("from stdin".utf8) },
             inputIsTerminal: true,
             readSecret: { prompt in
                 prompts.withLock { $0.append(prompt) }
