@@ -11,6 +11,8 @@ import Synchronization
 package struct Console: Sendable {
     /// Writes text to standard output, unbuffered, so a pipe sees each line as soon as it is printed.
     var writeOutput: @Sendable (String) -> Void
+    /// Writes bytes to standard output as they are (a binary property list, a JSON document).
+    var writeData: @Sendable (Data) -> Void
     /// Writes text to standard error.
     var writeError: @Sendable (String) -> Void
     /// Reads standard input to its end, or throws a usage failure once it holds more than `limit` bytes (so
@@ -30,6 +32,7 @@ package struct Console: Sendable {
     package static var standard: Console {
         Console(
             writeOutput: { FileHandle.standardOutput.write(Data($0.utf8)) },
+            writeData: { FileHandle.standardOutput.write($0) },
             writeError: { FileHandle.standardError.write(Data($0.utf8)) },
             readInput: { limit in try BoundedInput.read(STDIN_FILENO, limit: limit, source: "standard input") },
             inputIsTerminal: isatty(STDIN_FILENO) == 1,

@@ -22,6 +22,7 @@ final class CapturedConsole: Sendable {
     var console: Console {
         Console(
             writeOutput: { text in self.buffers.withLock { $0.output += text } },
+            writeData: { data in self.buffers.withLock { $0.output += String(decoding: data, as: UTF8.self) } },
             writeError: { text in self.buffers.withLock { $0.error += text } },
             readInput: { _ in self.input },
             inputIsTerminal: false,

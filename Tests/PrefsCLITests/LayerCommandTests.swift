@@ -52,15 +52,36 @@ import Testing
         try layered.prefs("write", "app", "theme", "dark")
         try layered.prefs("write", "app", "volume", "3", "--type", "int")
         try layered.writeSystem(["volume": 9, "locked": "yes"], managed: true)
+        try layered.writeSystem(["zoom": 1.5, "theme": "light"])
         #expect(
-            try layered.prefs("read", "app").output == """
+            try layered.prefs("read", "app", "--types").output == """
                 locked  string  yes  (forced)
                 theme   string  dark
                 volume  int     9  (forced)
+                zoom    double  1.5  (system default)
 
                 """)
-        let refused = try layered.prefs("write", "app", "volume", "4")
-        #expect(refused.isOneLineFailure && refused.error.contains("forced by the system administrator"), "\(refused)")
+        #expect(
+            try layered.prefs("read", "app").output == """
+                {
+                    locked = yes; /* forced */
+                    theme = dark;
+                    volume = 9; /* forced */
+                    zoom = "1.5"; /* system default */
+                }
+
+                """)
+        for arguments in [
+            ["write", "app", "volume", "4"], ["write", "app", "volume", "-int", "4"], ["delete", "app", "volume"],
+        ] {
+            let refused = try layered.sandbox.prefs(arguments, environment: layered.environment)
+            #expect(refused.status == 5, "a forced key is not a usage error: \(refused)")
+            #expect(
+                refused.isOneLineFailure && refused.error.contains("forced by the system administrator"), "\(refused)")
+        }
+        let rename = try layered.prefs("rename", "app", "theme", "volume")
+        #expect(rename.status == 5 && rename.isOneLineFailure, "\(rename)")
+        #expect(try layered.prefs("read", "app", "theme").output == "dark\n")
         #expect(try layered.prefs("export", "app").output.contains("\"volume\": 3"), "the user's own value is kept")
     }
 }

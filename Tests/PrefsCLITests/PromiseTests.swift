@@ -50,6 +50,7 @@ import Testing
         let output = Mutex("")
         let console = Console(
             writeOutput: { text in output.withLock { $0 += text } },
+            writeData: { data in output.withLock { $0 += String(decoding: data, as: UTF8.self) } },
             writeError: { text in output.withLock { $0 += text } },
             readInput: { _ in Data("from stdin".utf8) },
             inputIsTerminal: true,
