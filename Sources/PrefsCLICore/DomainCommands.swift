@@ -102,7 +102,7 @@ enum DomainCommands {
             _ = try PostgresDomain.openExisting(domain, invocation)
         }
         if json {
-            invocation.console.writeOutput(String(decoding: try PrefValue.jsonDocument(values), as: UTF8.self))
+            invocation.console.writeData(try PrefValue.exportDocument(values))
             return
         }
         let (effective, notes) = effectiveValues(values, of: store)
@@ -333,7 +333,7 @@ enum DomainCommands {
         let values = try store.allValues()
         let data: Data
         switch format {
-        case .json: data = try PrefValue.jsonDocument(values)
+        case .json: data = try PrefValue.exportDocument(values)
         case .binary: data = try PrefValue.propertyListDocument(values)
         case .xml: data = try xmlDocument(values, invocation)
         }
@@ -391,8 +391,8 @@ enum DomainCommands {
             try PostgresDomain.open(domain, invocation).replaceAll(values)
             return
         }
-        let store = try UserDefaultsStore(suiteName: domain)
-        try store.replaceAll(values)
+        // Keys an app cannot write (empty, or with NUL) are kept: files other tools wrote may have them.
+        try UserDefaultsStore(suiteName: domain).replaceAllAsImported(values)
     }
 
     /// Whether `data` is a binary property list, or XML (its first character other than white space or a
