@@ -1,4 +1,5 @@
 import Foundation
+import Prefs
 import Synchronization
 
 #if canImport(Glibc)
@@ -202,5 +203,34 @@ package enum Prctl {
     @discardableResult
     package static func call(_ option: Int32, _ argument: UInt) -> Int32 {
         function?(option, argument, 0, 0, 0) ?? -1
+    }
+}
+
+/// How `prefs` prints what the library reports instead of throwing (a damaged system-wide file, say): one
+/// `prefs: warning:` line per cause, however often it recurs, naming the file rather than an empty key.
+package enum Warnings {
+    private final class Seen: Sendable {
+        let texts = Mutex<Set<String>>([])
+    }
+
+    /// `Warnings.install(console: .standard)` makes the library's reports go to `console`'s standard error. Only the
+    /// real tool calls it: the handler is global to the process.
+    package static func install(console: Console) {
+        PrefsConfig.errorHandler = handler(console: console)
+    }
+
+    /// A report handler that prints each distinct warning once on `console`.
+    static func handler(console: Console) -> @Sendable (PrefsReport) -> Void {
+        let seen = Seen()
+        return { report in
+            let text = line(for: report)
+            guard seen.texts.withLock({ $0.insert(text).inserted }) else { return }
+            console.printError(text)
+        }
+    }
+
+    /// `prefs: warning: …`: the report's error, with the operation and key only when a key was involved.
+    static func line(for report: PrefsReport) -> String {
+        "prefs: warning: " + (report.key.isEmpty ? String(describing: report.error) : report.description)
     }
 }
