@@ -2,4 +2,5 @@
 import Foundation
 import PrefsCLICore
 
+Warnings.install(console: .standard)
 exit(await PrefsTool.run(Array(CommandLine.arguments.dropFirst()), console: .standard))

@@ -1,4 +1,5 @@
 import Foundation
+import Prefs
 import Synchronization
 
 #if canImport(Glibc)
@@ -11,10 +12,13 @@ import Synchronization
 package struct Console: Sendable {
     /// Writes text to standard output, unbuffered, so a pipe sees each line as soon as it is printed.
     var writeOutput: @Sendable (String) -> Void
+    /// Writes bytes to standard output as they are (a binary property list, a JSON document).
+    var writeData: @Sendable (Data) -> Void
     /// Writes text to standard error.
     var writeError: @Sendable (String) -> Void
-    /// Reads standard input to its end.
-    var readInput: @Sendable () -> Data
+    /// Reads standard input to its end, or throws a usage failure once it holds more than `limit` bytes (so
+    /// `/dev/zero` on standard input ends with an error instead of exhausting memory).
+    var readInput: @Sendable (_ limit: Int) throws -> Data
     /// Whether standard input is a terminal (a secret value is then asked for without echo).
     var inputIsTerminal: Bool
     /// Asks for a secret on the controlling terminal without echo; throws a usage failure when there is none.
@@ -29,11 +33,65 @@ package struct Console: Sendable {
     package static var standard: Console {
         Console(
             writeOutput: { FileHandle.standardOutput.write(Data($0.utf8)) },
+            writeData: { FileHandle.standardOutput.write($0) },
             writeError: { FileHandle.standardError.write(Data($0.utf8)) },
-            readInput: { FileHandle.standardInput.readDataToEndOfFile() },
+            readInput: { limit in try BoundedInput.read(STDIN_FILENO, limit: limit, source: "standard input") },
             inputIsTerminal: isatty(STDIN_FILENO) == 1,
             readSecret: { prompt in try Terminal.readSecret(prompt: prompt) },
             environment: ProcessInfo.processInfo.environment)
+    }
+}
+
+/// Reading a stream to its end without ever holding more than a limit: standard input, or a file named on the
+/// command line, which may be `/dev/zero`, a FIFO or a device.
+enum BoundedInput {
+    /// The most `prefs import` reads, from a file or standard input: 64 MiB, the largest file the library opens.
+    static let importLimit = 64 << 20
+    /// The most `prefs secure set` reads from standard input: 1 MiB.
+    static let secretLimit = 1 << 20
+
+    /// `limit` as people write it: `64 MiB`, `1 MiB`.
+    static func describe(_ limit: Int) -> String {
+        limit >= 1 << 20 ? "\(limit >> 20) MiB" : "\(limit) bytes"
+    }
+
+    /// Reads `descriptor` to its end; throws a usage failure naming `source` once more than `limit` bytes arrived,
+    /// and a not-found failure when reading fails (a directory, an I/O error).
+    static func read(_ descriptor: Int32, limit: Int, source: String) throws -> Data {
+        var data = Data()
+        let chunk = 64 << 10
+        var buffer = [UInt8](repeating: 0, count: chunk)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { bytes in
+                #if canImport(Glibc)
+                    Glibc.read(descriptor, bytes.baseAddress, chunk)
+                #elseif canImport(Darwin)
+                    Darwin.read(descriptor, bytes.baseAddress, chunk)
+                #endif
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                let code = errno
+                throw Failure.notFound("cannot read \(source): \(String(cString: strerror(code)))")
+            }
+            if count == 0 { return data }
+            guard data.count + count <= limit else {
+                throw Failure.usage(
+                    "\(source) holds more than \(describe(limit)), the most this command reads; nothing was changed")
+            }
+            data.append(contentsOf: buffer[..<count])
+        }
+    }
+
+    /// Reads the file at `path` to its end, as ``read(_:limit:source:)`` does.
+    static func read(path: String, limit: Int) throws -> Data {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            let code = errno
+            throw Failure.notFound("cannot read \(path): \(String(cString: strerror(code))); check the path")
+        }
+        defer { close(descriptor) }
+        return try read(descriptor, limit: limit, source: path)
     }
 }
 
@@ -151,5 +209,34 @@ package enum Prctl {
     @discardableResult
     package static func call(_ option: Int32, _ argument: UInt) -> Int32 {
         function?(option, argument, 0, 0, 0) ?? -1
+    }
+}
+
+/// How `prefs` prints what the library reports instead of throwing (a damaged system-wide file, say): one
+/// `prefs: warning:` line per cause, however often it recurs, naming the file rather than an empty key.
+package enum Warnings {
+    private final class Seen: Sendable {
+        let texts = Mutex<Set<String>>([])
+    }
+
+    /// `Warnings.install(console: .standard)` makes the library's reports go to `console`'s standard error. Only the
+    /// real tool calls it: the handler is global to the process.
+    package static func install(console: Console) {
+        PrefsConfig.errorHandler = handler(console: console)
+    }
+
+    /// A report handler that prints each distinct warning once on `console`.
+    static func handler(console: Console) -> @Sendable (PrefsReport) -> Void {
+        let seen = Seen()
+        return { report in
+            let text = line(for: report)
+            guard seen.texts.withLock({ $0.insert(text).inserted }) else { return }
+            console.printError(text)
+        }
+    }
+
+    /// `prefs: warning: …`: the report's error, with the operation and key only when a key was involved.
+    static func line(for report: PrefsReport) -> String {
+        "prefs: warning: " + (report.key.isEmpty ? String(describing: report.error) : report.description)
     }
 }

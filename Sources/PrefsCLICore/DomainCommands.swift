@@ -39,6 +39,11 @@ enum DomainCommands {
 
     /// Refuses the names the library refuses, before looking for a file by that name.
     static func checkName(_ domain: String) throws {
+        if ["-g", "-globalDomain", "NSGlobalDomain", "-currentHost", "-host", "-app"].contains(domain) {
+            throw Failure.usage(
+                "\(domain) has no equivalent in prefs: Linux has no global domain, host domains or app bundles; "
+                    + "name the domain, such as com.example.notes")
+        }
         do {
             try UserDefaultsStore.validate(suiteName: domain)
         } catch {
@@ -75,6 +80,8 @@ enum DomainCommands {
         }
     }
 
+    static let typesFlag = Option.flag("--types", "list every key with its type and value, one per line")
+
     static func read(_ invocation: Invocation) throws {
         let domain = invocation.positionals[0]
         let store: any KeyValueStore =
@@ -90,26 +97,107 @@ enum DomainCommands {
             }
             return
         }
-        var values = try store.allValues()
+        let values = try store.allValues()
         if values.isEmpty, PostgresDomain.isRequested(invocation) {
             _ = try PostgresDomain.openExisting(domain, invocation)
         }
         if json {
-            invocation.console.writeOutput(String(decoding: try PrefValue.jsonDocument(values), as: UTF8.self))
+            invocation.console.writeData(try PrefValue.exportDocument(values))
             return
         }
-        // The list shows the user's values, and the administrator's forced values in their place.
-        let forced = (store as? FileBackedStore)?.values(in: .managed) ?? [:]
-        values.merge(forced) { _, forcedValue in forcedValue }
-        let keys = values.keys.sorted()
+        let (effective, notes) = effectiveValues(values, of: store)
+        guard invocation.has("--types") else {
+            invocation.console.writeOutput(OldStylePlist.document(effective, notes: notes))
+            return
+        }
+        let keys = effective.keys.sorted()
         let keyWidth = keys.map(\.count).max() ?? 0
-        let typeWidth = values.values.map(\.typeName.count).max() ?? 0
+        let typeWidth = effective.values.map(\.typeName.count).max() ?? 0
         for key in keys {
-            let value = values[key]!
+            let value = effective[key]!
             invocation.console.print(
                 key.padding(toLength: keyWidth, withPad: " ", startingAt: 0) + "  "
                     + value.typeName.padding(toLength: typeWidth, withPad: " ", startingAt: 0) + "  "
-                    + ValueText.formatInline(value) + (forced[key] == nil ? "" : "  (forced)"))
+                    + ValueText.formatInline(value) + (notes[key].map { "  (\($0))" } ?? ""))
+        }
+    }
+
+    /// The values a listing shows: the user's, the system-wide defaults the user has not set, and the
+    /// administrator's forced values in place of the user's; with a note for each value that is not the user's.
+    /// The arguments layer is left out: it holds `prefs`'s own command line.
+    static func effectiveValues(_ user: [String: PrefValue], of store: any KeyValueStore)
+        -> ([String: PrefValue], [String: String])
+    {
+        guard let layered = store as? FileBackedStore else { return (user, [:]) }
+        var values = user
+        var notes: [String: String] = [:]
+        for (key, value) in layered.values(in: .systemDefaults) where values[key] == nil {
+            values[key] = value
+            notes[key] = "system default"
+        }
+        for (key, value) in layered.values(in: .managed) {
+            values[key] = value
+            notes[key] = "forced"
+        }
+        return (values, notes)
+    }
+
+    static func readType(_ invocation: Invocation) throws {
+        let (domain, key) = (invocation.positionals[0], invocation.positionals[1])
+        let store = try openExisting(domain, invocation)
+        guard let value = try store.value(forKey: key) else { throw notFound(key: key, domain: domain, invocation) }
+        invocation.console.print(DefaultsFlags.typeSentence(value))
+    }
+
+    static func rename(_ invocation: Invocation) throws {
+        let (domain, old, new) = (invocation.positionals[0], invocation.positionals[1], invocation.positionals[2])
+        let store = try openExisting(domain, invocation)
+        for key in [old, new] where store.isForced(key) { throw PrefsError.forced(key: key) }
+        try store.batch {
+            guard let value = try store.allValues()[old] else { throw notFound(key: old, domain: domain, invocation) }
+            guard old != new else { return }
+            try store.setValue(value, forKey: new)
+            try store.setValue(nil, forKey: old)
+        }
+    }
+
+    static func find(_ invocation: Invocation) throws {
+        let word = invocation.positionals[0]
+        var found = false
+        for domain in try domainNames() {
+            let values: [String: PrefValue]
+            do {
+                values = try UserDefaultsStore(suiteName: domain).allValues()
+            } catch {
+                invocation.console.printError("prefs find: skipped domain \(domain): \(Failure.from(error).message)")
+                continue
+            }
+            let matches =
+                contains(domain, word)
+                ? values : values.filter { contains($0.key, word) || contains($0.value, word) }
+            guard !matches.isEmpty else { continue }
+            found = true
+            invocation.console.writeOutput(
+                "Found \(matches.count) key\(matches.count == 1 ? "" : "s") in domain \(domain): "
+                    + OldStylePlist.document(matches))
+        }
+        if !found {
+            throw Failure.notFound(
+                "\(invocation.command): no domain, key or value contains \(String(reflecting: word))")
+        }
+    }
+
+    private static func contains(_ text: String, _ word: String) -> Bool {
+        text.range(of: word, options: .caseInsensitive) != nil
+    }
+
+    /// Whether a string in `value` (or a dictionary key inside it) contains `word`, ignoring case.
+    private static func contains(_ value: PrefValue, _ word: String) -> Bool {
+        switch value {
+        case .string(let text): contains(text, word)
+        case .array(let elements): elements.contains { contains($0, word) }
+        case .dictionary(let members): members.contains { contains($0.key, word) || contains($0.value, word) }
+        default: false
         }
     }
 
@@ -117,12 +205,29 @@ enum DomainCommands {
         let (domain, key, text) = (invocation.positionals[0], invocation.positionals[1], invocation.positionals[2])
         let explicit = try invocation["--type"].map(ValueType.init(option:))
         if key.isEmpty { throw Failure.usage("\(invocation.command): a key cannot be empty") }
+        let words = Array(invocation.positionals.dropFirst(2))
+        var edit: DefaultsFlags.Edit?
+        if DefaultsFlags.isFlag(text) {
+            if explicit != nil {
+                throw Failure.usage(
+                    "\(invocation.command): give either --type or a type flag such as \(text), not both")
+            }
+            edit = try DefaultsFlags.parse(words, command: invocation.command)
+        } else if words.count > 1 {
+            throw Failure.usage(
+                "\(invocation.command): unexpected argument \(String(reflecting: words[1])); for several values "
+                    + "use -array or -dict (prefs write DOMAIN KEY -array a b c); usage: prefs write DOMAIN KEY VALUE")
+        }
         let store: any KeyValueStore
         if PostgresDomain.isRequested(invocation) {
             store = try PostgresDomain.open(domain, invocation)
         } else {
             try checkName(domain)
             store = try UserDefaultsStore(suiteName: domain)
+        }
+        if let edit {
+            try store.updateValue(forKey: key) { old in try apply(edit, to: old, key: key, invocation) }
+            return
         }
         try store.updateValue(forKey: key) { old in
             let type = explicit ?? old.map(ValueType.init(of:)) ?? .string
@@ -134,6 +239,24 @@ enum DomainCommands {
             }
             if explicit == nil, let old { value = try keepShape(value, of: old, key: key, invocation) }
             return value
+        }
+    }
+
+    /// The value a type flag leaves under the key: `-array-add` appends, `-dict-add` merges, the others replace.
+    private static func apply(_ edit: DefaultsFlags.Edit, to old: PrefValue?, key: String, _ invocation: Invocation)
+        throws -> PrefValue
+    {
+        switch (edit, old) {
+        case (.set(let value), _): return value
+        case (.arrayAdd(let added), nil): return .array(added)
+        case (.arrayAdd(let added), .array(let elements)?): return .array(elements + added)
+        case (.dictAdd(let added), nil): return .dictionary(added)
+        case (.dictAdd(let added), .dictionary(let members)?): return .dictionary(members.merging(added) { $1 })
+        case (.arrayAdd, let old?), (.dictAdd, let old?):
+            let wanted = if case .arrayAdd = edit { "an array" } else { "a dictionary" }
+            throw Failure.usage(
+                "\(invocation.command): \(String(reflecting: key)) holds \(ValueType(of: old).phrase), not \(wanted); "
+                    + "nothing was changed")
         }
     }
 
@@ -183,30 +306,83 @@ enum DomainCommands {
         }
     }
 
+    static let formatOption = Option.value("--format", "FORMAT", "json, xml or binary (a property list)")
+
+    /// The forms `export` writes and `import` reads.
+    enum FileFormat: String {
+        case json, xml, binary
+    }
+
     static func export(_ invocation: Invocation) throws {
         let domain = invocation.positionals[0]
+        let path = invocation.positionals.count == 2 ? invocation.positionals[1] : nil
+        let format: FileFormat
+        if let name = invocation["--format"] {
+            guard let named = FileFormat(rawValue: name) else {
+                throw Failure.usage(
+                    "\(invocation.command): unknown format \(String(reflecting: name)); use json, xml or binary")
+            }
+            format = named
+        } else {
+            // As `defaults export DOMAIN PATH`: a property list; without PATH, prefs' JSON as before.
+            format = path == nil || path!.hasSuffix(".json") ? .json : .xml
+        }
         let store: any KeyValueStore =
             PostgresDomain.isRequested(invocation)
             ? try PostgresDomain.openExisting(domain, invocation) : try openExisting(domain, invocation)
-        invocation.console.writeOutput(String(decoding: try PrefValue.jsonDocument(store.allValues()), as: UTF8.self))
+        let values = try store.allValues()
+        let data: Data
+        switch format {
+        case .json: data = try PrefValue.exportDocument(values)
+        case .binary: data = try PrefValue.propertyListDocument(values)
+        case .xml: data = try xmlDocument(values, invocation)
+        }
+        guard let path, path != "-" else {
+            invocation.console.writeData(data)
+            return
+        }
+        do {
+            try data.write(to: URL(filePath: path), options: .atomic)
+        } catch {
+            throw Failure.notFound(
+                "\(invocation.command): cannot write \(path): \((error as NSError).localizedDescription)")
+        }
+    }
+
+    /// The values as an XML property list, refused when XML cannot hold one of them exactly (it has no
+    /// single-precision reals, its dates have whole seconds, and some characters cannot appear in XML).
+    static func xmlDocument(_ values: [String: PrefValue], _ invocation: Invocation) throws -> Data {
+        let data: Data
+        do {
+            data = try PropertyListSerialization.data(
+                fromPropertyList: PrefValue.foundationPropertyList(values), format: .xml, options: 0)
+        } catch {
+            throw Failure.usage("\(invocation.command): cannot write an XML property list: \(error)")
+        }
+        let back = (try? PrefValue.values(fromPropertyList: data, source: "XML")) ?? [:]
+        if let key = values.keys.sorted().first(where: { back[$0] != values[$0] }) {
+            throw Failure.usage(
+                "\(invocation.command): the value of \(String(reflecting: key)) cannot be kept exactly in an XML "
+                    + "property list (no single-precision floats, dates in whole seconds, no control characters); "
+                    + "use --format binary or --format json; nothing was written")
+        }
+        return data
     }
 
     static func `import`(_ invocation: Invocation) throws {
         let (domain, file) = (invocation.positionals[0], invocation.positionals[1])
         if !PostgresDomain.isRequested(invocation) { try checkName(domain) }
-        let data: Data
-        if file == "-" {
-            data = invocation.console.readInput()
-        } else {
-            do {
-                data = try Data(contentsOf: URL(filePath: file))
-            } catch {
-                throw Failure.notFound("\(invocation.command): cannot read \(file); check the path")
-            }
-        }
+        let data =
+            file == "-"
+            ? try invocation.console.readInput(BoundedInput.importLimit)
+            : try BoundedInput.read(path: file, limit: BoundedInput.importLimit)
+        let source = file == "-" ? "standard input" : file
         let values: [String: PrefValue]
         do {
-            values = try PrefValue.values(fromJSONDocument: data, source: file == "-" ? "standard input" : file)
+            values =
+                isPropertyList(data)
+                ? try PrefValue.values(fromPropertyList: data, source: source)
+                : try PrefValue.values(fromJSONDocument: data, source: source)
         } catch let error as PrefsError {
             throw Failure.usage(
                 "\(invocation.command): \(error.description); domain \(String(reflecting: domain)) was not changed")
@@ -215,8 +391,17 @@ enum DomainCommands {
             try PostgresDomain.open(domain, invocation).replaceAll(values)
             return
         }
-        let store = try UserDefaultsStore(suiteName: domain)
-        try store.replaceAll(values)
+        // Keys an app cannot write (empty, or with NUL) are kept: files other tools wrote may have them.
+        try UserDefaultsStore(suiteName: domain).replaceAllAsImported(values)
+    }
+
+    /// Whether `data` is a binary property list, or XML (its first character other than white space or a
+    /// byte-order mark is `<`); anything else is read as JSON.
+    static func isPropertyList(_ data: Data) -> Bool {
+        if data.starts(with: Data("bplist".utf8)) { return true }
+        var bytes = data.prefix(4096)[...]
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
+        return bytes.first { ![0x20, 0x09, 0x0A, 0x0D].contains($0) } == UInt8(ascii: "<")
     }
 
     static func watch(_ invocation: Invocation) async throws {

@@ -19,6 +19,8 @@ package enum ExitStatus: Int32, Sendable {
     case integrity = 3
     /// The change was made, but it could not be confirmed durable (syncing the folder failed): do not undo it.
     case notDurable = 4
+    /// A write refused because the administrator forced the key's value (managed preferences): nothing changed.
+    case forced = 5
 }
 
 /// A failure that ends a command: the exit status and a one-line message that says what to do.
@@ -45,7 +47,7 @@ struct Failure: Error, Equatable {
                 .unidentifiedUserDefaults, .conflictingDeclarations, .ambiguousEnvironmentVariable:
                 return Failure(.usage, error.description)
             case .forced:
-                return Failure(.usage, error.description)
+                return Failure(.forced, error.description)
             case .corruptFile:
                 return Failure(.integrity, error.description + "; repair or delete it")
             case .io(_, _, let code, _):

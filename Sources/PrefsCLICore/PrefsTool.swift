@@ -14,18 +14,25 @@ package enum PrefsTool {
             run: { try DomainCommands.domains($0) }),
         Command(
             "read", arguments: "DOMAIN [KEY]", positionals: 1...2,
-            options: [jsonFlag, DomainCommands.explainFlag, PostgresDomain.option],
-            summary: "Print one value bare (true, 42, 0.5, text as is), or every key with its type and value.",
+            options: [jsonFlag, DomainCommands.typesFlag, DomainCommands.explainFlag, PostgresDomain.option],
+            summary: "Print one value bare (true, 42, 0.5, text as is), or the whole domain as `defaults read` does.",
             help: """
-                Dates print in ISO 8601 (UTC, with as many fraction digits as needed to be exact), data in hex,
-                arrays and dictionaries as JSON. Without KEY and with --json, prints the domain as `export` does.
                 A KEY reads its effective value: the user's, a system-wide default under $XDG_CONFIG_DIRS, or a
                 value forced by the administrator in /etc/xdg/managed-preferences; --explain adds the layer it came
-                from. The list marks forced keys with (forced).
+                from. Dates print in ISO 8601 (UTC, with as many fraction digits as needed to be exact), data in
+                hex, arrays and dictionaries as JSON.
+                Without KEY the domain prints as an old-style property list, like `defaults read`; values that
+                are not the user's own are marked /* system default */ or /* forced */. --types lists one key
+                per line with its type instead, and --json prints the domain as `export` does.
                 """,
             run: { try DomainCommands.read($0) }),
         Command(
-            "write", arguments: "DOMAIN KEY VALUE", positionals: 3...3, options: [typeOption, PostgresDomain.option],
+            "read-type", arguments: "DOMAIN KEY", positionals: 2...2,
+            summary: "Print the type of KEY's value as `defaults read-type` does: Type is integer, ….", help: "",
+            run: { try DomainCommands.readType($0) }),
+        Command(
+            "write", arguments: "DOMAIN KEY VALUE", positionals: 3...Int.max,
+            options: [typeOption, PostgresDomain.option],
             summary: "Store VALUE under KEY, creating the domain if needed.",
             help: """
                 Without --type the type of the value already stored is kept, and a new key is a string. A VALUE
@@ -34,31 +41,48 @@ package enum PrefsTool {
                   int     a 64-bit whole number (unsigned up to 18446744073709551615)
                   float   a double-precision number (like `defaults`); `double` is the same
                   string  the text as is
-                  date    ISO 8601: 2024-05-01T12:30:00Z, 2024-05-01 14:30:00.25+02:00
+                  date    ISO 8601: 2024-05-01T12:30:00Z, 2024-05-01 14:30:00.25+02:00, 2024-05-01 12:00:00 +0000
                   data    hex bytes: cafe01 or 0xCAFE01
                   json    any JSON value but null: [1, 2], {"a": true}, "text"
                 Use `--` before a VALUE that starts with `--`.
+                The type flags of `defaults` work too, instead of --type: -string, -int (-integer), -float,
+                -bool (-boolean), -date, -data, each followed by one value; -array V…, -dict K V…, and -array-add
+                V… (appends) and -dict-add K V… (adds entries). Array elements and dictionary values are strings,
+                or a one-value flag and its value: -array -int 1 -bool YES text.
                 """,
             run: { try DomainCommands.write($0) }),
+        Command(
+            "rename", arguments: "DOMAIN OLD NEW", positionals: 3...3,
+            summary: "Move the value of key OLD to key NEW, in one atomic write.",
+            help: "A value already under NEW is replaced.", run: { try DomainCommands.rename($0) }),
         Command(
             "delete", arguments: "DOMAIN [KEY]", positionals: 1...2, options: [PostgresDomain.option],
             summary: "Remove KEY from DOMAIN, or the whole domain.",
             help: "Removing a domain deletes its NAME.plist; its NAME.lock file stays, as other processes may hold it.",
             run: { try DomainCommands.delete($0) }),
         Command(
-            "export", arguments: "DOMAIN", positionals: 1...1, options: [PostgresDomain.option],
-            summary: "Print the whole domain as a JSON document, exactly: `prefs import` reads it back.",
+            "find", arguments: "WORD", positionals: 1...1,
+            summary: "Print the keys, in every domain, whose name, value or domain name contains WORD (any case).",
+            help: "Exits with status 1 when nothing contains WORD.", run: { try DomainCommands.find($0) }),
+        Command(
+            "export", arguments: "DOMAIN [PATH]", positionals: 1...2,
+            options: [DomainCommands.formatOption, PostgresDomain.option],
+            summary: "Write the whole domain, exactly, to PATH or standard output (`-`): `prefs import` reads it back.",
             help: """
-                Values JSON has no type for are tagged: {"$date": 736255800.5} (seconds since 2001-01-01),
-                {"$data": "yv4="} (base64), {"$float": 0.5} (single precision).
+                Without PATH: prefs' JSON on standard output. With PATH (`-` is standard output): an XML property
+                list, as `defaults export` writes, unless PATH ends in .json. --format json, xml or binary chooses.
+                A binary property list keeps every value exactly; XML is refused when it cannot (single-precision
+                floats, fractions of a second). In JSON, values JSON has no type for are tagged:
+                {"$date": 736255800.5} (seconds since 2001-01-01), {"$data": "yv4="} (base64), {"$float": 0.5}.
                 """,
             run: { try DomainCommands.export($0) }),
         Command(
             "import", arguments: "DOMAIN FILE", positionals: 2...2, options: [PostgresDomain.option],
-            summary: "Replace DOMAIN's content with the JSON document in FILE (`-` reads standard input).",
+            summary: "Replace DOMAIN's content with FILE (`-` reads standard input): JSON or a property list.",
             help: """
-                All or nothing: the whole file is parsed first, then the domain is replaced in one atomic write.
-                Keys that are not in FILE are removed. A malformed file changes nothing.
+                FILE is prefs' JSON or a binary or XML property list, such as a domain's own NAME.plist. All or
+                nothing: the whole file is parsed first, then the domain is replaced in one atomic write. Keys that
+                are not in FILE are removed. A malformed file changes nothing. At most 64 MiB is read.
                 """,
             run: { try DomainCommands.import($0) }),
         Command(
@@ -90,11 +114,17 @@ package enum PrefsTool {
             help: "A passphrase typed on the terminal is asked twice. An existing vault is never replaced.",
             run: { try SecureCommands.initialize($0) }),
         Command(
-            "set", arguments: "NAME", positionals: 1...1, options: SecureCommands.vaultOptions + [typeOption],
+            "set", arguments: "NAME", positionals: 1...1,
+            options: SecureCommands.vaultOptions + [
+                typeOption, .flag("--allow-empty", "store an empty value instead of refusing it"),
+            ],
             summary: "Store a secret read from standard input (typed without echo on a terminal).",
             help: """
                 The value is never taken from the command line. One trailing newline is dropped, so
-                `printf '%s\\n' "$TOKEN" | prefs secure set token` stores the token. Types are as for `prefs write`.
+                `printf '%s\\n' "$TOKEN" | prefs secure set token` stores the token. Types are as for `prefs write`,
+                except that with --type data standard input is stored byte for byte. Input that is not UTF-8 text
+                (unless the type is data), an empty value (unless --allow-empty) and more than 1 MiB are refused,
+                and the secret stays as it was.
                 """,
             run: { try SecureCommands.set($0) }),
         Command(
@@ -148,6 +178,7 @@ package enum PrefsTool {
               3  authentication or integrity failure: wrong key, modified vault, an older copy of a vault or
                  another vault where one was seen before, damaged preferences file
               4  the change was made, but syncing it to disk failed: it is in effect, do not undo it
+              5  refused: the administrator forced the key's value (managed preferences); nothing changed
             """,
         options: [], subcommands: commands)
 

@@ -110,15 +110,29 @@ enum SecureCommands {
         let name = invocation.positionals[0]
         let explicit = try invocation["--type"].map(ValueType.init(option:))
         let store = try open(invocation)
-        var text: String
-        if invocation.console.inputIsTerminal {
-            text = try invocation.console.readSecret("Value for \(name): ")
+        let typed = invocation.console.inputIsTerminal
+        var bytes: [UInt8]
+        if typed {
+            bytes = Array(try invocation.console.readSecret("Value for \(name): ").utf8)
         } else {
-            text = String(decoding: invocation.console.readInput(), as: UTF8.self)
-            if text.hasSuffix("\n") { text.removeLast() }  // "\r\n" is one Character
+            bytes = Array(try invocation.console.readInput(BoundedInput.secretLimit))
         }
+        defer { bytes.withUnsafeMutableBytes { Terminal.wipe($0) } }
+        let allowEmpty = invocation.has("--allow-empty")
         try store.updateValue(forKey: name) { old in
             let type = explicit ?? old.map(ValueType.init(of:)) ?? .string
+            // Data from a pipe is stored byte for byte: standard input is the only way to give bytes that are not text.
+            if type == .data, !typed {
+                guard !bytes.isEmpty || allowEmpty else { throw emptyValue(invocation) }
+                return .data(Data(bytes))
+            }
+            guard var text = String(validating: bytes, as: UTF8.self) else {
+                throw Failure.usage(
+                    "\(invocation.command): standard input is not valid UTF-8 text; pass --type data to store its "
+                        + "bytes as they are; nothing was changed")
+            }
+            if !typed, text.hasSuffix("\n") { text.removeLast() }  // "\r\n" is one Character
+            guard !text.isEmpty || allowEmpty else { throw emptyValue(invocation) }
             guard let value = ValueText.parse(text, as: type) else {
                 throw Failure.usage(
                     "\(invocation.command): the value given is not \(type.phrase): expected \(type.expected); "
@@ -126,6 +140,13 @@ enum SecureCommands {
             }
             return value
         }
+    }
+
+    /// An empty value is refused unless asked for: it usually means the command feeding standard input failed.
+    private static func emptyValue(_ invocation: Invocation) -> Failure {
+        .usage(
+            "\(invocation.command): the value is empty (did the command feeding standard input fail?); "
+                + "pass --allow-empty to store an empty value; nothing was changed")
     }
 
     static func get(_ invocation: Invocation) throws {

@@ -128,72 +128,178 @@ enum ValueText {
     }
 }
 
-/// ISO 8601 dates that round-trip a `Date` exactly: as many fraction digits as it takes, and no more.
+/// ISO 8601 dates that round-trip a `Date` exactly: proleptic Gregorian in UTC for any year (`-0001-12-31`,
+/// `+10000-01-01` in the expanded form), with as many fraction digits as it takes, and no more.
 enum ISODate {
-    private static let calendar: Calendar = {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(secondsFromGMT: 0)!
-        return calendar
-    }()
+    /// `2024-05-01T12:30:00.25Z` (ISO 8601) or `2024-05-01 12:30:00.25 +0000` (how Foundation prints a date).
+    enum Style { case iso8601, foundation }
+
+    /// Seconds from 1970-01-01 to 2001-01-01, the reference date.
+    private static let referenceOffset: Int64 = 978_307_200
 
     /// `2024-05-01T12:30:00Z`, `2024-05-01T12:30:00.25Z`: UTC, with the shortest fraction that reads back exactly.
-    static func format(_ date: Date) -> String {
+    /// A date that is not a number (or beyond about 292 billion years) prints as `nan`, `inf` or its seconds.
+    static func format(_ date: Date, style: Style = .iso8601) -> String {
         let seconds = date.timeIntervalSinceReferenceDate
-        guard seconds.isFinite else { return String(seconds) }
-        let whole = seconds.rounded(.down)
-        let fraction = seconds - whole  // exact: both are doubles of the same binade or smaller
-        let parts = calendar.dateComponents(
-            [.year, .month, .day, .hour, .minute, .second], from: Date(timeIntervalSinceReferenceDate: whole))
-        let base = String(
-            format: "%04d-%02d-%02dT%02d:%02d:%02d", parts.year!, parts.month!, parts.day!, parts.hour!,
-            parts.minute!, parts.second!)
-        guard fraction > 0 else { return base + "Z" }
-        for digits in 1...40 {
-            let decimal = String(format: "%.\(digits)f", fraction)
-            guard decimal.hasPrefix("0.") else { continue }  // rounded up to 1.0
-            var trimmed = Substring(decimal.dropFirst(1))
-            while trimmed.hasSuffix("0") { trimmed = trimmed.dropLast() }
-            let text = base + trimmed + "Z"
-            if parse(text) == date { return text }
+        // The shortest decimal that reads back as `seconds`, split exactly into whole seconds and fraction digits.
+        guard seconds.isFinite, let (whole, fraction) = splitDecimal(seconds.description) else {
+            return seconds.description
         }
-        return base + String(format: "%.40f", fraction).dropFirst(1) + "Z"
+        let (unix, overflow) = whole.addingReportingOverflow(referenceOffset)
+        guard !overflow else { return seconds.description }
+        let days = unix.floorDivided(by: 86_400)
+        let time = unix - days * 86_400
+        let (year, month, day) = civil(fromDays: days)
+        let yearText: String
+        if (0...9999).contains(year) {
+            yearText = pad(year, 4)
+        } else {
+            yearText = (year < 0 ? "-" : "+") + pad(year.magnitude, 4)
+        }
+        let clock = pad(time / 3600, 2) + ":" + pad(time / 60 % 60, 2) + ":" + pad(time % 60, 2)
+        let fractionText = fraction.isEmpty ? "" : "." + fraction
+        switch style {
+        case .iso8601: return yearText + "-" + pad(month, 2) + "-" + pad(day, 2) + "T" + clock + fractionText + "Z"
+        case .foundation:
+            return yearText + "-" + pad(month, 2) + "-" + pad(day, 2) + " " + clock + fractionText + " +0000"
+        }
     }
 
-    /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM|±HHMM)`; `T` may be a space. Nil for anything else,
-    /// including impossible dates such as February 30.
+    private static func pad(_ number: some BinaryInteger, _ width: Int) -> String {
+        let digits = String(number)
+        return String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+
+    /// `"-1e-07"` as whole seconds rounded down and the decimal digits of what is left: `(-1, "9999999")`.
+    /// Nil when the whole part does not fit in 64 bits.
+    static func splitDecimal(_ text: String) -> (Int64, String)? {
+        var body = Substring(text)
+        let negative = body.hasPrefix("-")
+        if negative { body = body.dropFirst() }
+        var exponent = 0
+        if let marker = body.firstIndex(where: { $0 == "e" || $0 == "E" }) {
+            guard let value = Int(body[body.index(after: marker)...]) else { return nil }
+            exponent = value
+            body = body[..<marker]
+        }
+        let parts = body.split(separator: ".", omittingEmptySubsequences: false)
+        let digits = Array(parts[0] + (parts.count > 1 ? parts[1] : ""))
+        let point = parts[0].count + exponent  // digits before the decimal point
+        var integer = point <= 0 ? "" : String(digits.prefix(point))
+        if point > digits.count { integer += String(repeating: "0", count: point - digits.count) }
+        var fraction =
+            point >= digits.count
+            ? "" : String(repeating: "0", count: max(0, -point)) + String(digits.dropFirst(max(0, point)))
+        while fraction.hasSuffix("0") { fraction.removeLast() }
+        guard var whole = Int64(integer.isEmpty ? "0" : integer) else { return nil }
+        guard negative else { return (whole, fraction) }
+        whole = -whole
+        guard !fraction.isEmpty else { return (whole, "") }
+        // -(w + 0.f) = -(w + 1) + (1 - 0.f): the fraction becomes its complement to one.
+        return (whole - 1, complement(fraction))
+    }
+
+    /// The digits of 1 - 0.`digits`, as many as `digits` has (trailing zeros dropped): `"25"` gives `"75"`.
+    private static func complement(_ digits: String) -> String {
+        var result: [Character] = []
+        var seenNonZero = false
+        for character in digits.reversed() {
+            let digit = Int(String(character))!
+            var value = (seenNonZero ? 9 : 10) - digit
+            if value == 10 {
+                value = 0
+            } else {
+                seenNonZero = true
+            }
+            result.append(Character(String(value)))
+        }
+        var text = String(result.reversed())
+        while text.hasSuffix("0") { text.removeLast() }
+        return text
+    }
+
+    /// The proleptic Gregorian date of a day counted from 1970-01-01.
+    static func civil(fromDays count: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let shifted = count + 719_468  // days from 0000-03-01
+        let era = shifted.floorDivided(by: 146_097)
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153  // 0 is March
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+
+    /// The day, counted from 1970-01-01, of a proleptic Gregorian date; nil when the count overflows.
+    static func days(year: Int64, month: Int64, day: Int64) -> Int64? {
+        let marchYear = month <= 2 ? year - 1 : year
+        let era = marchYear.floorDivided(by: 400)
+        let yearOfEra = marchYear - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        let (eraDays, overflow) = era.multipliedReportingOverflow(by: 146_097)
+        guard !overflow else { return nil }
+        let (total, overflow2) = eraDays.addingReportingOverflow(dayOfEra - 719_468)
+        return overflow2 ? nil : total
+    }
+
+    private static func isLeap(_ year: Int64) -> Bool { year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) }
+
+    private static func daysIn(month: Int64, of year: Int64) -> Int64 {
+        switch month {
+        case 2: isLeap(year) ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM|±HHMM)`; `T` may be a space, a space may come before the
+    /// zone (`2024-05-01 12:00:00 +0000`, as Foundation prints dates), and the year may be signed with more digits
+    /// (`-0001`, `+10000`). Nil for anything else, including impossible dates such as February 30.
     static func parse(_ text: String) -> Date? {
         var scanner = Scanner(Array(text.utf8))
-        guard let year = scanner.number(4), scanner.skip("-"), let month = scanner.number(2), scanner.skip("-"),
-            let day = scanner.number(2), scanner.skip("T") || scanner.skip("t") || scanner.skip(" "),
+        let yearSign = scanner.sign()
+        let yearDigits = scanner.digits()
+        guard yearDigits.count == 4 || (yearSign != nil && (4...15).contains(yearDigits.count)),
+            let yearMagnitude = Int64(yearDigits), scanner.skip("-"), let month = scanner.number(2),
+            scanner.skip("-"), let day = scanner.number(2), scanner.skip("T") || scanner.skip("t") || scanner.skip(" "),
             let hour = scanner.number(2), scanner.skip(":"), let minute = scanner.number(2), scanner.skip(":"),
             let second = scanner.number(2)
         else { return nil }
-        var fraction = 0.0
+        let year = Int64(yearSign ?? 1) * yearMagnitude
+        var fraction = ""
         if scanner.skip(".") {
-            let digits = scanner.digits()
-            guard !digits.isEmpty, let value = Double("0." + digits) else { return nil }
-            fraction = value
+            fraction = scanner.digits()
+            guard !fraction.isEmpty else { return nil }
         }
-        var offset = 0
+        _ = scanner.skip(" ")
+        var offset: Int64 = 0
         if scanner.skip("Z") || scanner.skip("z") {
         } else if let sign = scanner.sign() {
             guard let hours = scanner.number(2) else { return nil }
             _ = scanner.skip(":")
             guard let minutes = scanner.number(2), hours < 24, minutes < 60 else { return nil }
-            offset = sign * (hours * 3600 + minutes * 60)
+            offset = Int64(sign * (hours * 3600 + minutes * 60))
         } else {
             return nil
         }
-        guard scanner.atEnd else { return nil }
-        let components = DateComponents(
-            year: year, month: month, day: day, hour: hour, minute: minute, second: second)
-        guard let whole = calendar.date(from: components) else { return nil }
-        let check = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: whole)
-        guard check.year == year, check.month == month, check.day == day, check.hour == hour,
-            check.minute == minute, check.second == second
+        guard scanner.atEnd, (1...12).contains(month), (1...daysIn(month: Int64(month), of: year)).contains(Int64(day)),
+            hour < 24, minute < 60, second < 60,
+            let dayCount = days(year: year, month: Int64(month), day: Int64(day))
         else { return nil }
-        let seconds = whole.timeIntervalSinceReferenceDate - Double(offset)
-        return Date(timeIntervalSinceReferenceDate: seconds + fraction)
+        let (dayStart, overflow) = dayCount.multipliedReportingOverflow(by: 86_400)
+        let clock = Int64(hour * 3600 + minute * 60 + second) - offset - referenceOffset
+        let (whole, overflow2) = dayStart.addingReportingOverflow(clock)
+        guard !overflow, !overflow2 else { return nil }
+        // One correctly rounded conversion of the exact decimal whole.fraction, so formatting reads back exactly.
+        let decimal: String
+        if whole >= 0 || fraction.allSatisfy({ $0 == "0" }) {
+            decimal = "\(whole)." + (fraction.isEmpty ? "0" : fraction)
+        } else {
+            decimal = "-\((whole + 1).magnitude)." + complement(fraction)
+        }
+        return Double(decimal).map { Date(timeIntervalSinceReferenceDate: $0) }
     }
 
     private struct Scanner {
@@ -230,5 +336,13 @@ enum ISODate {
             if skip("-") { return -1 }
             return nil
         }
+    }
+}
+
+extension Int64 {
+    /// Division rounded towards minus infinity: `(-1).floorDivided(by: 86_400)` is -1.
+    func floorDivided(by divisor: Int64) -> Int64 {
+        let quotient = self / divisor
+        return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? quotient - 1 : quotient
     }
 }

@@ -22,8 +22,9 @@ final class CapturedConsole: Sendable {
     var console: Console {
         Console(
             writeOutput: { text in self.buffers.withLock { $0.output += text } },
+            writeData: { data in self.buffers.withLock { $0.output += String(decoding: data, as: UTF8.self) } },
             writeError: { text in self.buffers.withLock { $0.error += text } },
-            readInput: { self.input },
+            readInput: { _ in self.input },
             inputIsTerminal: false,
             readSecret: { _ in
                 guard let next = self.secrets.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else {

@@ -157,11 +157,42 @@ import Testing
         #expect(ISODate.parse("2024-02-29T00:00:00Z") != nil)
     }
 
+    /// ISO 8601's proleptic Gregorian calendar for any year, counted independently: days from 1970-01-01 times
+    /// 86 400, less the 978 307 200 seconds from 1970 to 2001.
+    @Test(arguments: [
+        (-719_162, "0001-01-01T00:00:00Z"),  // no Julian calendar before 1582
+        (-141_432, "1582-10-10T00:00:00Z"),  // a day the Julian-to-Gregorian switch skipped
+        (-719_528, "0000-01-01T00:00:00Z"),  // year 0 is 1 BC, a leap year
+        (-719_529, "-0001-12-31T00:00:00Z"), (2_932_897, "+10000-01-01T00:00:00Z"),
+        (-3_652_425 - 719_528, "-10000-01-01T00:00:00Z"), (11_322, "2000-12-31T00:00:00Z"),
+    ])
+    func anyYearIsExact(days: Int64, text: String) {
+        let date = Date(timeIntervalSinceReferenceDate: Double(days * 86_400 - 978_307_200))
+        #expect(ISODate.format(date) == text)
+        #expect(ISODate.parse(text) == date)
+    }
+
+    @Test func theSecondBefore2001IsExact() {
+        for (seconds, text) in [
+            (-1.0, "2000-12-31T23:59:59Z"), (-0.5, "2000-12-31T23:59:59.5Z"),
+            (-1e-07, "2000-12-31T23:59:59.9999999Z"), (-Double.leastNonzeroMagnitude, nil),
+        ] as [(Double, String?)] {
+            let date = Date(timeIntervalSinceReferenceDate: seconds)
+            let formatted = ISODate.format(date)
+            if let text { #expect(formatted == text) }
+            #expect(ISODate.parse(formatted) == date, "\(seconds) → \(formatted)")
+        }
+        #expect(
+            ISODate.format(Date(timeIntervalSinceReferenceDate: 0), style: .foundation) == "2001-01-01 00:00:00 +0000")
+        #expect(ISODate.parse("2024-05-01 12:00:00 +0000") == Date(timeIntervalSinceReferenceDate: 736_257_600))
+    }
+
     /// Formatting then parsing gives back the very same `Date`, whatever its sub-second part.
     @Test func roundTripIsExact() {
         var generator = SystemRandomNumberGenerator()
         var samples: [Double] = [0, -0.5, 123_456.789, -978_307_200, 3_000_000_000.000001, 0.1]
         for _ in 0..<2000 { samples.append(Double.random(in: -2e9...2e9, using: &generator)) }
+        for _ in 0..<2000 { samples.append(Double.random(in: -1e15...1e15, using: &generator)) }
         for seconds in samples {
             let date = Date(timeIntervalSinceReferenceDate: seconds)
             let text = ISODate.format(date)

@@ -53,10 +53,23 @@ import Testing
         try layered.prefs("write", "app", "theme", "dark")
         try layered.prefs("write", "app", "volume", "3", "--type", "int")
         try layered.writeSystem(["volume": 9, "locked": "yes"], managed: true)
+        try layered.writeSystem(["zoom": 1.5, "theme": "light"])
         #expect(
-            try layered.prefs("read", "app").output == """
+            try layered.prefs("read", "app", "--types").output == """
+                locked  string  yes  (system default)
                 theme   string  dark
                 volume  int     3
+                zoom    double  1.5  (system default)
+
+                """)
+        #expect(
+            try layered.prefs("read", "app").output == """
+                {
+                    locked = yes; /* system default */
+                    theme = dark;
+                    volume = 3;
+                    zoom = "1.5"; /* system default */
+                }
 
                 """)
         #expect(try layered.prefs("read", "app", "locked").output == "yes\n", "a system-wide default")

@@ -36,7 +36,8 @@ import Testing
         #expect(try target.prefs("write", "com.example.app", "theme", "dark").status == 0)
         #expect(try target.prefs("write", "com.example.app", "count", "5", "--type", "int").status == 0)
         #expect(try target.prefs("read", "com.example.app", "theme").output == "dark\n")
-        #expect(try target.prefs("read", "com.example.app").output == "count  int     5\ntheme  string  dark\n")
+        #expect(
+            try target.prefs("read", "com.example.app", "--types").output == "count  int     5\ntheme  string  dark\n")
         // Written through the CLI, stored as JSON in the table.
         #expect(
             try target.sql("SELECT key, value::text FROM prefs_values WHERE value IS NOT NULL ORDER BY key")

@@ -8,13 +8,14 @@ import Synchronization
     import Darwin
 #endif
 
-/// A temporary home for one test: its own preferences folder and data folder, given to `prefs` through
-/// `XDG_CONFIG_HOME` and `XDG_DATA_HOME`.
+/// A temporary home for one test: its own preferences, data and state folders, given to `prefs` through
+/// `XDG_CONFIG_HOME`, `XDG_DATA_HOME` and `XDG_STATE_HOME` (where vaults keep their rollback records).
 struct Sandbox {
     let folder: TempDir
     var root: URL { folder.url }
     var config: URL { root.appending(path: "config") }
     var data: URL { root.appending(path: "data") }
+    var state: URL { root.appending(path: "state") }
 
     init() throws { folder = try TempDir("prefs-cli") }
 
@@ -25,7 +26,10 @@ struct Sandbox {
     func path(_ name: String) -> String { file(name).path(percentEncoded: false) }
 
     var environment: [String: String] {
-        ["XDG_CONFIG_HOME": config.path(percentEncoded: false), "XDG_DATA_HOME": data.path(percentEncoded: false)]
+        [
+            "XDG_CONFIG_HOME": config.path(percentEncoded: false), "XDG_DATA_HOME": data.path(percentEncoded: false),
+            "XDG_STATE_HOME": state.path(percentEncoded: false),
+        ]
     }
 
     /// Runs `prefs` to completion with this sandbox's folders.
@@ -41,6 +45,14 @@ struct Sandbox {
         -> PrefsResult
     {
         try PrefsProcess.run(arguments, stdin: stdin, environment: environment.merging(extra) { $1 })
+    }
+
+    /// Runs `prefs` with standard input read from the file at `path` (raw bytes, `/dev/zero`, …).
+    @discardableResult
+    func prefs(_ arguments: [String], stdinFrom path: String) throws -> PrefsResult {
+        let input = try FileHandle(forReadingFrom: URL(filePath: path))
+        defer { try? input.close() }
+        return try PrefsProcess.run(arguments, input: input, environment: environment)
     }
 }
 
@@ -68,9 +80,9 @@ struct PrefsProcess {
     let output: Pipe
     let errors: Pipe
 
-    static func start(_ arguments: [String], stdin: String? = nil, environment: [String: String]) throws
-        -> PrefsProcess
-    {
+    static func start(
+        _ arguments: [String], stdin: String? = nil, input file: FileHandle? = nil, environment: [String: String]
+    ) throws -> PrefsProcess {
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
@@ -80,7 +92,7 @@ struct PrefsProcess {
         process.standardOutput = output
         process.standardError = errors
         let input = Pipe()
-        process.standardInput = stdin == nil ? FileHandle.nullDevice : input
+        process.standardInput = file ?? (stdin == nil ? FileHandle.nullDevice : input)
         try process.run()
         if let stdin {
             input.fileHandleForWriting.write(Data(stdin.utf8))
@@ -89,10 +101,10 @@ struct PrefsProcess {
         return PrefsProcess(process: process, output: output, errors: errors)
     }
 
-    static func run(_ arguments: [String], stdin: String? = nil, environment: [String: String]) throws
-        -> PrefsResult
-    {
-        let child = try start(arguments, stdin: stdin, environment: environment)
+    static func run(
+        _ arguments: [String], stdin: String? = nil, input: FileHandle? = nil, environment: [String: String]
+    ) throws -> PrefsResult {
+        let child = try start(arguments, stdin: stdin, input: input, environment: environment)
         // Read standard error on another thread so that neither pipe can fill up and block the child.
         let errorData = ErrorCollector(child.errors.fileHandleForReading)
         let output = child.output.fileHandleForReading.readDataToEndOfFile()

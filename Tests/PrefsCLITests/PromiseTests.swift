@@ -50,8 +50,9 @@ import Testing
         let output = Mutex("")
         let console = Console(
             writeOutput: { text in output.withLock { $0 += text } },
+            writeData: { data in output.withLock { $0 += String(decoding: data, as: UTF8.self) } },
             writeError: { text in output.withLock { $0 += text } },
-            readInput: { Data("from stdin".utf8) },
+            readInput: { _ in Data("from stdin".utf8) },
             inputIsTerminal: true,
             readSecret: { prompt in
                 prompts.withLock { $0.append(prompt) }

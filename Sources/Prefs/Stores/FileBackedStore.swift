@@ -103,6 +103,11 @@ public class FileBackedStore: KeyValueStore, @unchecked Sendable {
     /// the keys whose values changed.
     public func replaceAll(_ values: [String: PrefValue]) throws { try open().replaceAll(values) }
 
+    /// `try store.replaceAllAsImported(values)` is ``replaceAll(_:)`` for a whole file a tool imports: it also takes
+    /// the keys a store file can hold but an app cannot write (empty, or containing NUL), which files written by
+    /// Foundation or other tools may have, so that export followed by import keeps them.
+    package func replaceAllAsImported(_ values: [String: PrefValue]) throws { try storage.edit { $0 = values } }
+
     /// `try store.batch { settings.theme = .dark; settings.fontSize = 14 }` applies every write inside `body` in
     /// memory at once and writes the file once, durably and atomically, when `body` returns; observers hear of
     /// each changed key once, afterwards. If `body` or the write throws, nothing is written and the values go back

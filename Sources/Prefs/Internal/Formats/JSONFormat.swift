@@ -6,7 +6,7 @@ import Foundation
 /// JSON has no float, date or data kinds, so those are written as single-key tagged objects:
 /// `{"$float": 0.10000000149011612}`, `{"$date": 123456.789}` (seconds since the reference date) and
 /// `{"$data": "yv4="}`. Non-finite numbers are tagged with their name, `{"$double": "inf"}`, `{"$double": "-inf"}`,
-/// `{"$double": "nan"}` (and `{"$float": "inf"}` for a `Float`). A dictionary value with exactly one key that starts with `$` is wrapped as
+/// `{"$double": "nan"}` (and `{"$float": "inf"}` for a `Float`; `{"$date": "nan"}` is read, and written on request). A dictionary value with exactly one key that starts with `$` is wrapped as
 /// `{"$dict": {...}}` so that it cannot be mistaken for a tag. The top-level object is never a tag.
 enum JSONFormat {
     /// The deepest nesting of arrays and objects the parser accepts.
@@ -21,8 +21,12 @@ enum JSONFormat {
     // MARK: Encoding
 
     /// The whole store as a UTF-8 JSON document: 2-space indent, sorted keys, trailing newline.
-    static func encode(_ values: [String: PrefValue]) throws(PrefsError) -> Data {
+    ///
+    /// With `tagsNonFiniteDates`, a date that is not a finite number (which a binary property list can hold) is
+    /// written as `{"$date": "nan"}` (or `"inf"`, `"-inf"`) instead of being refused, as `prefs export` needs.
+    static func encode(_ values: [String: PrefValue], tagsNonFiniteDates: Bool = false) throws(PrefsError) -> Data {
         var writer = Writer(pretty: true)
+        writer.tagsNonFiniteDates = tagsNonFiniteDates
         // One allocation of about the final size: growing a buffer of large values by doubling copied each byte
         // about twice and faulted in fresh pages at every step.
         _ = writer.output.reserve(Writer.estimatedSize(of: values))
@@ -93,6 +97,7 @@ extension JSONFormat {
     private struct Writer {
         let pretty: Bool
         var plainDecimals = false
+        var tagsNonFiniteDates = false
         /// The UTF-8 bytes written so far (bytes, not a `String`, so base64 is encoded straight into them).
         let output = OutputBuffer()
         var depth = 0
@@ -261,7 +266,12 @@ extension JSONFormat {
                 }
             case .date(let date):
                 try writeTagged(dateTag, indent: indent, key: key) { (writer: inout Writer) throws(PrefsError) in
-                    try writer.writeDouble(date.timeIntervalSinceReferenceDate, kind: "date", key: key)
+                    let seconds = date.timeIntervalSinceReferenceDate
+                    if seconds.isFinite || !writer.tagsNonFiniteDates {
+                        try writer.writeDouble(seconds, kind: "date", key: key)
+                    } else {
+                        writer.writeString(JSONFormat.name(ofNonFinite: seconds))  // a binary plist can hold one
+                    }
                 }
             case .data(let bytes):
                 try writeTagged(dataTag, indent: indent, key: key) { (writer: inout Writer) throws(PrefsError) in
@@ -694,6 +704,8 @@ extension JSONFormat {
                 switch payload {
                 case .double(let seconds): return .date(Date(timeIntervalSinceReferenceDate: seconds))
                 case .int(let seconds): return .date(Date(timeIntervalSinceReferenceDate: Double(seconds)))
+                case .string(let name) where JSONFormat.nonFinite(named: name) != nil:
+                    return .date(Date(timeIntervalSinceReferenceDate: JSONFormat.nonFinite(named: name)!))
                 default: throw fail("$date tag needs a number of seconds", at: offset)
                 }
             case JSONFormat.dataTag:

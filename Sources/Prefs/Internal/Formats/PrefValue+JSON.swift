@@ -7,7 +7,7 @@ extension PrefValue {
     /// ``unsignedInt(_:)`` above `Int64.max`), other numbers ``double(_:)``, objects ``dictionary(_:)``. The tagged
     /// objects a ``FileStore`` writes are understood too, so every value round-trips exactly through ``jsonText()``:
     /// `{"$float": 0.5}`, `{"$date": 786123456.789}` (seconds since 2001-01-01), `{"$data": "yv4="}` (base64),
-    /// `{"$double": "inf"}` (also `"-inf"` and `"nan"`, and the same names in `$float`) and `{"$dict": {…}}`.
+    /// `{"$double": "inf"}` (also `"-inf"` and `"nan"`, and the same names in `$float` and `$date`) and `{"$dict": {…}}`.
     ///
     /// - Throws: ``PrefsError/decodingFailed(key:reason:)`` naming the byte offset of the first error.
     package init(jsonText: String) throws {
@@ -27,6 +27,13 @@ extension PrefValue {
     /// - Throws: ``PrefsError/encodingFailed(key:reason:)`` naming the key whose value JSON cannot hold.
     package static func jsonDocument(_ values: [String: PrefValue]) throws -> Data {
         try JSONFormat.encode(values)
+    }
+
+    /// `try PrefValue.exportDocument(values)` is ``jsonDocument(_:)`` for `prefs export`: a date that is not a finite
+    /// number is tagged `{"$date": "nan"}` (or `"inf"`, `"-inf"`) rather than refused, so one such value does not
+    /// fail the export of a whole domain; ``values(fromJSONDocument:source:)`` reads it back.
+    package static func exportDocument(_ values: [String: PrefValue]) throws -> Data {
+        try JSONFormat.encode(values, tagsNonFiniteDates: true)
     }
 
     /// `try PrefValue.values(fromJSONDocument: data)` parses a document written by ``jsonDocument(_:)`` (or any
