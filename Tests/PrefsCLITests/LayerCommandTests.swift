@@ -1,6 +1,23 @@
 import Foundation
 import Prefs
+import PrefsCLICore
+import PrefsTestSupport
 import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// True when this process has private XDG folders (as `make test` runs it), so an in-process `prefs` command may
+/// open domains without touching the real ~/.config.
+private let privateXDGFolders: Bool = {
+    let environment = ProcessInfo.processInfo.environment
+    guard let config = environment["XDG_CONFIG_HOME"] else { return false }
+    let home = FileManager.default.homeDirectoryForCurrentUser.path(percentEncoded: false)
+    return !config.hasPrefix(home + "/.config")
+}()
 
 /// `prefs read` over layered domains: system-wide defaults under `$XDG_CONFIG_DIRS`, where a `managed-preferences`
 /// file is a default too (forced values come only from `/etc/xdg/managed-preferences`: LayerTests).
@@ -76,5 +93,40 @@ import Testing
         let written = try layered.prefs("write", "app", "volume", "4")
         #expect(written.status == 0, "\(written)")
         #expect(try layered.prefs("read", "app", "volume").output == "4\n")
+    }
+
+    /// In this process, through the package's test hook (a `prefs` child cannot be pointed elsewhere, as no user can
+    /// point an app elsewhere): forced keys are marked, explained and their writes refused.
+    @Test(.enabled(if: privateXDGFolders, "opens a domain in this process's XDG_CONFIG_HOME"))
+    func forcedKeysAreMarkedExplainedAndRefused() async throws {
+        let folder = try TempDir()
+        defer { folder.cleanup() }
+        let managed = folder.file("managed-preferences")
+        try FileManager.default.createDirectory(at: managed, withIntermediateDirectories: true)
+        for path in [folder.path, managed.path] { chmod(path, 0o755) }
+        ManagedLocation.useForTesting(folder: managed.path, checkedFrom: folder.path, owner: getuid())
+        let domain = "forced-\(UUID().uuidString)"
+        let file = managed.appending(path: domain + ".plist")
+        let data = try PropertyListSerialization.data(fromPropertyList: ["volume": 9], format: .xml, options: 0)
+        try data.write(to: file)
+        chmod(file.path, 0o644)
+
+        func run(_ arguments: String...) async -> (status: Int32, output: String, error: String) {
+            let console = CapturedConsole()
+            let status = await PrefsTool.run(arguments, console: console.console)
+            return (status, console.output, console.error)
+        }
+        #expect(await run("write", domain, "theme", "dark").status == 0)
+        let refused = await run("write", domain, "volume", "4")
+        #expect(refused.status == 2 && refused.error.contains("forced by the system administrator"), "\(refused)")
+        #expect(
+            await run("read", domain).output == """
+                theme   string  dark
+                volume  int     9  (forced)
+
+                """)
+        #expect(
+            await run("read", domain, "volume", "--explain").output
+                == "9\nlayer: managed: forced by the administrator (/etc/xdg/managed-preferences)\n")
     }
 }

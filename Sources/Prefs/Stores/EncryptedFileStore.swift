@@ -18,7 +18,9 @@ public import Foundation
 /// modified (``VaultError/authenticationFailed``, indistinguishable by design), when it was written by a newer
 /// version (``VaultError/unsupportedFormatVersion(_:)``), when it is truncated, when a key file is readable
 /// by others (``VaultError/insecureKeyFile(path:mode:)``), or when it is an older copy of this vault or another
-/// vault than the one last seen at this path (``VaultError/rollbackDetected(reason:)``).
+/// vault than the one last seen at this path (``VaultError/rollbackDetected(reason:)``). When the record that
+/// catches an older copy cannot be kept, the vault opens and the store reports
+/// ``VaultError/rollbackRecordUnavailable(path:reason:)`` once (see ``rollbackRecordProblem``).
 public final class EncryptedFileStore: FileBackedStore, @unchecked Sendable {
     private let codec: VaultSnapshotCodec
 
