@@ -117,12 +117,27 @@ private let privateXDGFolders: Bool = {
             return (status, console.output, console.error)
         }
         #expect(await run("write", domain, "theme", "dark").status == 0)
-        let refused = await run("write", domain, "volume", "4")
-        #expect(refused.status == 2 && refused.error.contains("forced by the system administrator"), "\(refused)")
+        for arguments in [
+            ["write", domain, "volume", "4"], ["write", domain, "volume", "-int", "4"], ["delete", domain, "volume"],
+            ["rename", domain, "theme", "volume"],
+        ] {
+            let console = CapturedConsole()
+            let status = await PrefsTool.run(arguments, console: console.console)
+            #expect(status == 5, "a forced key is not a usage error: \(arguments) \(console.error)")
+            #expect(console.error.contains("forced by the system administrator"), "\(console.error)")
+        }
         #expect(
-            await run("read", domain).output == """
+            await run("read", domain, "--types").output == """
                 theme   string  dark
                 volume  int     9  (forced)
+
+                """)
+        #expect(
+            await run("read", domain).output == """
+                {
+                    theme = dark;
+                    volume = 9; /* forced */
+                }
 
                 """)
         #expect(

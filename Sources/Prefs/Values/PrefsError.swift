@@ -70,9 +70,7 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
         case .encodingFailed(let key, let reason): "cannot encode value for \(String(reflecting: key)): \(reason)"
         case .decodingFailed(let key, let reason):
             "cannot decode value for \(String(reflecting: key)): \(reason); left unchanged"
-        case .corruptFile(let path, let reason):
-            "\(path) is not a valid preferences file (\(reason)); left untouched (to keep it aside and start afresh: "
-                + "store.moveDamagedFileAside(), or prefs repair)"
+        case .corruptFile(let path, let reason): "\(path) is not a valid preferences file (\(reason)); left untouched"
         case .io(let path, let operation, _, let message): "\(operation) \(path): \(message)"
         case .forced(let key):
             "\(String(reflecting: key)) is forced by the system administrator (managed preferences); not changed"

@@ -497,8 +497,10 @@ final class FileBackedStorage: Sendable {
     private func restoreAfterForeignRewrite() {
         guard let rewriteGuard, !rewriteGuard.isIdle else { return }
         DispatchQueue.global().async { [weak self] in
-            guard let self else { return }
+            guard let self, !self.isShut else { return }
             do { try self.edit { _ in } } catch {
+                // Closed meanwhile: nobody is left to keep the values of.
+                if case .storeClosed? = error as? PrefsError { return }
                 ErrorReporter.reportOnce(error, key: "", operation: .write, source: self.changes)
             }
         }
@@ -592,7 +594,7 @@ final class FileBackedStorage: Sendable {
             }
             switch verdict {
             case .damaged:
-                throw error
+                throw Self.namingTheWayOut(error)
             case .suspect(let recheck, let schedule):
                 if schedule { scheduleRecheck(after: recheck) }
                 return
@@ -608,6 +610,14 @@ final class FileBackedStorage: Sendable {
                 layers.userDeferred(values)
             }
         }
+    }
+
+    /// A store file that cannot be decoded, with what to do about it in the one report the app gets.
+    private static func namingTheWayOut(_ error: any Error) -> any Error {
+        guard case .corruptFile(let path, let reason)? = error as? PrefsError else { return error }
+        return PrefsError.corruptFile(
+            path: path,
+            reason: reason + "; to keep it aside and start afresh: moveDamagedFileAside(), or `prefs repair`")
     }
 
     private func load(_ values: [String: PrefValue], identity: FileIdentity?, announcing: Bool) {
