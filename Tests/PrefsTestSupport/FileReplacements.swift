@@ -19,7 +19,9 @@ public final class FileReplacements {
         fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         let folder = url.deletingLastPathComponent().path(percentEncoded: false)
-        guard inotify_add_watch(fd, folder, UInt32(IN_MOVED_TO)) >= 0 else {
+        // Moves from the temporary names too: the kernel merges an event identical to the last one unread, so
+        // renames onto the file would count as one unless another event comes between them.
+        guard inotify_add_watch(fd, folder, UInt32(IN_MOVED_TO | IN_MOVED_FROM)) >= 0 else {
             close(fd)
             throw POSIXError(.init(rawValue: errno) ?? .EIO)
         }
@@ -40,7 +42,10 @@ public final class FileReplacements {
                     Int(bytes.loadUnaligned(fromByteOffset: offset, as: inotify_event.self).len)
                 }
                 let nameBytes = buffer[(offset + header)..<(offset + header + length)].prefix { $0 != 0 }
-                if String(decoding: nameBytes, as: UTF8.self) == name { total += 1 }
+                let mask = buffer.withUnsafeBytes { bytes in
+                    bytes.loadUnaligned(fromByteOffset: offset, as: inotify_event.self).mask
+                }
+                if mask & UInt32(IN_MOVED_TO) != 0, String(decoding: nameBytes, as: UTF8.self) == name { total += 1 }
                 offset += header + length
             }
         }
