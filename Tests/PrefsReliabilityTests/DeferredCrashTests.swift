@@ -8,7 +8,8 @@ import Testing
 
 /// A child process writes 1, 2, 3, … through a store deferring writes by 50 ms, about one a millisecond, flushing
 /// now and then, and is killed with SIGKILL at a random moment, over and over. After every kill a fresh process must
-/// open the store (never torn) and find a value that was written, no older than the last flushed one, and lose only
+/// open the store (never torn) and find a value that was written, no older than the last flushed one, the changes in
+/// the order they were made, and lose only
 /// changes of the last window: the changes it lost were acknowledged at most a window (plus the time a commit takes)
 /// before the kill.
 @Suite(.enabled(if: Reliability.enabled))
@@ -24,6 +25,7 @@ struct DeferredCrashTests {
         var impossible = 0
         var lostFlushed = 0
         var regressed = 0
+        var outOfOrder = 0
         var lostChanges = 0
         var killsLosingChanges = 0
         /// For each kill that lost changes: how long before the kill the oldest lost change was acknowledged.
@@ -35,7 +37,7 @@ struct DeferredCrashTests {
             let sorted = lostAges.sorted()
             let p50 = sorted.isEmpty ? 0 : sorted[sorted.count / 2]
             return "kills=\(kills) acknowledged=\(acknowledged) corrupt=\(corrupt) impossible=\(impossible) "
-                + "lost-flushed=\(lostFlushed) regressed=\(regressed) lost-changes=\(lostChanges) "
+                + "lost-flushed=\(lostFlushed) regressed=\(regressed) out-of-order=\(outOfOrder) lost-changes=\(lostChanges) "
                 + "kills-losing-changes=\(killsLosingChanges) lost-age-ms-median=\(String(format: "%.1f", p50)) "
                 + "lost-age-ms-max=\(String(format: "%.1f", maxLostAge)) max-leftover-tmp=\(mostTemporaryFiles)"
         }
@@ -69,13 +71,17 @@ struct DeferredCrashTests {
                 let child = try Child([
                     "deferred-count-on", spec, "n", String(Self.windowMilliseconds), "500",
                 ])
-                guard let first = child.readLine(), first.hasPrefix("start "), let start = Int(first.dropFirst(6))
+                let first = child.readLine()?.split(separator: " ") ?? []
+                guard first.count == 3, first[0] == "start", let start = Int(first[1]), let after = Int(first[2])
                 else {
                     child.kill()
                     Issue.record("round \(round): the store did not open after a kill: \(child.wait().description)")
                     tally.corrupt += 1
                     return tally
                 }
+                // Each value goes to KEY, then to KEY-after: a file holding a later change without an earlier one
+                // would show KEY-after ahead of KEY, or behind it by more than the one change in between.
+                if after != start && after != start - 1 { tally.outOfOrder += 1 }
                 if round > 0 {
                     if start > lastAcknowledged { tally.impossible += 1 }
                     if start < lastFlushed { tally.lostFlushed += lastFlushed - start }
@@ -141,6 +147,7 @@ struct DeferredCrashTests {
         #expect(tally.impossible == 0)
         #expect(tally.lostFlushed == 0)
         #expect(tally.regressed == 0)
+        #expect(tally.outOfOrder == 0)
         #expect(tally.maxLostAge <= Double(Self.windowMilliseconds + Self.commitAllowanceMilliseconds))
         #expect(tally.mostTemporaryFiles <= 1)
         #expect(fixtures.lines == ["ok"], "other keys after \(kills) kills: \(fixtures)")

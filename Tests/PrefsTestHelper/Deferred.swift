@@ -68,18 +68,20 @@ enum DeferredCommands {
         emit("ok")
     }
 
-    /// deferred-count-on SPEC KEY WINDOW_MS FLUSH_EVERY: prints "start N" with the stored value, then stores N+1,
-    /// N+2, … through a store deferring writes by WINDOW_MS, about one a millisecond, printing "V T" once each set
-    /// has returned (T: the monotonic clock in nanoseconds) and, every FLUSH_EVERY values, "flushed V" once a flush
+    /// deferred-count-on SPEC KEY WINDOW_MS FLUSH_EVERY: prints "start N M" with the stored values of KEY and
+    /// KEY-after, then stores N+1, N+2, … in KEY and then the same in KEY-after, through a store deferring writes by
+    /// WINDOW_MS, about one value a millisecond, printing "V T" once both sets have returned (T: the monotonic clock in nanoseconds) and, every FLUSH_EVERY values, "flushed V" once a flush
     /// has returned.
     static func countOn(spec: String, key name: String, windowMilliseconds: Int, flushEvery: Int) throws {
         let store = try deferred(spec, window: .milliseconds(windowMilliseconds))
         let key = PrefKey(name, default: 0)
+        let after = PrefKey(name + "-after", default: 0)
         var value = try store.value(for: key)
-        emit("start \(value)")
+        emit("start \(value) \(try store.value(for: after))")
         while true {
             value += 1
             try store.set(value, for: key)
+            try store.set(value, for: after)
             emit("\(value) \(monotonicNanoseconds())")
             if value.isMultiple(of: flushEvery) {
                 try store.flush()

@@ -1,5 +1,7 @@
 import Foundation
+import Observation
 import PrefsTestSupport
+import Synchronization
 import Testing
 
 @testable import Prefs
@@ -62,6 +64,31 @@ import Testing
         try await quick.flush()
         #expect(try readInt("volume", backend, in: directory) == ["7"])
         #expect(try readInt("seed", backend, in: directory) == ["1"], "a commit keeps the other values")
+    }
+
+    /// The tour's and the README's example, in a suite of a temporary folder.
+    @Test func theFrequentWritesExampleWorksAsWritten() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let settings = try UserDefaultsStore(suiteName: "com.example.app", directory: directory.url)
+        let quick = settings.deferringWrites()
+        let volume = StoredValue(key: "volume", default: 0.5, store: quick)
+        let sameKey = StoredValue(key: "volume", default: 0.5, store: settings)
+        let tracked = Mutex(false)
+        withObservationTracking {
+            _ = sameKey.wrappedValue
+        } onChange: {
+            tracked.withLock { $0 = true }
+        }
+
+        volume.set(0.7)
+
+        #expect(sameKey.wrappedValue == 0.7)
+        #expect(tracked.withLock { $0 }, "Observation hears of a deferred write")
+        try volume.store.flush()
+        let plist = try Data(contentsOf: directory.file("com.example.app.plist"))
+        let values = try PropertyListSerialization.propertyList(from: plist, format: nil) as? [String: Any]
+        #expect(values?["volume"] as? Double == 0.7)
     }
 
     @Test func anAsyncFlushReturnsOnceTheChangeIsInTheFile() async throws {
