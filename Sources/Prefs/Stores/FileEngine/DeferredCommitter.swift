@@ -28,8 +28,17 @@ final class DeferredCommitter: Sendable {
     }
 
     private let state = Mutex(State())
-    /// Runs the timed commits, one at a time.
-    let queue = DispatchQueue(label: "Prefs.DeferredCommitter")
+    /// Runs the timed commits, one at a time; made at the first deferred write, so that opening a store costs
+    /// nothing more.
+    var queue: DispatchQueue {
+        madeQueue.withLock { queue in
+            if let queue { return queue }
+            let made = DispatchQueue(label: "Prefs.DeferredCommitter")
+            queue = made
+            return made
+        }
+    }
+    private let madeQueue = Mutex<DispatchQueue?>(nil)
     /// How long a failed commit waits before it is tried again, unless a change or a flush comes first.
     static let retryDelay: Duration = .seconds(1)
 
