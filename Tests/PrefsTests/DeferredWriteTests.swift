@@ -303,6 +303,20 @@ import Testing
         #expect(Reports.for(key).count == 1)
     }
 
+    @Test func aFlushInsideABatchOfTheSameStoreThrowsInsteadOfWaitingForItself() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let quick = try durableStore(.file, in: directory).deferringWrites(window: Self.hour)
+        try quick.setValue(.int(1), forKey: "before")
+        try quick.batch {
+            try quick.setValue(.int(2), forKey: "inside")
+            #expect(throws: PrefsError.self) { try quick.flush() }
+        }
+        try quick.flush()
+        #expect(try readInt("before", .file, in: directory) == ["1"])
+        #expect(try readInt("inside", .file, in: directory) == ["2"])
+    }
+
     @Test func aFileThatCannotBeReadRefusesDeferredWritesAndIsLeftUntouched() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }

@@ -214,6 +214,16 @@ extension FileBackedStorage {
     /// scheduled.
     func commitDeferred(retrying: Bool = true) throws {
         guard committer.hasPending else { return }
+        // A flush from inside a batch or a transform of this storage, on the thread that holds its locks, would
+        // wait for itself; what that write holds reaches the file when it ends.
+        writer.lock()
+        let insideAWrite = writerDepth > 0
+        writer.unlock()
+        if insideAWrite {
+            throw PrefsError.io(
+                path: path, operation: "flush", errno: EDEADLK,
+                message: "flush() cannot run inside a batch or an update of the same store; call it after")
+        }
         defer { changes.deliverAnnouncements() }
         do {
             try file.withLock(.exclusive) {

@@ -15,7 +15,7 @@ final class FileBackedStorage: Sendable {
     /// Serialises writers in this process; recursive so a transform may itself write to the same store.
     let writer = NSRecursiveLock()
     /// How deep the current writer thread is nested; only touched while holding `writer`.
-    nonisolated(unsafe) private var writerDepth = 0
+    nonisolated(unsafe) var writerDepth = 0
     /// The values the file held when the current batch began (nil: no batch runs); only touched under `writer`,
     /// so only the thread running the batch ever sees it set.
     nonisolated(unsafe) var batchStart: [String: PrefValue]?
