@@ -76,7 +76,7 @@ extension KeyValueStore {
     ///
     /// - Throws: the error of the write when it fails; the values stay in memory and are written by a later commit.
     ///   Inside a batch or an update of the same store, ``PrefsError/io(path:operation:errno:message:)`` with
-    ///   `EDEADLK`, since the flush would wait for itself: flush after the batch, whose end writes it all anyway.
+    ///   `EDEADLK`, since the flush would wait for itself: flush after it.
     public func flush() throws {
         guard let store = self as? FileBackedStore else { return }
         try store.storage.commitDeferred()
