@@ -90,7 +90,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "PrefsBench",
-            dependencies: ["Prefs", "CSodium", "PrefsPostgres", "CLibPQ", "PostgresTestServer"]
+            dependencies: ["Prefs", "CSodium", "PrefsPostgres", "CLibPQ", "PostgresTestServer", "PrefsTestSupport"]
         ),
         .testTarget(
             name: "PrefsReliabilityTests",

@@ -136,7 +136,7 @@ func pad(_ text: String, _ width: Int) -> String {
 /// Every comparison scenario, in the order they run and print.
 func allScenarios(folders: Folders) -> [Scenario] {
     comparisonScenarios(folders: folders) + roundTwoScenarios(folders: folders) + coldOpenScenarios(folders: folders)
-        + postgresScenarios()
+        + postgresScenarios() + deferredScenarios(folders: folders)
 }
 
 /// Runs the selected benchmarks and prints their results; returns the exit status.
@@ -176,6 +176,7 @@ func runBenchmarks(_ options: Options) async throws {
         log("running \(RSSGrowth.name)")
         growth = try await subscribeCancelGrowth(cycles: 100_000, folders: folders)
     }
+    let deferred = try await deferredFigures(folders: folders, quick: options.quick, includes: options.includes)
 
     let scenarios = Dictionary(uniqueKeysWithValues: allScenarios(folders: folders).map { ($0.name, $0) })
     print(
@@ -203,6 +204,7 @@ func runBenchmarks(_ options: Options) async throws {
         let verdict = growth <= RSSGrowth.target ? "met" : "MISSED"
         print(pad(RSSGrowth.name, 38) + "\(growth) bytes after 100 000 cycles (≤ 1 MiB \(verdict))")
     }
+    for figure in deferred { print(pad(figure.name, 38) + figure.line) }
 
     if options.json {
         var objects = results.map { result in
@@ -215,6 +217,7 @@ func runBenchmarks(_ options: Options) async throws {
                 "{\"name\":\(jsonString(RSSGrowth.name)),\"value\":\(growth),\"target\":\(RSSGrowth.target),"
                     + "\"met\":\(growth <= RSSGrowth.target)}")
         }
+        objects += deferred.map { "{\"name\":\(jsonString($0.name)),\($0.json),\"met\":\($0.met)}" }
         print("{\"scenarios\":[" + objects.joined(separator: ",") + "]}")
     }
 }

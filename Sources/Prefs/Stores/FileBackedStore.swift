@@ -8,7 +8,8 @@ import Synchronization
 /// - reads are served from an in-memory snapshot of the file, decoded once;
 /// - each write goes to a fresh private file that is flushed and renamed over the old one, and the folder is
 ///   flushed too, so once a write returns it survives a crash, and a crash at any moment leaves either the old
-///   or the new file, never a torn one;
+///   or the new file, never a torn one (a store from ``deferringWrites(window:)`` returns first and writes within
+///   its window);
 /// - writes and read-modify-write updates hold a lock file beside the data file (`flock`), so processes sharing
 ///   the file never lose each other's updates;
 /// - another process's changes are noticed (inotify on Linux) and announced on ``changes``, key by key;

@@ -11,20 +11,22 @@ final class FileBackedStorage: Sendable {
     /// The layers merged over and under the file's values (registered defaults at least); see `Stores/Layers`.
     let layers: StoreLayers
 
-    private let snapshot: Mutex<SnapshotState>
+    let snapshot: Mutex<SnapshotState>
     /// Serialises writers in this process; recursive so a transform may itself write to the same store.
-    private let writer = NSRecursiveLock()
+    let writer = NSRecursiveLock()
     /// How deep the current writer thread is nested; only touched while holding `writer`.
-    nonisolated(unsafe) private var writerDepth = 0
+    nonisolated(unsafe) var writerDepth = 0
     /// The values the file held when the current batch began (nil: no batch runs); only touched under `writer`,
     /// so only the thread running the batch ever sees it set.
-    nonisolated(unsafe) private var batchStart: [String: PrefValue]?
+    nonisolated(unsafe) var batchStart: [String: PrefValue]?
     /// Whether the first write has swept temporary files left by killed writers; only touched under `writer`.
     nonisolated(unsafe) private var sweptTemporaryFiles = false
     private let watch = Mutex<FileWatchToken?>(nil)
     /// For a UserDefaults suite: restores Prefs commits that a foreign in-place rewrite undid (see
     /// `ForeignRewriteGuard`); nil for files only Prefs writes.
     let rewriteGuard: ForeignRewriteGuard?
+    /// The changes made in memory by deferred writes and not yet in the file (see `DeferredCommitter.swift`).
+    let committer = DeferredCommitter()
 
     var path: String { file.url.path }
 
@@ -46,6 +48,7 @@ final class FileBackedStorage: Sendable {
 
     deinit {
         watch.withLock { $0?.cancel() }
+        try? commitDeferred(retrying: false)  // deferred writes still in memory; a failure is reported
     }
 
     // MARK: Lifetime
@@ -68,10 +71,12 @@ final class FileBackedStorage: Sendable {
                 count = current - 1
                 return false
             }
-            count = nil
             return true
         }
         guard last else { return }
+        // Deferred writes still in memory reach the file first (a failure is reported), then the storage shuts.
+        try? commitDeferred(retrying: false)
+        openStores.withLock { $0 = nil }
         watch.withLock { token in
             token?.cancel()
             token = nil
@@ -309,7 +314,8 @@ final class FileBackedStorage: Sendable {
     /// file in one durable, atomic write when it returns. Observers hear of each changed key once, after that
     /// write. If `body` or the write throws, nothing is written and memory goes back to the values before the
     /// batch. A batch inside a batch joins it; if the inner one throws, only its own writes are undone.
-    func batch<T>(_ body: () throws -> T) throws -> T {
+    /// With `window`, the batch is deferred: its values are committed with the other deferred writes, in one write.
+    func batch<T>(deferringWithin window: Duration? = nil, _ body: () throws -> T) throws -> T {
         defer { changes.deliverAnnouncements() }
         return try withWriteLock { () throws -> T in
             if batchStart != nil {
@@ -336,6 +342,10 @@ final class FileBackedStorage: Sendable {
             }
             let final = snapshot.withLock { $0.values }
             guard final != start else { return result }
+            if let window {
+                deferBatch(from: start, within: window)
+                return result
+            }
             do {
                 try write(final, committingBatchFrom: start)
             } catch  where !error.isCommitted {
@@ -407,6 +417,7 @@ final class FileBackedStorage: Sendable {
         }
         let replaced = rewriteGuard == nil ? nil : (batchValues ?? snapshot.withLock { $0.values })
         snapshot.withLock { state in
+            committer.committedEverything()  // the values written included every deferred change
             if let batchValues {
                 // A batch's values are in memory already: announce what changed since it began, each key once.
                 state.values = batchValues
@@ -443,7 +454,7 @@ final class FileBackedStorage: Sendable {
     /// writer's in-place rewrite, looks again every few milliseconds until it reads or the grace period is over
     /// (then it throws the file's error). Writers call it under the lock, so they never fail on a rewrite in
     /// progress and never overwrite a file they could not read.
-    private func refreshWaitingForReadableFile() throws {
+    func refreshWaitingForReadableFile() throws {
         // In a batch the file was read when it began and is written when it ends; its values live in memory.
         if batchStart != nil { return }
         try waitForReadableFile()
@@ -625,6 +636,7 @@ final class FileBackedStorage: Sendable {
             let recovered = state.damage != nil
             // What changed is what differs from the values held before: decode any still encoded.
             if announcing { materialize(&state) }
+            let values = committer.keepingPending(values, from: state.values)  // deferred writes stay
             let changed = state.load(values, identity: identity, diffing: announcing)
             mirrorInLayers(values, announcing: announcing ? changed : nil)
             return recovered
@@ -634,7 +646,7 @@ final class FileBackedStorage: Sendable {
 
     /// Decodes values the first load left encoded, into the snapshot and the layers at once; call holding the
     /// snapshot lock.
-    private func materialize(_ state: inout SnapshotState) {
+    func materialize(_ state: inout SnapshotState) {
         guard let deferred = state.deferred else { return }
         let values = deferred.allValues()
         state.materialize(values)

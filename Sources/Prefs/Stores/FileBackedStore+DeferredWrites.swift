@@ -1,0 +1,96 @@
+import Foundation
+
+extension FileBackedStore {
+    /// `let quick = store.deferringWrites()` is the same store, whose writes return at once and reach the file
+    /// within `window`.
+    ///
+    /// ```swift
+    /// let settings = try UserDefaultsStore(suiteName: "com.example.app")
+    /// let quick = settings.deferringWrites()                         // 50 ms
+    /// @StoredValue(key: "volume", store: quick) var volume = 0.5
+    /// volume = 0.7          // in memory now: every reader and observer in the process sees 0.7
+    /// try quick.flush()     // on disk now (or wait: it is there within 50 ms)
+    /// ```
+    ///
+    /// Both stores read and write the same values: a write through either is seen at once through the other, by
+    /// every wrapper of the key and by every observer in this process. Writes through the returned store
+    /// (`set`, `reset`, `setValue(_:forKey:)`, `removeValues(forKeys:)`, `replaceAll(_:)`, `batch(_:)`) change
+    /// memory and return; a background commit then writes every change made within the window in one durable,
+    /// atomic write of the file, in the order they were made, on top of the file's latest values under its
+    /// cross-process lock. Other processes see a change once it is committed.
+    ///
+    /// - A batch is one commit: its changes reach the file together, or, if its body throws, not at all.
+    /// - Read-modify-write helpers (`update`, `toggle`, `append`, `set(_:to:)`, `updateValue(forKey:_:)`) stay
+    ///   durable and atomic across processes: they run under the file's lock and write before they return, taking
+    ///   every deferred change along in the same write.
+    /// - `flush()` returns once every change deferred so far is in the file; a normal exit
+    ///   (`exit`, or returning from `main`) and releasing the last reference to the store flush too. A crash or
+    ///   `kill -9` loses the changes not committed yet: at most those of the last window and of a commit in
+    ///   progress.
+    /// - A commit that fails (a full disk, a folder that cannot be written) keeps the values in memory, is
+    ///   reported to ``PrefsConfig/errorHandler`` once while it keeps failing, and is tried again a second later,
+    ///   at the next change and at a flush; `flush()` throws its error.
+    /// - A file that cannot be read is never overwritten: writes throw its error, as durable ones do.
+    ///
+    /// - Parameter window: How long a change may wait in memory; changes within one window share one write. Zero
+    ///   commits as soon as the background thread gets to it.
+    public func deferringWrites(window: Duration = .milliseconds(50)) -> FileBackedStore {
+        DeferredWriteStore(storage: storage, url: url, window: window)
+    }
+}
+
+/// A view of a file store whose plain writes are deferred (see ``FileBackedStore/deferringWrites(window:)``).
+final class DeferredWriteStore: FileBackedStore, @unchecked Sendable {
+    // Sendable: like its superclass, only immutable properties.
+    let window: Duration
+
+    init(storage: FileBackedStorage, url: URL, window: Duration) {
+        self.window = window < .zero ? .zero : window
+        super.init(url: url, storage: storage)
+    }
+
+    override func setValue(_ value: PrefValue?, forKey key: String) throws {
+        try storage.setDeferred(value, forKey: key, within: window)
+    }
+
+    override func replaceAll(_ values: [String: PrefValue]) throws {
+        try batch { try storage.replaceAll(values) }
+    }
+
+    override func removeValues(forKeys keys: some Sequence<String>) throws {
+        try batch { try storage.removeValues(forKeys: keys) }
+    }
+
+    override func batch<T>(_ body: () throws -> T) throws -> T {
+        try storage.batch(deferringWithin: window, body)
+    }
+}
+
+extension KeyValueStore {
+    /// `try store.flush()` returns once every write deferred so far (see ``FileBackedStore/deferringWrites(window:)``)
+    /// is durably in the file.
+    ///
+    /// It writes at once, on this thread, instead of waiting for the window; with nothing deferred it returns at
+    /// once. Any store handle of the same file flushes the same changes. Stores without deferred writes have nothing
+    /// to flush.
+    ///
+    /// - Throws: the error of the write when it fails; the values stay in memory and are written by a later commit.
+    ///   Inside a batch or an update of the same store, ``PrefsError/io(path:operation:errno:message:)`` with
+    ///   `EDEADLK`, since the flush would wait for itself: flush after it.
+    public func flush() throws {
+        guard let store = self as? FileBackedStore else { return }
+        try store.storage.commitDeferred()
+    }
+
+    /// `try await store.flush()` returns once every write deferred so far is durably in the file, writing on a
+    /// background thread rather than the caller's.
+    public func flush() async throws {
+        guard let store = self as? FileBackedStore else { return }
+        let storage = store.storage
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            storage.committer.queue.async {
+                continuation.resume(with: Result { try storage.commitDeferred() })
+            }
+        }
+    }
+}

@@ -1,0 +1,259 @@
+import Foundation
+import Synchronization
+
+/// The deferred writes of one file: which keys were changed in memory and are not in the file yet, and the timer
+/// that commits them.
+///
+/// A deferred write changes the storage's snapshot at once (so every reader and observer in the process sees it)
+/// and records its key here with a sequence number. A commit takes the whole snapshot under the file's lock, writes
+/// it durably and atomically, and then forgets the keys recorded up to the sequence number it took: keys changed
+/// again meanwhile stay pending for the next commit. A durable write of the storage writes the whole snapshot too,
+/// so it commits everything pending.
+///
+/// The snapshot keeps the values; this keeps only the key names. Call the methods that read or change them while
+/// holding the storage's snapshot lock, so they agree with the values.
+final class DeferredCommitter: Sendable {
+    private struct State {
+        /// Keys changed in memory and not yet committed, with the sequence number of their last change.
+        var pending: [String: UInt64] = [:]
+        var sequence: UInt64 = 0
+        /// When the earliest scheduled commit runs; nil when none is scheduled.
+        var scheduled: DispatchTime?
+        /// Whether the first commit has swept temporary files left by killed writers.
+        var swept = false
+        /// The text of the last failure reported, so a failure that repeats is reported once.
+        var reportedFailure: String?
+        /// Whether this storage is known to the exit flush.
+        var registered = false
+    }
+
+    private let state = Mutex(State())
+    /// Runs the timed commits, one at a time; made at the first deferred write, so that opening a store costs
+    /// nothing more.
+    var queue: DispatchQueue {
+        madeQueue.withLock { queue in
+            if let queue { return queue }
+            let made = DispatchQueue(label: "Prefs.DeferredCommitter")
+            queue = made
+            return made
+        }
+    }
+    private let madeQueue = Mutex<DispatchQueue?>(nil)
+    /// How long a failed commit waits before it is tried again, unless a change or a flush comes first.
+    static let retryDelay: Duration = .seconds(1)
+
+    var hasPending: Bool { state.withLock { !$0.pending.isEmpty } }
+
+    /// The pending keys, sorted.
+    var pendingKeys: [String] { state.withLock { $0.pending.keys.sorted() } }
+
+    /// Records that `keys` changed in memory (call holding the snapshot lock). Returns whether the storage must
+    /// still be registered for the exit flush.
+    func note(_ keys: some Sequence<String>) -> Bool {
+        state.withLock { state in
+            state.sequence += 1
+            for key in keys { state.pending[key] = state.sequence }
+            defer { state.registered = true }
+            return !state.registered
+        }
+    }
+
+    /// The sequence number of the latest change, taken with the values a commit writes (under the snapshot lock).
+    var sequence: UInt64 { state.withLock { $0.sequence } }
+
+    /// A commit that took the snapshot at `sequence` is in the file: forget what it contained.
+    func committed(through sequence: UInt64) {
+        state.withLock { state in state.pending = state.pending.filter { $0.value > sequence } }
+    }
+
+    /// A durable write wrote the whole snapshot: nothing is pending any more.
+    func committedEverything() {
+        state.withLock { state in
+            if !state.pending.isEmpty { state.pending = [:] }
+        }
+    }
+
+    /// `values` as read from the file, with the pending keys kept at their values in memory (`current`), so that a
+    /// reload never takes back a change this process has not committed yet.
+    func keepingPending(_ values: [String: PrefValue], from current: [String: PrefValue]) -> [String: PrefValue] {
+        let keys = state.withLock { Array($0.pending.keys) }
+        guard !keys.isEmpty else { return values }
+        var merged = values
+        for key in keys { merged[key] = current[key] }
+        return merged
+    }
+
+    /// Whether this is the first commit, which sweeps temporary files left by killed writers (call holding the
+    /// file's exclusive lock).
+    func takeSweep() -> Bool {
+        state.withLock { state in
+            defer { state.swept = true }
+            return !state.swept
+        }
+    }
+
+    // MARK: Scheduling
+
+    /// Makes sure a commit runs within `window` from now.
+    func schedule(_ storage: FileBackedStorage, within window: Duration) {
+        let deadline = DispatchTime.now() + .nanoseconds(Self.nanoseconds(window))
+        let needed = state.withLock { state in
+            if let scheduled = state.scheduled, scheduled <= deadline { return false }
+            state.scheduled = deadline
+            return true
+        }
+        guard needed else { return }
+        queue.asyncAfter(deadline: deadline) { [weak storage] in
+            guard let storage else { return }
+            storage.committer.state.withLock { state in
+                if state.scheduled == deadline { state.scheduled = nil }
+            }
+            try? storage.commitDeferred()  // a failure is reported and retried by `commitDeferred`
+        }
+    }
+
+    static func nanoseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0, attoseconds >= 0 else { return 0 }
+        return Int(clamping: seconds.multipliedReportingOverflow(by: 1_000_000_000).partialValue)
+            + Int(attoseconds / 1_000_000_000)
+    }
+
+    // MARK: Failures
+
+    /// Reports a failed commit unless the same failure was reported last, and schedules another attempt of
+    /// `storage` (none for a storage going away).
+    func failed(_ error: any Error, storage: FileBackedStorage?) {
+        let text = String(describing: error)
+        let (isNew, keys) = state.withLock { state in
+            defer { state.reportedFailure = text }
+            return (state.reportedFailure != text, state.pending.keys.sorted())
+        }
+        if isNew { ErrorReporter.report(error, key: keys.joined(separator: ", "), operation: .write) }
+        if let storage, !keys.isEmpty { schedule(storage, within: Self.retryDelay) }
+    }
+
+    /// A commit succeeded: a later failure is reported again.
+    func succeeded() {
+        state.withLock { $0.reportedFailure = nil }
+    }
+}
+
+/// The storages with deferred writes, flushed when the process exits normally (`exit`, or returning from `main`).
+enum DeferredExitFlush {
+    private final class Entry: Sendable {
+        weak let storage: FileBackedStorage?
+        init(_ storage: FileBackedStorage) { self.storage = storage }
+    }
+
+    private static let entries = Mutex<[Entry]>([])
+
+    private static let installed: Void = {
+        atexit { DeferredExitFlush.flushAll() }
+    }()
+
+    static func register(_ storage: FileBackedStorage) {
+        _ = installed
+        entries.withLock { entries in
+            entries.removeAll { $0.storage == nil }
+            entries.append(Entry(storage))
+        }
+    }
+
+    /// Commits every storage's pending writes; failures are reported.
+    static func flushAll() {
+        let storages = entries.withLock { $0.compactMap(\.storage) }
+        for storage in storages { try? storage.commitDeferred() }
+    }
+}
+
+extension FileBackedStorage {
+    /// Applies one change in memory now (every reader and observer in the process sees it when this returns) and
+    /// leaves it to a commit within `window`. Inside a batch of this storage it joins the batch instead.
+    func setDeferred(_ value: PrefValue?, forKey key: String, within window: Duration) throws {
+        try validateKey(key)
+        try layers.checkWritable(key)  // Layers hook: a forced key is refused.
+        defer { changes.deliverAnnouncements() }
+        writer.lock()
+        defer { writer.unlock() }
+        if batchStart != nil {
+            // This thread runs a batch of this storage: the write is one of the batch's.
+            try update(forKey: key) { _ in value }
+            return
+        }
+        let register = try snapshot.withLock { state throws -> Bool? in
+            // A file that cannot be read is never overwritten, so nothing is accepted for it.
+            if let damage = state.damage { throw damage }
+            materialize(&state)
+            guard state.values[key] != value else { return nil }
+            state.values[key] = value
+            layers.userChanged(key, value)
+            changes.announce([key: layers.value(forKey: key)])
+            return committer.note(CollectionOfOne(key))
+        }
+        guard let register else { return }
+        if register { DeferredExitFlush.register(self) }
+        committer.schedule(self, within: window)
+    }
+
+    /// The end of a deferred batch (holding the write lock): the batch's values are in memory already; announce the
+    /// keys that changed since it began, each once, and leave them to one commit.
+    func deferBatch(from start: [String: PrefValue], within window: Duration) {
+        let register = snapshot.withLock { state -> Bool in
+            let changed = SnapshotState.diff(start, state.values)
+            changes.announce(Dictionary(uniqueKeysWithValues: changed.map { ($0, layers.value(forKey: $0)) }))
+            return committer.note(changed)
+        }
+        if register { DeferredExitFlush.register(self) }
+        committer.schedule(self, within: window)
+    }
+
+    /// Writes every change deferred so far in one durable, atomic write under the cross-process lock, on top of the
+    /// file's latest values, and returns once it is in the file. Nothing to do returns at once. A failure is
+    /// reported (once while it repeats), the values stay in memory and, when `retrying`, another commit is
+    /// scheduled.
+    func commitDeferred(retrying: Bool = true) throws {
+        guard committer.hasPending else { return }
+        // A flush from inside a batch or a transform of this storage, on the thread that holds its locks, would
+        // wait for itself; what that write holds reaches the file when it ends.
+        writer.lock()
+        let insideAWrite = writerDepth > 0
+        writer.unlock()
+        if insideAWrite {
+            throw PrefsError.io(
+                path: path, operation: "flush", errno: EDEADLK,
+                message: "flush() cannot run inside a batch or an update of the same store; call it after")
+        }
+        defer { changes.deliverAnnouncements() }
+        do {
+            try file.withLock(.exclusive) {
+                // Another process's changes are read first; the pending keys keep their values (see `load`).
+                try refreshWaitingForReadableFile()
+                let (values, sequence) = snapshot.withLock { state in (state.values, committer.sequence) }
+                guard committer.hasPending else { return }
+                let data = try codec.encode(values)
+                if committer.takeSweep() { file.removeStaleTemporaryFiles() }
+                // Past the rename the values are in the file even if syncing the folder fails (`isCommitted`).
+                var identity: FileIdentity?
+                var committedError: (any Error)?
+                do {
+                    identity = try file.writeAtomically(data)
+                } catch {
+                    guard error.isCommitted else { throw error }
+                    committedError = error
+                    identity = try? file.identity()
+                }
+                snapshot.withLock { state in
+                    state.identity = identity
+                    committer.committed(through: sequence)
+                }
+                codec.didCommit()
+                if let committedError { throw committedError }
+            }
+            committer.succeeded()
+        } catch {
+            committer.failed(error, storage: retrying ? self : nil)
+            throw error
+        }
+    }
+}

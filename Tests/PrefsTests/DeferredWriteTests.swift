@@ -1,0 +1,334 @@
+import Foundation
+import Observation
+import PrefsTestSupport
+import Synchronization
+import Testing
+
+@testable import Prefs
+
+/// `store.deferringWrites()`: writes that return at once, are seen at once in this process and reach the file
+/// within the window, in one write per window; `flush()` and a normal exit make them durable.
+@Suite struct DeferredWriteTests {
+    /// So long that only a flush, an exit or a durable write commits during a test.
+    static let hour: Duration = .seconds(3600)
+
+    /// The store of `backend` in `directory`, with a first value written so that its file exists.
+    private func durableStore(_ backend: Backend, in directory: TempDir) throws -> FileBackedStore {
+        let store = try #require(try backend.open(in: directory) as? FileBackedStore)
+        try store.setValue(.int(1), forKey: "seed")
+        return store
+    }
+
+    /// What a fresh process reads from the store's file.
+    private func readInt(_ key: String, _ backend: Backend, in directory: TempDir) throws -> [String] {
+        try ChildProcess.run(["get-int", backend.spec(in: directory), key]).lines
+    }
+
+    /// The values of a FileStore's JSON file, read without Prefs.
+    private func jsonFile(_ url: URL) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+    }
+
+    /// Waits until `condition` holds, looking every few milliseconds; fails after `seconds` (a guard, not a pause).
+    private func eventually(within seconds: Double = 20, _ condition: () throws -> Bool) throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            if try condition() { return true }
+            usleep(5_000)
+        }
+        return try condition()
+    }
+
+    @Test(arguments: Backend.persistent)
+    func aDeferredSetIsSeenAtOnceInThisProcessAndIsInTheFileAfterFlush(_ backend: Backend) async throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let durable = try durableStore(backend, in: directory)
+        let url = try #require(backend.dataFile(in: directory))
+        let before = try Data(contentsOf: url)
+        let quick = durable.deferringWrites(window: Self.hour)
+        let viaQuick = StoredValue(key: "volume", default: 0, store: quick)
+        let viaDurable = StoredValue(key: "volume", default: 0, store: durable)
+        var values = viaDurable.values.makeAsyncIterator()
+        #expect(await values.next() == 0)
+
+        viaQuick.set(7)
+
+        // Every reader and observer in this process sees it when `set` returns; the file does not have it yet.
+        #expect(viaDurable.wrappedValue == 7)
+        #expect(try durable.value(forKey: "volume") == .int(7))
+        #expect(await values.next() == 7)
+        #expect(try Data(contentsOf: url) == before)
+        #expect(try readInt("volume", backend, in: directory) == ["0"])
+
+        try await quick.flush()
+        #expect(try readInt("volume", backend, in: directory) == ["7"])
+        #expect(try readInt("seed", backend, in: directory) == ["1"], "a commit keeps the other values")
+    }
+
+    /// The tour's and the README's example, in a suite of a temporary folder.
+    @Test func theFrequentWritesExampleWorksAsWritten() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let settings = try UserDefaultsStore(suiteName: "com.example.app", directory: directory.url)
+        let quick = settings.deferringWrites()
+        let volume = StoredValue(key: "volume", default: 0.5, store: quick)
+        let sameKey = StoredValue(key: "volume", default: 0.5, store: settings)
+        let tracked = Mutex(false)
+        withObservationTracking {
+            _ = sameKey.wrappedValue
+        } onChange: {
+            tracked.withLock { $0 = true }
+        }
+
+        volume.set(0.7)
+
+        #expect(sameKey.wrappedValue == 0.7)
+        #expect(tracked.withLock { $0 }, "Observation hears of a deferred write")
+        try volume.store.flush()
+        let plist = try Data(contentsOf: directory.file("com.example.app.plist"))
+        let values = try PropertyListSerialization.propertyList(from: plist, format: nil) as? [String: Any]
+        #expect(values?["volume"] as? Double == 0.7)
+    }
+
+    @Test func anAsyncFlushReturnsOnceTheChangeIsInTheFile() async throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let quick = try durableStore(.userDefaults, in: directory).deferringWrites(window: Self.hour)
+        try quick.set(42, for: PrefKey("answer", default: 0))
+        try await quick.flush()
+        #expect(try readInt("answer", .userDefaults, in: directory) == ["42"])
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func anotherProcessSeesADeferredChangeOnceItIsCommittedWithoutAFlush() async throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let quick = try durableStore(.file, in: directory).deferringWrites()  // the default window
+        let watcher = try ChildProcess.start(["watch", Backend.file.spec(in: directory), "level", "2"])
+        defer { watcher.kill() }
+        var lines = watcher.lines().makeAsyncIterator()
+        #expect(await lines.next() == "ready")
+        #expect(await lines.next() == "0")
+
+        StoredValue(key: "level", default: 0, store: quick).set(5)
+
+        // Nothing but the background commit writes the file; the other process is told by inotify.
+        #expect(await lines.next() == "5")
+    }
+
+    @Test func changesWithinOneWindowShareOneFileWrite() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let window: Duration = .milliseconds(100)
+        let quick = try durableStore(.file, in: directory).deferringWrites(window: window)
+        let url = try #require(Backend.file.dataFile(in: directory))
+        let writes = try FileReplacements(of: url)
+        let slider = StoredValue(key: "slider", default: 0.0, store: quick)
+
+        let start = ContinuousClock.now
+        let sets = 30
+        for frame in 1...sets {
+            slider.set(Double(frame) / 100)
+            usleep(16_667)  // 60 Hz, the pace of a slider; nothing waits on it
+        }
+        try quick.flush()
+        let elapsed = ContinuousClock.now - start
+
+        // A commit starts at most once per window, and the flush adds one.
+        let windows = Int(elapsed / window)
+        let count = writes.count()
+        #expect(count >= 1)
+        #expect(count <= windows + 2, "\(count) writes in \(elapsed) (\(windows) windows)")
+        #expect(count < sets)
+        #expect(try jsonFile(url)["slider"] as? Double == Double(sets) / 100)
+    }
+
+    @Test func aBatchIsOneCommitAndAThrowingBatchIsNone() throws {
+        struct Failure: Error {}
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let quick = try durableStore(.file, in: directory).deferringWrites(window: Self.hour)
+        let url = try #require(Backend.file.dataFile(in: directory))
+        let writes = try FileReplacements(of: url)
+        let values = (0..<10).map { StoredValue(key: "key-\($0)", default: 0, store: quick) }
+
+        try quick.batch {
+            for (index, value) in values.enumerated() { value.set(index + 1) }
+            try quick.removeValue(forKey: "seed")
+            #expect(values[9].wrappedValue == 10)
+        }
+        #expect(values.map(\.wrappedValue) == Array(1...10))
+        #expect(writes.count() == 0)
+        try quick.flush()
+        #expect(writes.count() == 1)
+        #expect(try readInt("key-9", .file, in: directory) == ["10"])
+        #expect(try readInt("seed", .file, in: directory) == ["0"])
+
+        #expect(throws: Failure.self) {
+            try quick.batch {
+                values[0].set(100)
+                throw Failure()
+            }
+        }
+        #expect(values[0].wrappedValue == 1)
+        try quick.flush()
+        #expect(writes.count() == 1, "a batch that threw leaves nothing to commit")
+    }
+
+    @Test func aReadModifyWriteIsDurableAndTakesDeferredChangesAlong() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let quick = try durableStore(.file, in: directory).deferringWrites(window: Self.hour)
+        let url = try #require(Backend.file.dataFile(in: directory))
+        StoredValue(key: "volume", default: 0, store: quick).set(3)
+        let tags = StoredValue(key: "tags", default: [String](), store: quick)
+
+        tags.append("swift")
+
+        // In the file when `append` returns, with the deferred change made before it.
+        let file = try jsonFile(url)
+        #expect(file["volume"] as? Int == 3)
+        #expect(file["tags"] as? [String] == ["swift"])
+        let writes = try FileReplacements(of: url)
+        try quick.flush()
+        #expect(writes.count() == 0, "nothing was left to commit")
+    }
+
+    @Test(arguments: [Backend.file, .userDefaults])
+    func readModifyWriteHelpersStayAtomicAcrossProcesses(_ backend: Backend) throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let spec = backend.spec(in: directory)
+        let count = 60
+        let children = try ["a", "b"].map { try ChildProcess.start(["deferred-mix", spec, $0, String(count)]) }
+        for child in children {
+            child.process.waitUntilExit()
+            #expect(child.process.terminationStatus == 0)
+        }
+        let store = try backend.open(in: directory)
+        let list = try store.value(for: PrefKey("list", default: [String]()))
+        #expect(list.count == 2 * count)
+        #expect(Set(list).count == 2 * count)
+        #expect(try store.value(for: PrefKey("last-a", default: -1)) == count - 1)
+        #expect(try store.value(for: PrefKey("last-b", default: -1)) == count - 1)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func anotherProcessesWriteDoesNotTakeBackAChangeNotYetCommitted() async throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let durable = try durableStore(.file, in: directory)
+        let quick = durable.deferringWrites(window: Self.hour)
+        let mine = StoredValue(key: "mine", default: 0, store: quick)
+        let theirs = StoredValue(key: "theirs", default: 0, store: durable)
+        let changes = theirs.values
+        mine.set(1)
+
+        let other = try ChildProcess.run(["set-int", Backend.file.spec(in: directory), "theirs", "5"])
+        #expect(other.status == 0)
+        try await waitUntil(changes) { $0 == 5 }
+
+        #expect(mine.wrappedValue == 1)
+        try await quick.flush()
+        #expect(try readInt("mine", .file, in: directory) == ["1"])
+        #expect(try readInt("theirs", .file, in: directory) == ["5"])
+    }
+
+    @Test func aDurableWriteCommitsTheDeferredChangesBeforeIt() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let durable = try durableStore(.file, in: directory)
+        let quick = durable.deferringWrites(window: Self.hour)
+        try quick.setValue(.int(1), forKey: "first")
+        try durable.setValue(.int(2), forKey: "second")
+        #expect(try readInt("first", .file, in: directory) == ["1"])
+        #expect(try readInt("second", .file, in: directory) == ["2"])
+    }
+
+    @Test(arguments: Backend.persistent)
+    func aNormalExitFlushesAndAKillLosesWhatWasNotCommitted(_ backend: Backend) async throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let spec = backend.spec(in: directory)
+        let exited = try ChildProcess.run(["deferred-set-exit", spec, "n", "11"])
+        #expect(exited.status == 0, "\(exited.error)")
+        #expect(exited.lines == ["set"])
+        #expect(try readInt("n", backend, in: directory) == ["11"])
+
+        let killed = try ChildProcess.start(["deferred-set-hang", spec, "n", "12"])
+        var lines = killed.lines().makeAsyncIterator()
+        #expect(await lines.next() == "set")
+        killed.kill()
+        #expect(try readInt("n", backend, in: directory) == ["11"], "the change was still in the window")
+    }
+
+    @Test func releasingTheLastReferenceToTheStoreFlushes() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        do {
+            let quick = try FileStore(url: directory.file("prefs.json")).deferringWrites(window: Self.hour)
+            StoredValue(key: "n", default: 0, store: quick).set(8)
+        }
+        #expect(try readInt("n", .file, in: directory) == ["8"])
+    }
+
+    @Test func aFailedCommitIsReportedOnceKeepsTheValueAndIsTriedAgain() throws {
+        Reports.install()
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try FileStore(url: directory.file("prefs.json"))
+        let quick = store.deferringWrites(window: Self.hour)
+        // A folder where the lock file goes: every commit fails before it writes anything.
+        let lock = directory.file("prefs.json.lock")
+        try FileManager.default.createDirectory(at: lock, withIntermediateDirectories: false)
+        let key = uniqueKey("volume")
+        let volume = StoredValue(key: key, default: 0, store: quick)
+
+        volume.set(1)
+        #expect(throws: PrefsError.self) { try quick.flush() }
+        volume.set(2)
+        #expect(throws: PrefsError.self) { try quick.flush() }
+        #expect(throws: PrefsError.self) { try quick.flush() }
+
+        #expect(Reports.for(key).count == 1)
+        #expect(Reports.for(key).first?.operation == .write)
+        #expect(volume.wrappedValue == 2)
+        #expect(!FileManager.default.fileExists(atPath: directory.path("prefs.json")))
+
+        // Once the obstacle is gone, the retry scheduled after the failure commits without anyone asking.
+        try FileManager.default.removeItem(at: lock)
+        #expect(try eventually { FileManager.default.fileExists(atPath: directory.path("prefs.json")) })
+        #expect(try readInt(key, .file, in: directory) == ["2"])
+        #expect(Reports.for(key).count == 1)
+    }
+
+    @Test func aFlushInsideABatchOfTheSameStoreThrowsInsteadOfWaitingForItself() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let quick = try durableStore(.file, in: directory).deferringWrites(window: Self.hour)
+        try quick.setValue(.int(1), forKey: "before")
+        try quick.batch {
+            try quick.setValue(.int(2), forKey: "inside")
+            #expect(throws: PrefsError.self) { try quick.flush() }
+        }
+        try quick.flush()
+        #expect(try readInt("before", .file, in: directory) == ["1"])
+        #expect(try readInt("inside", .file, in: directory) == ["2"])
+    }
+
+    @Test func aFileThatCannotBeReadRefusesDeferredWritesAndIsLeftUntouched() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("domain.plist")
+        let damaged = Data("not a property list".utf8)
+        try damaged.write(to: url)
+        let (store, error) = UserDefaultsStore.openDomain(url: url)
+        #expect(error != nil)
+        let quick = store.deferringWrites(window: Self.hour)
+
+        #expect(throws: PrefsError.self) { try quick.setValue(.int(1), forKey: "k") }
+        try quick.flush()
+        #expect(try Data(contentsOf: url) == damaged)
+    }
+}
