@@ -41,7 +41,8 @@ public struct IsolatedPreferencesTrait: TestTrait, SuiteTrait, TestScoping {
         try await PrefsIsolation.$current.withValue(isolation) {
             try await PrefsConfig.withDefaultStore(isolation.defaultStore) {
                 try await PrefsConfig.withDefaultSecureStore(isolation.secureStore) {
-                    try await function()
+                    // `storage:` wrappers: an in-memory stand-in per UserDefaults instance, never the instance.
+                    try await PrefsConfig.withUserDefaultsStandIns { try await function() }
                 }
             }
         }

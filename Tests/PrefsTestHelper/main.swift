@@ -35,6 +35,16 @@ if arguments.first == "foundation-write" {
     emit("ok")
     exit(0)
 }
+if arguments.first == "instance-read" {
+    // instance-read SUITE KEY: the value a FoundationUserDefaultsStore over the suite reads, with its kind.
+    let store = FoundationUserDefaultsStore(UserDefaults(suiteName: arguments[1])!)
+    do {
+        emit(try store.value(forKey: arguments[2]).map { "\($0.typeName) \($0)" } ?? "nil")
+    } catch {
+        fail("\(error)")
+    }
+    exit(0)
+}
 if arguments.first == "standard-set" || arguments.first == "standard-get" {
     // standard-set KEY INT / standard-get KEY: the process's standard domain, through Prefs or Foundation.
     let key = PrefKey(arguments[1], default: 0)

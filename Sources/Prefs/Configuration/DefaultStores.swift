@@ -23,6 +23,8 @@ enum DefaultStores {
 
     @TaskLocal static var scopedDefaultStore: (any KeyValueStore)?
     @TaskLocal static var scopedSecureStore: (any KeyValueStore)?
+    /// Inside an isolated test: the stand-ins for the `UserDefaults` instances given to `storage:`.
+    @TaskLocal static var userDefaultsStandIns: UserDefaultsStandIns?
 
     /// The store of wrappers without `store:`: the innermost `withDefaultStore` scope, else the store set through
     /// `PrefsConfig.defaultStore`, else the standard domain.
@@ -47,8 +49,19 @@ enum DefaultStores {
         }
     }
 
-    /// The standard domain, `<app identifier>.plist` in the preferences folder, opened on first use.
-    static var standard: UserDefaultsStore {
+    /// The standard domain of wrappers without `store:`. On Linux Prefs' own hardened file store; on Apple
+    /// platforms, where cfprefsd owns and caches the files (writing them directly is unsupported), the store over
+    /// `UserDefaults.standard`.
+    static var standard: any KeyValueStore {
+        #if canImport(Darwin)
+            return FoundationUserDefaultsStore.shared(over: UserDefaults.standard)
+        #else
+            return standardFile
+        #endif
+    }
+
+    /// The standard domain's file, `<app identifier>.plist` in the preferences folder, opened on first use.
+    static var standardFile: UserDefaultsStore {
         if let standard = state.withLock({ $0.standard }) { return standard }
         let standard = openOnce(\.standard) { app in
             UserDefaultsStore.openDomain(url: Locations.current.configHome.appending(path: app + ".plist"))

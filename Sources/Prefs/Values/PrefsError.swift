@@ -11,8 +11,8 @@ public enum PrefsError: Error, Sendable, Equatable {
     /// `.invalidAppIdentifier(_:reason:)`: a ``PrefsConfig/appIdentifier`` that was refused, because it cannot be a
     /// file name or because the default stores are already open under another identifier. The previous one stays.
     case invalidAppIdentifier(String, reason: String)
-    /// `.unidentifiedUserDefaults(reason:)`: a `UserDefaults` instance whose domain Prefs cannot tell, given to
-    /// `@StoredValue(key:storage:)`; the wrapper keeps its value in memory only rather than write another domain.
+    /// `.unidentifiedUserDefaults(reason:)`: a `UserDefaults` instance whose domain Prefs cannot tell. No longer
+    /// raised: `@StoredValue(key:storage:)` now uses the instance itself; kept so existing `switch`es compile.
     case unidentifiedUserDefaults(reason: String)
     /// `.conflictingDeclarations(key:first:second:)`: two wrappers of one key on one store declared with different
     /// types or defaults, so they would disagree about the value. Both still work; fix the declarations.
