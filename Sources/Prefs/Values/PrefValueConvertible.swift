@@ -177,10 +177,17 @@ extension Date: PrefValueConvertible {
 extension URL: PrefValueConvertible {
     /// `try URL(prefValue: .string("https://example.com/a?b=c"))` reads a URL stored as its full string (scheme,
     /// host, path, query and fragment).
+    ///
+    /// A path (`/srv/x`, `~/notes`) reads as the file URL Foundation's `url(forKey:)` makes of it,
+    /// `URL(fileURLWithPath:)` with `~` expanded: the form Foundation stores a URL in, and how `-path /srv/x` is
+    /// given on the command line.
     public init(prefValue: PrefValue) throws {
-        guard case .string(let text) = prefValue, let url = URL(string: text) else {
-            throw mismatch("URL", prefValue)
+        guard case .string(let text) = prefValue else { throw mismatch("URL", prefValue) }
+        if text.hasPrefix("/") || text.hasPrefix("~") {
+            self = URL(fileURLWithPath: NSString(string: text).expandingTildeInPath)
+            return
         }
+        guard let url = URL(string: text) else { throw mismatch("URL", prefValue) }
         self = url
     }
     /// `.string(absoluteString)`: unlike Foundation on Linux, which keeps only the path, the whole URL is kept.
