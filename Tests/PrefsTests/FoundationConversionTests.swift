@@ -337,3 +337,65 @@ enum DefaultsKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         #expect(try store.value(for: PrefKey("x", default: Float(0))) == 12.34)
     }
 }
+
+/// Not `Codable`: only `RawRepresentable`, as `@AppStorage` takes it.
+enum SortOrder: String, Sendable {
+    case name, date, size
+}
+
+enum Priority: Int, Sendable {
+    case low = 1
+    case high = 9
+}
+
+@Suite struct RawRepresentableTests {
+    @Test func aStringRawValueEnumIsStoredAsItsRawValue() throws {
+        let store = InMemoryStore()
+        @StoredValue(key: "sort", store: store) var sort: SortOrder = .name
+        #expect(sort == .name)
+        sort = .date
+        #expect(try store.value(forKey: "sort") == .string("date"))
+        #expect(StoredValue(PrefKey("sort", default: SortOrder.name), store: store).wrappedValue == .date)
+    }
+
+    @Test func anIntRawValueEnumIsStoredAsItsRawValue() throws {
+        let store = InMemoryStore()
+        @StoredValue(key: "priority", store: store) var priority: Priority = .low
+        $priority.set(.high)
+        #expect(try store.value(forKey: "priority") == .int(9))
+        try store.setValue(.int(4), forKey: "priority")
+        #expect(priority == .low, "a raw value the enum refuses reads as the default")
+    }
+
+    @Test func optionalRawRepresentableAndUserDefaults() throws {
+        let suite = FoundationSuite("raw")
+        defer { suite.cleanup() }
+        @StoredValue(key: "sort", storage: suite.defaults) var sort: SortOrder = .size
+        sort = .name
+        #expect(suite.defaults.string(forKey: "sort") == "name")
+        suite.defaults.set("date", forKey: "sort")
+        #expect(sort == .date)
+        let store = InMemoryStore()
+        @StoredValue(key: "last", store: store) var last: SortOrder?
+        #expect(last == nil)
+        last = .size
+        #expect(try store.value(forKey: "last") == .string("size"))
+        last = nil
+        #expect(try store.value(forKey: "last") == nil)
+    }
+
+    @Test func aCodableRawValueEnumKeepsItsFormsAndReadsOthersToo() throws {
+        let store = InMemoryStore(["theme": .string("\"dark\"")])  // sindresorhus/Defaults' JSON text
+        @StoredValue(key: "theme", store: store) var theme: Theme = .light
+        #expect(theme == .dark)
+        theme = .system
+        #expect(try store.value(forKey: "theme") == .string("system"))
+    }
+
+    @Test func textFromAUserDefaultsDomainConvertsToAnIntRawValue() throws {
+        try DefaultsKind.foundation.withStore { store throws in
+            try store.setValue(.string("9"), forKey: "priority")
+            #expect(StoredValue(PrefKey("priority", default: Priority.low), store: store).wrappedValue == .high)
+        }
+    }
+}
