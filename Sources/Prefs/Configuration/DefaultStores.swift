@@ -17,6 +17,8 @@ enum DefaultStores {
         var secureStore: (any KeyValueStore)?
         /// The prefix of the environment variables the standard domain reads, once set.
         var environmentPrefix: String?
+        /// Whether the standard domain has checked, once, that it is the domain `UserDefaults.standard` uses.
+        var checkedFoundationDomain = false
     }
 
     static let state = Mutex(State())
@@ -67,7 +69,25 @@ enum DefaultStores {
             UserDefaultsStore.openDomain(url: Locations.current.configHome.appending(path: app + ".plist"))
         }
         if let prefix = state.withLock({ $0.environmentPrefix }) { standard.addLayer(.environment(prefix: prefix)) }
+        reportSeparateFoundationDomain()
         return standard
+    }
+
+    /// Reports once when the app identifier moved the standard domain away from the file `UserDefaults.standard`
+    /// uses (the process name on Linux) while that file exists: a migrating app's old values are there.
+    private static func reportSeparateFoundationDomain() {
+        let foundation = ProcessInfo.processInfo.processName
+        let app = state.withLock { state -> String? in
+            guard !state.checkedFoundationDomain else { return nil }
+            state.checkedFoundationDomain = true
+            return state.appIdentifier
+        }
+        guard let app, app != foundation else { return }
+        let file = Locations.current.configHome.appending(path: foundation + ".plist")
+        guard FileManager.default.fileExists(atPath: file.path(percentEncoded: false)) else { return }
+        ErrorReporter.report(
+            PrefsError.separateStandardDomain(appIdentifier: app, foundationDomain: foundation), key: "",
+            operation: .read)
     }
 
     /// Sets the environment prefix and gives the standard domain its environment layer, now if it is open, else

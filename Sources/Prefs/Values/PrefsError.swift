@@ -14,6 +14,11 @@ public enum PrefsError: Error, Sendable, Equatable {
     /// `.unidentifiedUserDefaults(reason:)`: a `UserDefaults` instance whose domain Prefs cannot tell. No longer
     /// raised: `@StoredValue(key:storage:)` now uses the instance itself; kept so existing `switch`es compile.
     case unidentifiedUserDefaults(reason: String)
+    /// `.separateStandardDomain(appIdentifier:foundationDomain:)`: reported once when the standard domain opens
+    /// under a ``PrefsConfig/appIdentifier`` while Foundation's `UserDefaults.standard` keeps the process's own
+    /// domain, whose file exists: neither sees the other's values. Move the old values once and give old code
+    /// `UserDefaults(suiteName: appIdentifier)` (see <doc:StoresAndBackends>).
+    case separateStandardDomain(appIdentifier: String, foundationDomain: String)
     /// `.conflictingDeclarations(key:first:second:)`: two wrappers of one key on one store declared with different
     /// types or defaults, so they would disagree about the value. Both still work; fix the declarations.
     case conflictingDeclarations(key: String, first: String, second: String)
@@ -54,6 +59,12 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
             "app identifier \(String(reflecting: name)) refused: \(reason)"
         case .unidentifiedUserDefaults(let reason):
             "cannot tell which domain this UserDefaults instance uses (\(reason)); its values are kept in memory only"
+        case .separateStandardDomain(let app, let foundation):
+            "the standard domain is \(app).plist (PrefsConfig.appIdentifier), but UserDefaults.standard keeps using "
+                + "\(foundation).plist, which exists: values written through one are not seen by the other; move the "
+                + "old values once (UserDefaultsStore.standard.importValues(from: "
+                + "try UserDefaultsStore(suiteName: \(String(reflecting: foundation))))) and give code that still "
+                + "calls UserDefaults the instance UserDefaults(suiteName: \(String(reflecting: app)))"
         case .conflictingDeclarations(let key, let first, let second):
             "\(String(reflecting: key)) is declared twice on one store, as \(first) and as \(second); "
                 + "the wrappers will disagree"
