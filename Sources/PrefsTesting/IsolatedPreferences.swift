@@ -21,6 +21,10 @@ public import Testing
 /// }
 /// ```
 ///
+/// A wrapper declared with `storage:` (`@StoredValue(key: "k", storage: UserDefaults(suiteName: "g")!)`) gets an
+/// in-memory stand-in for its `UserDefaults` instance, one per instance for the test, and the instance is neither
+/// read nor written; `storage: .standard` uses the test's default store.
+///
 /// The stores are task-local (see ``Prefs/PrefsConfig/withDefaultStore(_:operation:)``): child tasks of the test
 /// inherit them, while other tests, and code that is not part of the test, keep their own. A wrapper created
 /// inside the test keeps its store after the test ends. Use ``PrefsIsolation/current`` to reach the test's stores.
