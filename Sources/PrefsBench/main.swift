@@ -136,7 +136,7 @@ func pad(_ text: String, _ width: Int) -> String {
 /// Every comparison scenario, in the order they run and print.
 func allScenarios(folders: Folders) -> [Scenario] {
     comparisonScenarios(folders: folders) + roundTwoScenarios(folders: folders) + coldOpenScenarios(folders: folders)
-        + postgresScenarios() + deferredScenarios(folders: folders)
+        + foundationDefaultsScenarios(folders: folders) + postgresScenarios() + deferredScenarios(folders: folders)
 }
 
 /// Runs the selected benchmarks and prints their results; returns the exit status.

@@ -44,7 +44,8 @@ struct Failure: Error, Equatable {
         case let error as PrefsError:
             switch error {
             case .invalidSuiteName, .invalidKey, .typeMismatch, .encodingFailed, .decodingFailed, .invalidAppIdentifier,
-                .unidentifiedUserDefaults, .conflictingDeclarations, .ambiguousEnvironmentVariable:
+                .unidentifiedUserDefaults, .conflictingDeclarations, .ambiguousEnvironmentVariable,
+                .separateStandardDomain:
                 return Failure(.usage, error.description)
             case .forced:
                 return Failure(.forced, error.description)

@@ -37,8 +37,11 @@ import struct Foundation.UUID
 ///
 /// A vault the test opens itself (`EncryptedFileStore(url:key:)` in a temporary folder) keeps its rollback record
 /// in a temporary folder of the test, removed when the test ends, instead of `$XDG_STATE_HOME/prefs/vaults`.
-/// Wrappers given a `store:` use that store, inside the trait as anywhere; `UserDefaultsStore.standard` named
-/// explicitly is the real file, and its first use inside the trait is reported (``Prefs/PrefsNotIsolated``).
+/// A wrapper declared with `storage:` (`@StoredValue(key: "k", storage: UserDefaults(suiteName: "g")!)`) gets an
+/// in-memory stand-in for its `UserDefaults` instance, one per instance for the test, and the instance is neither
+/// read nor written; `storage: .standard` uses the test's default store. Wrappers given a `store:` use that store,
+/// inside the trait as anywhere; `UserDefaultsStore.standard` named explicitly is the real file, and its first use
+/// inside the trait is reported (``Prefs/PrefsNotIsolated``).
 ///
 /// The stores are task-local (see ``Prefs/PrefsConfig/withDefaultStore(_:operation:)``): child tasks of the test
 /// inherit them, while other tests, and code that is not part of the test (a detached task), keep their own. Use
@@ -65,7 +68,8 @@ public struct IsolatedPreferencesTrait: TestTrait, SuiteTrait, TestScoping {
             try await PrefsConfig.withIsolatedTest(stateFolder: records) {
                 try await PrefsConfig.withDefaultStore(isolation.defaultStore) {
                     try await PrefsConfig.withDefaultSecureStore(isolation.secureStore) {
-                        try await function()
+                        // `storage:` wrappers: an in-memory stand-in per UserDefaults instance, never the instance.
+                        try await PrefsConfig.withUserDefaultsStandIns { try await function() }
                     }
                 }
             }

@@ -36,6 +36,32 @@ if arguments.first == "foundation-write" {
     emit("ok")
     exit(0)
 }
+if arguments.first == "instance-read" {
+    // instance-read SUITE KEY: the value a FoundationUserDefaultsStore over the suite reads, with its kind.
+    let store = FoundationUserDefaultsStore(UserDefaults(suiteName: arguments[1])!)
+    do {
+        emit(try store.value(forKey: arguments[2]).map { "\($0.typeName) \($0)" } ?? "nil")
+    } catch {
+        fail("\(error)")
+    }
+    exit(0)
+}
+if arguments.first == "standard-moved" {
+    // standard-moved APP KEY: the standard domain under another app identifier: its reports, then the value of KEY
+    // before and after importing the domain UserDefaults.standard uses.
+    PrefsConfig.errorHandler = { report in emit("report: \(report.error)") }
+    PrefsConfig.appIdentifier = arguments[1]
+    let key = PrefKey(arguments[2], default: 0)
+    do {
+        emit("before \(try UserDefaultsStore.standard.value(for: key))")
+        let old = try UserDefaultsStore(suiteName: ProcessInfo.processInfo.processName)
+        emit("copied \(try UserDefaultsStore.standard.importValues(from: old))")
+        emit("after \(try UserDefaultsStore.standard.value(for: key))")
+    } catch {
+        fail("\(error)")
+    }
+    exit(0)
+}
 if arguments.first == "standard-set" || arguments.first == "standard-get" {
     // standard-set KEY INT / standard-get KEY: the process's standard domain, through Prefs or Foundation.
     let key = PrefKey(arguments[1], default: 0)

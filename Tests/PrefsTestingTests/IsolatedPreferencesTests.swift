@@ -62,3 +62,40 @@ struct IsolatedPreferencesTests {
     #expect(PrefsIsolation.current == nil)
     #expect(PrefsConfig.defaultStore === UserDefaultsStore.standard)
 }
+
+/// A model with the `storage:` form, as Boutique and `@AppStorage` users declare it.
+final class SharedSettings {
+    @StoredValue(key: "sharedSetting", storage: UserDefaults(suiteName: "group.prefs-isolation-test")!)
+    var sharedSetting = false
+}
+
+@Suite(.isolatedPreferences)
+struct IsolatedStorageFormTests {
+    /// Run twice (two cases, and every run of the suite): a value left behind by an earlier case or run fails it.
+    @Test(arguments: 0..<2)
+    func storageFormTouchesNoFileAndStartsFresh(_ run: Int) {
+        let config =
+            ProcessInfo.processInfo.environment["XDG_CONFIG_HOME"].map { URL(filePath: $0) }
+            ?? FileManager.default.homeDirectoryForCurrentUser.appending(path: ".config")
+        let file = config.appending(path: "group.prefs-isolation-test.plist")
+        let settings = SharedSettings()
+        #expect(settings.sharedSetting == false, "run \(run) starts from the declared default")
+        settings.sharedSetting = true
+        #expect(settings.sharedSetting)
+        #expect(!FileManager.default.fileExists(atPath: file.path), "no file under the XDG config folder")
+        #expect(
+            UserDefaults(suiteName: "group.prefs-isolation-test")!.object(forKey: "sharedSetting") == nil,
+            "the real instance is neither read nor written")
+    }
+
+    @Test func wrappersGivenOneInstanceShareTheirValue() {
+        let defaults = UserDefaults(suiteName: "group.prefs-isolation-shared")!
+        let first = StoredValue(key: "k", default: 0, storage: defaults)
+        let second = StoredValue(key: "k", default: 0, storage: defaults)
+        first.set(3)
+        #expect(second.wrappedValue == 3)
+        @StoredValue(key: "k", storage: .standard) var standard = 0
+        standard = 4
+        #expect(PrefsIsolation.current?.defaultStore[PrefKey("k", default: 0)] == 4, "standard is the test's store")
+    }
+}

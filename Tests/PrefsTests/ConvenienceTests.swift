@@ -151,24 +151,13 @@ extension PrefKey where Value == String {
         #expect(Reports.for(key).count == 1, "another store is another declaration space")
     }
 
-    @Test func userDefaultsInstancesMapToTheirOwnDomains() {
-        #expect(UserDefaultsStore.store(for: .standard) === UserDefaultsStore.standard)
-        let suite = UserDefaultsStore.store(for: UserDefaults(suiteName: "conv.mirror")!)
-        #expect((suite as? UserDefaultsStore)?.suiteName == "conv.mirror")
-        let subclassed = UserDefaultsStore.store(for: CustomDefaults(suiteName: "conv.subclass")!)
-        #expect((subclassed as? UserDefaultsStore)?.suiteName == "conv.subclass")
-    }
-
-    @Test func userDefaultsWhoseDomainCannotBeToldIsRefusedNotRedirected() {
-        Reports.install()
-        struct NotFoundationsLayout { let domain = "elsewhere" }
-        let store = UserDefaultsStore.store(identifiedBy: Mirror(reflecting: NotFoundationsLayout()))
-        #expect(store is InMemoryStore, "never the standard domain")
-        let reports = Reports.for("").filter {
-            if case .unidentifiedUserDefaults = $0.error as? PrefsError { return true }
-            return false
-        }
-        #expect(!reports.isEmpty)
+    @Test func userDefaultsInstancesMapToOneStoreEach() {
+        let suite = UserDefaults(suiteName: "conv.instance")!
+        let store = UserDefaultsStore.store(for: suite)
+        #expect(store is FoundationUserDefaultsStore)
+        #expect(UserDefaultsStore.store(for: suite) === store, "wrappers given one instance share its store")
+        #expect(UserDefaultsStore.store(for: CustomDefaults(suiteName: "conv.instance")!) !== store)
+        #expect(UserDefaultsStore.store(for: .standard) is FoundationUserDefaultsStore)
     }
 }
 

@@ -300,14 +300,19 @@ struct UserDefaultsStoreTests {
         #expect(read.lines == ["3"], "\(read.error)")
     }
 
-    @Test func storageFormUsesTheSuiteOfAUserDefaults() throws {
-        let defaults = UserDefaults(suiteName: "group.storage-form-\(UUID().uuidString.prefix(6))")!
+    @Test func storageFormUsesTheUserDefaultsInstanceItIsGiven() throws {
+        let name = "group.storage-form-\(UUID().uuidString.prefix(6))"
+        let defaults = UserDefaults(suiteName: name)!
         @StoredValue(key: "sharedSetting", storage: defaults) var shared = false
-        let store = $shared.store as? UserDefaultsStore
-        #expect(store?.suiteName != nil)
-        #expect(store?.url.lastPathComponent.hasPrefix("group.storage-form-") == true)
-        try? FileManager.default.removeItem(at: store!.url)
-        try? FileManager.default.removeItem(at: store!.url.deletingPathExtension().appendingPathExtension("lock"))
+        shared = true
+        #expect(defaults.bool(forKey: "sharedSetting"))
+        #expect(UserDefaults(suiteName: name)!.bool(forKey: "sharedSetting"), "another instance of the suite too")
+        defaults.set(false, forKey: "sharedSetting")
+        #expect(shared == false)
+        defaults.removeObject(forKey: "sharedSetting")
+        defaults.synchronize()
+        try? FileManager.default.removeItem(
+            at: UserDefaultsStore.preferencesDirectory().appending(path: name + ".plist"))
     }
 }
 

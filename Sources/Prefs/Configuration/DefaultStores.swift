@@ -17,6 +17,8 @@ enum DefaultStores {
         var secureStore: (any KeyValueStore)?
         /// The prefix of the environment variables the standard domain reads, once set.
         var environmentPrefix: String?
+        /// Whether the standard domain has checked, once, that it is the domain `UserDefaults.standard` uses.
+        var checkedFoundationDomain = false
     }
 
     static let state = Mutex(State())
@@ -51,6 +53,8 @@ enum DefaultStores {
     @TaskLocal static var scopedSecure: Scope?
     /// True inside a test under `.isolatedPreferences` (see `PrefsConfig.withIsolatedTest`).
     @TaskLocal static var insideIsolatedTest = false
+    /// Inside an isolated test: the stand-ins for the `UserDefaults` instances given to `storage:`.
+    @TaskLocal static var userDefaultsStandIns: UserDefaultsStandIns?
 
     /// The store of wrappers without `store:`: the innermost `withDefaultStore` scope, else the store set through
     /// `PrefsConfig.defaultStore`, else the standard domain.
@@ -75,8 +79,19 @@ enum DefaultStores {
         }
     }
 
-    /// The standard domain, `<app identifier>.plist` in the preferences folder, opened on first use.
-    static var standard: UserDefaultsStore {
+    /// The standard domain of wrappers without `store:`. On Linux Prefs' own hardened file store; on Apple
+    /// platforms, where cfprefsd owns and caches the files (writing them directly is unsupported), the store over
+    /// `UserDefaults.standard`.
+    static var standard: any KeyValueStore {
+        #if canImport(Darwin)
+            return FoundationUserDefaultsStore.shared(over: UserDefaults.standard)
+        #else
+            return standardFile
+        #endif
+    }
+
+    /// The standard domain's file, `<app identifier>.plist` in the preferences folder, opened on first use.
+    static var standardFile: UserDefaultsStore {
         if insideIsolatedTest { reportNotIsolated() }
         if let standard = state.withLock({ $0.standard }) { return standard }
         let standard = openOnce(\.standard) { app in
@@ -85,6 +100,7 @@ enum DefaultStores {
             return (opened.store, opened.error, url.path(percentEncoded: false))
         }
         if let prefix = state.withLock({ $0.environmentPrefix }) { standard.addLayer(.environment(prefix: prefix)) }
+        reportSeparateFoundationDomain()
         return standard
     }
 
@@ -98,6 +114,23 @@ enum DefaultStores {
         let path = Locations.current.configHome.appending(path: app + ".plist").path(percentEncoded: false)
         ErrorReporter.report(
             PrefsNotIsolated(path: path, what: "UserDefaultsStore.standard"), key: "", operation: .read)
+    }
+
+    /// Reports once when the app identifier moved the standard domain away from the file `UserDefaults.standard`
+    /// uses (the process name on Linux) while that file exists: a migrating app's old values are there.
+    private static func reportSeparateFoundationDomain() {
+        let foundation = ProcessInfo.processInfo.processName
+        let app = state.withLock { state -> String? in
+            guard !state.checkedFoundationDomain else { return nil }
+            state.checkedFoundationDomain = true
+            return state.appIdentifier
+        }
+        guard let app, app != foundation else { return }
+        let file = Locations.current.configHome.appending(path: foundation + ".plist")
+        guard FileManager.default.fileExists(atPath: file.path(percentEncoded: false)) else { return }
+        ErrorReporter.report(
+            PrefsError.separateStandardDomain(appIdentifier: app, foundationDomain: foundation), key: "",
+            operation: .read)
     }
 
     /// Sets the environment prefix and gives the standard domain its environment layer, now if it is open, else

@@ -129,6 +129,15 @@ public enum PrefsConfig {
         try DefaultStores.$scopedSecure.withValue(DefaultStores.Scope(store), operation: operation)
     }
 
+    /// Runs `operation` with in-memory stand-ins for the `UserDefaults` instances given to `@StoredValue(key:storage:)`
+    /// inside it (`UserDefaults.standard` stands for the scope's default store): what `.isolatedPreferences` uses
+    /// so such wrappers touch no file.
+    package static func withUserDefaultsStandIns<Result>(
+        isolation: isolated (any Actor)? = #isolation, operation: () async throws -> Result
+    ) async rethrows -> Result {
+        try await DefaultStores.$userDefaultsStandIns.withValue(UserDefaultsStandIns(), operation: operation)
+    }
+
     /// `await PrefsConfig.withDefaultSecureStore(InMemoryStore()) { await … }`: the same for asynchronous code.
     public static func withDefaultSecureStore<Result>(
         _ store: any KeyValueStore, isolation: isolated (any Actor)? = #isolation,

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 extension UserDefaultsStore {
     /// `UserDefaultsStore.standard` is this app's standard domain: `<app identifier>.plist` in the preferences
@@ -8,38 +9,91 @@ extension UserDefaultsStore {
     /// It is opened on first use. If the file cannot be read (empty, corrupt, not a property list, a folder),
     /// the app still starts: the error is reported once to ``PrefsConfig/errorHandler``, reads return defaults,
     /// writes throw rather than replace the file, and the file is left untouched.
-    public static var standard: UserDefaultsStore { DefaultStores.standard }
-
-    /// The store behind a `UserDefaults` instance, for the `@StoredValue(key:storage:)` form.
     ///
-    /// `UserDefaults.standard` (or any instance without a suite) maps to ``standard``; a suite maps to the
-    /// ``UserDefaultsStore`` of that suite. What cannot be identified (an invalid suite name, or a Foundation whose
-    /// `UserDefaults` no longer exposes its suite) is refused: the wrapper keeps its values in memory only and the
-    /// error is reported, rather than writing another domain's file.
+    /// On Apple platforms, where the system owns these files, it is not the default store: wrappers without
+    /// `store:` use a ``FoundationUserDefaultsStore`` over `UserDefaults.standard` there.
+    public static var standard: UserDefaultsStore { DefaultStores.standardFile }
+
+    /// The store behind a `UserDefaults` instance, for the `@StoredValue(key:storage:)` form: the
+    /// ``FoundationUserDefaultsStore`` over that very instance (one per instance, shared by every wrapper given
+    /// it), or inside an isolated test (`.isolatedPreferences`) an in-memory stand-in for it.
     static func store(for defaults: UserDefaults) -> any KeyValueStore {
-        if defaults === UserDefaults.standard { return standard }
-        return store(identifiedBy: Mirror(reflecting: defaults))
+        if let standIns = DefaultStores.userDefaultsStandIns {
+            if defaults === UserDefaults.standard, let scoped = DefaultStores.scopedDefault?.store { return scoped }
+            return standIns.store(for: defaults)
+        }
+        return FoundationUserDefaultsStore.shared(over: defaults)
+    }
+}
+
+extension FoundationUserDefaultsStore {
+    private final class Entry: Sendable {
+        weak let store: FoundationUserDefaultsStore?
+        init(_ store: FoundationUserDefaultsStore) { self.store = store }
     }
 
-    /// Finds Foundation's private `suite` field in `mirror` or the mirrors of its superclasses (so subclasses of
-    /// `UserDefaults` are identified too).
-    static func store(identifiedBy mirror: Mirror) -> any KeyValueStore {
-        var current: Mirror? = mirror
-        while let level = current {
-            if let field = level.children.first(where: { $0.label == "suite" }), let suite = field.value as? String? {
-                guard let suite else { return standard }
-                do {
-                    return try UserDefaultsStore(suiteName: suite)
-                } catch {
-                    ErrorReporter.report(error, key: "", operation: .write)
-                    return InMemoryStore()
-                }
-            }
-            current = level.superclassMirror
+    /// The live stores by instance. A store keeps its instance alive, so an identifier is not reused while its
+    /// store lives.
+    private static let registry = Mutex<[ObjectIdentifier: Entry]>([:])
+
+    /// The one store over `defaults` that wrappers share, created on first use.
+    static func shared(over defaults: UserDefaults) -> FoundationUserDefaultsStore {
+        let id = ObjectIdentifier(defaults)
+        if let existing = registry.withLock({ $0[id]?.store }) { return existing }
+        let created = FoundationUserDefaultsStore(defaults)
+        return registry.withLock { registry in
+            if let existing = registry[id]?.store { return existing }
+            registry = registry.filter { $0.value.store != nil }
+            registry[id] = Entry(created)
+            return created
         }
-        let error = PrefsError.unidentifiedUserDefaults(
-            reason: "this Foundation's UserDefaults does not expose its suite name")
-        ErrorReporter.report(error, key: "", operation: .write)
-        return InMemoryStore()
+    }
+}
+
+/// The in-memory stores that stand in for `UserDefaults` instances given to `storage:` in one isolated test: one
+/// per instance, so wrappers given the same instance share values; the instance itself is never read or written.
+package final class UserDefaultsStandIns: Sendable {
+    private final class Held: @unchecked Sendable {
+        // @unchecked Sendable: the instance is only kept alive (so its identifier is not reused), never used.
+        let instance: AnyObject
+        let store: InMemoryStore
+        init(_ instance: AnyObject) {
+            self.instance = instance
+            store = InMemoryStore()
+        }
+    }
+
+    private let stores = Mutex<[ObjectIdentifier: Held]>([:])
+
+    package init() {}
+
+    func store(for defaults: UserDefaults) -> InMemoryStore {
+        let held = Held(defaults)
+        return stores.withLock { stores in
+            if let existing = stores[ObjectIdentifier(defaults)] { return existing.store }
+            stores[ObjectIdentifier(defaults)] = held
+            return held.store
+        }
+    }
+}
+
+extension KeyValueStore {
+    /// `try UserDefaultsStore.standard.importValues(from: try UserDefaultsStore(suiteName: "MyApp"))` copies the
+    /// values of another store that this one does not hold a value of its own for, in one batch, and returns the
+    /// keys it copied.
+    ///
+    /// For moving old values once, for example from the domain `UserDefaults.standard` kept before
+    /// ``PrefsConfig/appIdentifier`` was set. Values this store already holds are kept; `other` is not changed.
+    @discardableResult
+    public func importValues(from other: any KeyValueStore) throws -> [String] {
+        let values = try other.allValues()
+        return try batch {
+            var copied: [String] = []
+            for (key, value) in values.sorted(by: { $0.key < $1.key }) where layer(ofKey: key) != .user {
+                try setValue(value, forKey: key)
+                copied.append(key)
+            }
+            return copied
+        }
     }
 }

@@ -179,7 +179,12 @@ enum SecureMemoryPool {
     /// memory waiting here leaves most of the allowance to the secrets in use.
     static let lockedLimit: Int = {
         var limit = rlimit()
-        guard getrlimit(__rlimit_resource_t(__RLIMIT_MEMLOCK.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max
+        #if canImport(Glibc)
+            let resource = __rlimit_resource_t(__RLIMIT_MEMLOCK.rawValue)  // glibc's own type for the resource
+        #else
+            let resource = RLIMIT_MEMLOCK
+        #endif
+        guard getrlimit(resource, &limit) == 0, limit.rlim_cur != rlim_t.max
         else {
             return 1 << 20
         }

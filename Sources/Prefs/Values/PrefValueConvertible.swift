@@ -139,10 +139,36 @@ extension Data: PrefValueConvertible {
 }
 
 extension Date: PrefValueConvertible {
-    /// `try Date(prefValue: .date(date))` reads a stored date.
+    /// `try Date(prefValue: .date(date))` reads a stored date, or ISO 8601 text in UTC with any number of
+    /// fractional digits (`2001-01-02T10:17:36.789Z`), the form a date with a sub-second part takes in a
+    /// ``FoundationUserDefaultsStore``.
     public init(prefValue: PrefValue) throws {
-        guard case .date(let value) = prefValue else { throw mismatch("Date", prefValue) }
-        self = value
+        switch prefValue {
+        case .date(let value): self = value
+        case .string(let text):
+            guard let date = Self.exactISO8601(text) else { throw mismatch("Date", prefValue) }
+            self = date
+        default: throw mismatch("Date", prefValue)
+        }
+    }
+
+    /// `2001-01-02T10:17:36.789Z`: the whole seconds, plus the fraction read as a `Double`, so the text of a
+    /// `FoundationUserDefaultsStore` date gives back exactly its date.
+    private static func exactISO8601(_ text: String) -> Date? {
+        guard text.hasSuffix("Z"), text.count >= 20 else { return nil }
+        let body = text.dropLast()
+        let (wholeText, fractionText): (Substring, Substring?) =
+            if let dot = body.firstIndex(of: ".") {
+                (body[..<dot], body[body.index(after: dot)...])
+            } else {
+                (body, nil)
+            }
+        guard let whole = try? Date(String(wholeText) + "Z", strategy: .iso8601) else { return nil }
+        guard let fractionText else { return whole }
+        guard !fractionText.isEmpty, fractionText.allSatisfy(\.isASCII), fractionText.allSatisfy(\.isNumber),
+            let fraction = Double("0." + fractionText)
+        else { return nil }
+        return Date(timeIntervalSinceReferenceDate: whole.timeIntervalSinceReferenceDate + fraction)
     }
     /// `.date(self)`, with full sub-second precision.
     public var prefValue: PrefValue { .date(self) }
@@ -151,10 +177,17 @@ extension Date: PrefValueConvertible {
 extension URL: PrefValueConvertible {
     /// `try URL(prefValue: .string("https://example.com/a?b=c"))` reads a URL stored as its full string (scheme,
     /// host, path, query and fragment).
+    ///
+    /// A path (`/srv/x`, `~/notes`) reads as the file URL Foundation's `url(forKey:)` makes of it,
+    /// `URL(fileURLWithPath:)` with `~` expanded: the form Foundation stores a URL in, and how `-path /srv/x` is
+    /// given on the command line.
     public init(prefValue: PrefValue) throws {
-        guard case .string(let text) = prefValue, let url = URL(string: text) else {
-            throw mismatch("URL", prefValue)
+        guard case .string(let text) = prefValue else { throw mismatch("URL", prefValue) }
+        if text.hasPrefix("/") || text.hasPrefix("~") {
+            self = URL(fileURLWithPath: NSString(string: text).expandingTildeInPath)
+            return
         }
+        guard let url = URL(string: text) else { throw mismatch("URL", prefValue) }
         self = url
     }
     /// `.string(absoluteString)`: unlike Foundation on Linux, which keeps only the path, the whole URL is kept.

@@ -11,9 +11,14 @@ public enum PrefsError: Error, Sendable, Equatable {
     /// `.invalidAppIdentifier(_:reason:)`: a ``PrefsConfig/appIdentifier`` that was refused, because it cannot be a
     /// file name or because the default stores are already open under another identifier. The previous one stays.
     case invalidAppIdentifier(String, reason: String)
-    /// `.unidentifiedUserDefaults(reason:)`: a `UserDefaults` instance whose domain Prefs cannot tell, given to
-    /// `@StoredValue(key:storage:)`; the wrapper keeps its value in memory only rather than write another domain.
+    /// `.unidentifiedUserDefaults(reason:)`: a `UserDefaults` instance whose domain Prefs cannot tell. No longer
+    /// raised: `@StoredValue(key:storage:)` now uses the instance itself; kept so existing `switch`es compile.
     case unidentifiedUserDefaults(reason: String)
+    /// `.separateStandardDomain(appIdentifier:foundationDomain:)`: reported once when the standard domain opens
+    /// under a ``PrefsConfig/appIdentifier`` while Foundation's `UserDefaults.standard` keeps the process's own
+    /// domain, whose file exists: neither sees the other's values. Move the old values once and give old code
+    /// `UserDefaults(suiteName: appIdentifier)` (see <doc:StoresAndBackends>).
+    case separateStandardDomain(appIdentifier: String, foundationDomain: String)
     /// `.conflictingDeclarations(key:first:second:)`: two wrappers of one key on one store declared with different
     /// types or defaults. Both still work: with different defaults the first declaration's default applies to both;
     /// with different types each decodes the stored value as its own type. Reported once; fix the declarations.
@@ -62,6 +67,12 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
             "app identifier \(String(reflecting: name)) refused: \(reason)"
         case .unidentifiedUserDefaults(let reason):
             "cannot tell which domain this UserDefaults instance uses (\(reason)); its values are kept in memory only"
+        case .separateStandardDomain(let app, let foundation):
+            "the standard domain is \(app).plist (PrefsConfig.appIdentifier), but UserDefaults.standard keeps using "
+                + "\(foundation).plist, which exists: values written through one are not seen by the other; move the "
+                + "old values once (UserDefaultsStore.standard.importValues(from: "
+                + "try UserDefaultsStore(suiteName: \(String(reflecting: foundation))))) and give code that still "
+                + "calls UserDefaults the instance UserDefaults(suiteName: \(String(reflecting: app)))"
         case .conflictingDeclarations(let key, let first, let second):
             Self.conflictDescription(key: key, first: first, second: second)
         case .invalidKey(let key, let reason): "invalid key \(String(reflecting: key)): \(reason)"

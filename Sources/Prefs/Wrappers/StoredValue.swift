@@ -54,12 +54,27 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
         self.init(PrefKey(key, default: wrappedValue), store: store)
     }
 
-    /// `@StoredValue(key: "shared", storage: UserDefaults(suiteName: "group.x")!) var shared = false` stores in a
-    /// UserDefaults suite, given the way Boutique and `@AppStorage` take it.
+    /// `@StoredValue(key: "shared", storage: UserDefaults(suiteName: "group.x")!) var shared = false` stores in that
+    /// `UserDefaults` instance, given the way Boutique and `@AppStorage` take it.
     ///
-    /// The suite's file is then managed by a hardened ``UserDefaultsStore`` for the same suite.
+    /// Reads and writes go through the instance's own API (see ``FoundationUserDefaultsStore``), so code that
+    /// calls the instance directly sees the wrapper's writes at once, and the wrapper sees that code's writes at
+    /// its next read. Wrappers given the same instance share one store. Under `.isolatedPreferences` the wrapper
+    /// uses an in-memory stand-in for the instance instead, one per instance for the test.
     public init(wrappedValue: Value, key: String, storage: UserDefaults) where Value: Codable {
         self.init(PrefKey(key, default: wrappedValue), store: UserDefaultsStore.store(for: storage))
+    }
+
+    /// `@StoredValue(key: "lastSync", storage: defaults) var lastSync: Date?` declares an optional preference kept in
+    /// a `UserDefaults` instance, nil until something is stored.
+    public init<Wrapped>(key: String, storage: UserDefaults) where Value == Wrapped?, Wrapped: Codable {
+        self.init(PrefKey(key, default: nil), store: UserDefaultsStore.store(for: storage))
+    }
+
+    /// `StoredValue(key: "volume", default: 5, storage: defaults)` creates a wrapper over a `UserDefaults` instance
+    /// without property syntax.
+    public init(key: String, default defaultValue: Value, storage: UserDefaults) where Value: Codable {
+        self.init(PrefKey(key, default: defaultValue), store: UserDefaultsStore.store(for: storage))
     }
 
     /// `@StoredValue(key: "lastExport") var lastExport: Date?` declares an optional preference without `= nil`: it

@@ -57,6 +57,9 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     /// Whether `Value` is cached in `cachedBits` as well.
     @usableFromInline static var fitsInBits: Bool { _isPOD(Value.self) && MemoryLayout<Value>.size <= 8 }
     private let subscribers = Mutex(Subscribers())
+    /// Whether the store is a ``FoundationUserDefaultsStore``, which cannot tell when other code changes the
+    /// instance: each read first looks at the instance, so such a change is seen (and announced) at once.
+    @usableFromInline let looksBeforeReading: Bool
 
     init(
         key: String, defaultValue: Value, codec: ValueCodec<Value>, store: any KeyValueStore,
@@ -68,6 +71,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         self.store = store
         self.migrations = migrations
         self.cell = store.changes.cell(for: key)
+        self.looksBeforeReading = store is FoundationUserDefaultsStore
         self.cachedValue = .allocate(capacity: 1)
         self.cachedValue.initialize(to: defaultValue)
         if let conflict = cell.declare(KeyDeclaration(type: Value.self, defaultValue: defaultValue)) {
@@ -106,8 +110,14 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     /// The current value: served from the cache unless the key changed since it was decoded.
     @inlinable
     var value: Value {
+        if looksBeforeReading { lookAtStore() }
         cell.trackAccess()
         return currentValue()
+    }
+
+    @usableFromInline @inline(never)
+    func lookAtStore() {
+        (store as? FoundationUserDefaultsStore)?.noticeChange(forKey: key)
     }
 
     /// Inlined into the reader: for small plain values a read is then three atomic loads and a compare, with no

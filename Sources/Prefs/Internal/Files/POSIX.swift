@@ -187,9 +187,21 @@ enum POSIX {
         }
     }
 
-    /// `fsync`, retrying on `EINTR`.
+    /// `fsync`, retrying on `EINTR`. On Apple platforms `fsync` leaves the data in the drive's cache, so it is
+    /// `fcntl(F_FULLFSYNC)` there, with `fsync` only where the file system does not support it.
     static func sync(_ fd: Int32, path: String) throws(SystemCallError) {
-        if retrying({ fsync(fd) }) != 0 { throw SystemCallError(path: path, operation: "sync") }
+        if retrying({ fullSync(fd) }) != 0 { throw SystemCallError(path: path, operation: "sync") }
+    }
+
+    /// The strongest flush the platform offers for one descriptor.
+    private static func fullSync(_ fd: Int32) -> Int32 {
+        #if canImport(Darwin)
+            if fcntl(fd, F_FULLFSYNC) == 0 { return 0 }
+            if errno == EINTR { return -1 }
+            return fsync(fd)  // file systems without F_FULLFSYNC (some network and FAT volumes)
+        #else
+            return fsync(fd)
+        #endif
     }
 
     /// Creates `path` and any missing ancestors with `mode`, leaving existing directories alone.
@@ -224,7 +236,7 @@ enum POSIX {
         let fd = retrying { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         guard fd >= 0 else { throw SystemCallError(path: path, operation: "open directory") }
         defer { close(fd) }
-        if retrying({ fsync(fd) }) != 0 {
+        if retrying({ fullSync(fd) }) != 0 {
             let code = errno
             if code == EINVAL || code == ENOTSUP || code == EOPNOTSUPP { return }
             throw SystemCallError(path: path, operation: "sync directory", errno: code)

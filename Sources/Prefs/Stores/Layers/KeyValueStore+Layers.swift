@@ -118,6 +118,8 @@ extension KeyValueStore {
 
     /// Decodes an effective value for a typed read. Text from the command line or the environment that does not
     /// decode as it is gets converted as Foundation converts it ("3" for an Int, "YES" for a Bool, JSON for an array).
+    /// In a UserDefaults domain every value (stored, registered, argument, environment) is also converted as
+    /// Foundation's typed getters convert it (see `FoundationConversion`).
     /// Returns nil when the value is a default registered by a declaration of another type, so this declaration's
     /// own default applies.
     func decodeEffective<Value>(_ stored: PrefValue, key: String, codec: ValueCodec<Value>) throws(PrefsError)
@@ -126,6 +128,11 @@ extension KeyValueStore {
         do {
             return try codec.decode(stored, key: key)
         } catch {
+            if self is UserDefaultsStore || self is FoundationUserDefaultsStore {
+                for candidate in FoundationConversion.candidates(for: stored) {
+                    if let value = try? codec.decode(candidate, key: key) { return value }
+                }
+            }
             let origin = layer(ofKey: key)
             if origin == .registered { return nil }
             if case .string(let text) = stored, origin?.isText == true {
@@ -189,7 +196,7 @@ enum TextConversion {
         var candidates: [PrefValue] = []
         if let number = Int64(trimmed) { candidates.append(.int(number)) }
         if let number = UInt64(trimmed) { candidates.append(.unsignedInt(number)) }
-        if let number = Double(trimmed) { candidates.append(.double(number)) }
+        if let number = Double(trimmed) { candidates += [.double(number), .float(Float(number))] }
         switch trimmed.lowercased() {
         case "yes", "true", "y", "t": candidates.append(.bool(true))
         case "no", "false", "n", "f": candidates.append(.bool(false))

@@ -1,0 +1,410 @@
+public import Foundation
+import Synchronization
+
+/// `FoundationUserDefaultsStore(UserDefaults(suiteName: "group.example")!)` keeps preferences in a Foundation
+/// `UserDefaults` instance, through that instance's own API.
+///
+/// Every read is `object(forKey:)`, every write `set(_:forKey:)` or `removeObject(forKey:)`, and ``allValues()``
+/// is `dictionaryRepresentation()`. So code that still calls the instance directly and code that uses Prefs agree
+/// at once, in both directions, in one process: the way to adopt Prefs one key at a time beside old code. This is
+/// also the store `@StoredValue(key:storage:)` uses for the instance it is given.
+///
+/// ```swift
+/// let legacy = UserDefaults(suiteName: "group.example")!
+/// let store = FoundationUserDefaultsStore(legacy)
+/// legacy.set(3, forKey: "volume")
+/// try store.value(forKey: "volume")       // .int(3)
+/// try store.set(true, for: .doTheThing)   // legacy.bool(forKey: "doTheThing") is now true
+/// ```
+///
+/// On Linux every write ends with `synchronize()`, the only way swift-corelibs-foundation saves a suite (it saves
+/// nothing at exit); a batch saves once, when it ends. Foundation rewrites the file in place and without a lock,
+/// so this store has none of ``UserDefaultsStore``'s file guarantees: use it where old code shares the domain.
+///
+/// Stored forms: values are given to Foundation natively (a `Bool` as a bool, an `Int` as an integer, `UInt64`
+/// as an unsigned integer, a `Float` as a float, which reads back exactly after Foundation saved it as a double),
+/// a `URL` as its full text (Foundation itself keeps only the path), a `Date` as a date: Foundation's file keeps
+/// whole seconds, so the sub-second part of a date lasts only as long as the process.
+///
+/// Changes other code makes through `UserDefaults`: on Apple platforms `UserDefaults.didChangeNotification`
+/// makes the store compare the values it has seen and announce those that changed. Linux Foundation posts no
+/// notification: a change made there is noticed at the next Prefs read of that key (a wrapper's read, or
+/// ``value(forKey:)``), which announces it to `values` streams and Observation, or when you call
+/// ``checkForChanges()``. Prefs' own writes are announced at once.
+///
+/// `UserDefaults` is not `Sendable`; this store is, because it calls the instance only while holding its own lock.
+/// Registered defaults and typed reads convert stored values as Foundation's typed getters do (see
+/// <doc:StoresAndBackends>).
+public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendable {
+    // @unchecked Sendable: `defaults` is only used while holding `state`'s lock; the rest is Sendable.
+    private struct State {
+        /// The value last read or written through this store for each key it has met (nil: absent).
+        var seen: [String: PrefValue?] = [:]
+        /// The batches running (0: none), and the keys' values before the outermost one began.
+        var batchDepth = 0
+        var batchStart: [String: PrefValue?] = [:]
+    }
+
+    nonisolated(unsafe) private let defaults: UserDefaults
+    private let state = Mutex(State())
+    #if canImport(Darwin)
+        nonisolated(unsafe) private var observer: (any NSObjectProtocol)?
+    #endif
+
+    /// `store.changes` is the ``ChangeFeed`` on which this store announces changes.
+    public let changes = ChangeFeed()
+
+    /// `FoundationUserDefaultsStore(.standard)` or `FoundationUserDefaultsStore(UserDefaults(suiteName: "g")!)`
+    /// keeps preferences in `defaults`.
+    ///
+    /// Prefs keeps a strong reference to the instance and calls it from any thread, one call at a time.
+    public init(_ defaults: UserDefaults) {
+        self.defaults = defaults
+        #if canImport(Darwin)
+            observer = NotificationCenter.default.addObserver(
+                forName: UserDefaults.didChangeNotification, object: defaults, queue: nil
+            ) { [weak self] _ in
+                self?.checkForChanges()
+            }
+        #endif
+    }
+
+    deinit {
+        #if canImport(Darwin)
+            if let observer { NotificationCenter.default.removeObserver(observer) }
+        #endif
+    }
+
+    /// `store.withDefaults { $0.bool(forKey: "legacy") }` runs `body` with the `UserDefaults` instance, holding the
+    /// store's lock, for code that needs Foundation's own API; do not keep the instance beyond `body`.
+    public func withDefaults<T>(_ body: (UserDefaults) throws -> T) rethrows -> T {
+        try state.withLock { _ in try body(defaults) }
+    }
+
+    // MARK: Reads
+
+    /// `try store.value(forKey: "volume")` returns what `object(forKey:)` returns, as a ``PrefValue``: the
+    /// instance's value, its argument domain's or a default registered with Foundation.
+    ///
+    /// A value that changed since this store last saw it is announced, so observers learn of changes made by
+    /// other code through the instance.
+    ///
+    /// - Throws: ``PrefsError/decodingFailed(key:reason:)`` for an object that is not a property-list value.
+    public func value(forKey key: String) throws -> PrefValue? {
+        let (value, announced) = try state.withLock { state throws(PrefsError) -> (PrefValue?, Bool) in
+            let value = try Self.prefValue(defaults.object(forKey: key), key: key)
+            return (value, noteSeen(key, value, in: &state))
+        }
+        if announced { changes.deliverAnnouncements() }
+        return value
+    }
+
+    /// `try store.allValues()` returns `dictionaryRepresentation()`: the instance's values and the defaults
+    /// registered with Foundation (which registers them for every instance of the process).
+    public func allValues() throws -> [String: PrefValue] {
+        let objects = state.withLock { _ in defaults.dictionaryRepresentation() }
+        var values: [String: PrefValue] = [:]
+        for (key, object) in objects {
+            if let value = try Self.prefValue(object, key: key) { values[key] = value }
+        }
+        return values
+    }
+
+    /// `store.checkForChanges()` compares every key this store has read or written with the instance and
+    /// announces those that changed; on Linux it first calls `synchronize()`, which also takes in what other
+    /// processes saved.
+    ///
+    /// Call it where other code may have changed the instance, for example after running old code that writes
+    /// it, so `values` streams and Observation hear of the change without waiting for the next read.
+    public func checkForChanges() {
+        let announced = state.withLock { state -> Bool in
+            #if !canImport(Darwin)
+                defaults.synchronize()
+            #endif
+            var announced = false
+            for key in state.seen.keys {
+                let value = try? Self.prefValue(defaults.object(forKey: key), key: key)
+                if noteSeen(key, value, in: &state) { announced = true }
+            }
+            return announced
+        }
+        if announced { changes.deliverAnnouncements() }
+    }
+
+    /// Reads `key` from the instance so that a change other code made there is announced: what a wrapper does before
+    /// each read of a store that cannot tell when its values change.
+    func noticeChange(forKey key: String) {
+        _ = try? value(forKey: key)
+    }
+
+    /// Records the value of `key` as seen, announcing it when it differs from the one seen before. Called holding
+    /// the lock, so announcements follow the order of the instance's values.
+    private func noteSeen(_ key: String, _ value: PrefValue?, in state: inout State) -> Bool {
+        guard let previous = state.seen[key] else {
+            state.seen[key] = .some(value)
+            return false
+        }
+        guard previous != value else { return false }
+        state.seen[key] = .some(value)
+        changes.announce([key: value])
+        return true
+    }
+
+    // MARK: Writes
+
+    /// `try store.setValue(.int(3), forKey: "volume")` is `set(_:forKey:)` (nil: `removeObject(forKey:)`), then on
+    /// Linux `synchronize()`, unless a batch runs.
+    public func setValue(_ value: PrefValue?, forKey key: String) throws {
+        try validateKey(key)
+        try changes.withUpdateLock { try write([key: value]) }
+        deliverUnlessBatching()
+    }
+
+    /// `try store.updateValue(forKey: "count") { … }` reads, transforms and writes one value, atomically among the
+    /// callers that go through Prefs in this process (Foundation itself takes no lock).
+    @discardableResult
+    public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
+        try validateKey(key)
+        let updated = try changes.withUpdateLock {
+            let current = try state.withLock { state throws(PrefsError) -> PrefValue? in
+                let value = try Self.prefValue(defaults.object(forKey: key), key: key)
+                _ = noteSeen(key, value, in: &state)
+                return value
+            }
+            let updated = try transform(current)
+            try write([key: updated])
+            return updated
+        }
+        deliverUnlessBatching()
+        return updated
+    }
+
+    /// `try store.removeValues(forKeys: ["a", "b"])` removes several keys and saves once.
+    public func removeValues(forKeys keys: some Sequence<String>) throws {
+        var removals: [String: PrefValue?] = [:]
+        for key in keys {
+            try validateKey(key)
+            removals[key] = .some(nil)
+        }
+        try changes.withUpdateLock { try write(removals) }
+        deliverUnlessBatching()
+    }
+
+    /// `try store.replaceAll(values)` makes `values` the instance's whole content (keys registered with Foundation
+    /// stay readable as its defaults) and saves once.
+    public func replaceAll(_ values: [String: PrefValue]) throws {
+        for key in values.keys { try validateKey(key) }
+        try changes.withUpdateLock {
+            var edits: [String: PrefValue?] = values.mapValues { .some($0) }
+            for key in try allValues().keys where values[key] == nil { edits[key] = .some(nil) }
+            try write(edits)
+        }
+        deliverUnlessBatching()
+    }
+
+    /// `try store.batch { … }` saves every write inside `body` with one `synchronize()` when it returns. Each write
+    /// takes effect in the instance as it is made; observers hear of the changes when the batch ends. If `body`
+    /// throws, the keys it wrote get their values from before the batch back and the error is rethrown. A batch
+    /// inside a batch of the same store joins it. Writes through Prefs from other threads wait until it ends.
+    public func batch<T>(_ body: () throws -> T) throws -> T {
+        let (result, isOutermost) = try changes.withUpdateLock { () throws -> (T, Bool) in
+            // Only the thread holding the update lock touches the batch state, so it is this thread's batch.
+            let isOutermost = state.withLock { state in
+                state.batchDepth += 1
+                return state.batchDepth == 1
+            }
+            defer {
+                state.withLock { state in
+                    state.batchDepth -= 1
+                    if state.batchDepth == 0 { state.batchStart = [:] }
+                }
+            }
+            let result: T
+            do {
+                result = try body()
+            } catch {
+                if isOutermost {
+                    let undo = state.withLock { $0.batchStart }
+                    try? write(undo)
+                    try? synchronize()
+                }
+                throw error
+            }
+            if isOutermost { try synchronize() }
+            return (result, isOutermost)
+        }
+        if isOutermost { changes.deliverAnnouncements() }
+        return result
+    }
+
+    private func deliverUnlessBatching() {
+        if state.withLock({ $0.batchDepth == 0 }) { changes.deliverAnnouncements() }
+    }
+
+    /// Applies `edits` to the instance and announces them under the lock, then saves unless a batch runs. Called
+    /// holding the feed's update lock.
+    private func write(_ edits: [String: PrefValue?]) throws {
+        guard !edits.isEmpty else { return }
+        let objects = edits.mapValues { $0.map(Self.object) }
+        let inBatch = state.withLock { state -> Bool in
+            var announced: [String: PrefValue?] = [:]
+            for key in edits.keys {
+                if state.batchDepth > 0, state.batchStart[key] == nil {
+                    let before = try? Self.prefValue(defaults.object(forKey: key), key: key)
+                    state.batchStart[key] = .some(before)
+                }
+                if let object = objects[key] ?? nil {
+                    defaults.set(object, forKey: key)
+                } else {
+                    defaults.removeObject(forKey: key)
+                }
+                // What Foundation now returns for the key: a registered default where the value was removed.
+                let current = try? Self.prefValue(defaults.object(forKey: key), key: key)
+                if state.seen[key] != .some(current) { announced[key] = .some(current) }
+                state.seen[key] = .some(current)
+            }
+            changes.announce(announced)
+            return state.batchDepth > 0
+        }
+        if !inBatch { try synchronize() }
+    }
+
+    /// Saves on Linux, where nothing else does; on Apple platforms the system saves by itself.
+    private func synchronize() throws {
+        #if !canImport(Darwin)
+            let saved = state.withLock { _ in defaults.synchronize() }
+            if !saved {
+                throw PrefsError.io(
+                    path: "UserDefaults", operation: "synchronize", errno: 0,
+                    message: "Foundation could not save the suite (UserDefaults.synchronize() returned false)")
+            }
+        #endif
+    }
+
+    // MARK: Conversions
+
+    /// A value as the object Foundation stores.
+    static func object(_ value: PrefValue) -> Any {
+        switch value {
+        case .bool(let flag): flag
+        case .int(let number): Int(truncatingIfNeeded: number)  // Foundation's `integer(forKey:)` reads only `Int`s
+        case .unsignedInt(let number): number
+        case .float(let number): number
+        case .double(let number): number
+        case .string(let text): text
+        case .data(let bytes): bytes
+        case .date(let date): Self.fractionalDateText(date) ?? date
+        case .array(let elements): elements.map(object)
+        case .dictionary(let members): members.mapValues(object)
+        }
+    }
+
+    /// A date with a sub-second part as ISO 8601 text with every digit of that part
+    /// (`2001-01-02T10:17:36.789000000004307Z`), which a typed read turns back into exactly the same date; nil for
+    /// a date of whole seconds, which Foundation keeps as a date. (Foundation's file keeps whole seconds only.)
+    static func fractionalDateText(_ date: Date) -> String? {
+        let seconds = date.timeIntervalSinceReferenceDate
+        guard seconds.isFinite else { return nil }
+        let whole = seconds.rounded(.down)
+        let fraction = seconds - whole  // exact: both are close to `seconds`
+        guard fraction > 0, let digits = fractionDigits(fraction) else { return nil }
+        let text = Date(timeIntervalSinceReferenceDate: whole).formatted(.iso8601)
+        guard text.hasSuffix("Z") else { return nil }
+        return text.dropLast() + "." + digits + "Z"
+    }
+
+    /// The digits after "0." of the shortest text that reads back as `fraction` (0 < fraction < 1), written out
+    /// where Swift would use an exponent (`1.5e-07` is `00000015`).
+    private static func fractionDigits(_ fraction: Double) -> String? {
+        let text = fraction.description
+        if text.hasPrefix("0.") { return String(text.dropFirst(2)) }
+        let parts = text.split(separator: "e")
+        guard parts.count == 2, let exponent = Int(parts[1]), exponent < 0 else { return nil }
+        let digits = parts[0].filter { $0 != "." }
+        return String(repeating: "0", count: -exponent - 1) + digits
+    }
+
+    /// An object Foundation returned, as a value; nil stays nil (also inside collections, where Foundation on
+    /// Linux hands elements out as optionals).
+    static func prefValue(_ object: Any?, key: String) throws(PrefsError) -> PrefValue? {
+        guard let object = unwrapped(object) else { return nil }
+        if let value = PrefValue(foundationObject: object) { return value }
+        switch object {
+        case let elements as [Any]:
+            var values: [PrefValue] = []
+            for element in elements {
+                if let value = try prefValue(element, key: key) { values.append(value) }
+            }
+            return .array(values)
+        case let members as [String: Any]:
+            var values: [String: PrefValue] = [:]
+            for (name, member) in members {
+                if let value = try prefValue(member, key: key) { values[name] = value }
+            }
+            return .dictionary(values)
+        case let members as [AnyHashable: Any]:
+            var values: [String: PrefValue] = [:]
+            for (name, member) in members {
+                guard let name = name.base as? String else {
+                    throw .decodingFailed(key: key, reason: "a dictionary with a key that is not a string")
+                }
+                if let value = try prefValue(member, key: key) { values[name] = value }
+            }
+            return .dictionary(values)
+        default:
+            throw .decodingFailed(
+                key: key, reason: "UserDefaults holds a \(type(of: object)), which is not a property-list value")
+        }
+    }
+
+    /// `object` without the optionals Foundation wraps around it.
+    private static func unwrapped(_ object: Any?) -> Any? {
+        guard let object else { return nil }
+        if let optional = object as? any OptionalCodable { return unwrapped(optional.wrappedAny) }
+        return object
+    }
+}
+
+extension PrefValue {
+    /// A scalar Foundation object (a number, a string, data, a date, a URL) as a value; nil for anything else.
+    init?(foundationObject object: Any) {
+        #if canImport(Darwin)
+            // Numbers arrive as NSNumber, whose casts convert between kinds: ask for the kind instead.
+            if let number = object as? NSNumber {
+                if CFGetTypeID(number) == CFBooleanGetTypeID() {
+                    self = .bool(number.boolValue)
+                    return
+                }
+                switch String(cString: number.objCType) {
+                case "f": self = .float(number.floatValue)
+                case "d": self = .double(number.doubleValue)
+                case "Q": self = .integer(number.uint64Value)
+                default: self = .int(number.int64Value)
+                }
+                return
+            }
+        #endif
+        switch object {
+        case let flag as Bool: self = .bool(flag)
+        case let number as Int: self = .int(Int64(number))
+        case let number as Int64: self = .int(number)
+        case let number as UInt64: self = .integer(number)
+        case let number as Int32: self = .int(Int64(number))
+        case let number as UInt32: self = .int(Int64(number))
+        case let number as Int16: self = .int(Int64(number))
+        case let number as UInt16: self = .int(Int64(number))
+        case let number as Int8: self = .int(Int64(number))
+        case let number as UInt8: self = .int(Int64(number))
+        case let number as UInt: self = .integer(number)
+        case let number as Float: self = .float(number)
+        case let number as Double: self = .double(number)
+        case let text as String: self = .string(text)
+        case let bytes as Data: self = .data(bytes)
+        case let date as Date: self = .date(date)
+        case let url as URL:
+            self = url.isFileURL ? .string(url.path(percentEncoded: false)) : .string(url.absoluteString)
+        case let number as NSNumber: self = .double(number.doubleValue)
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,344 @@
+import Foundation
+import Observation
+import PrefsTestSupport
+import Testing
+
+@testable import Prefs
+
+/// A suite of its own for one test, removed from Foundation's cache and from disk afterwards.
+struct FoundationSuite {
+    let name: String
+    let defaults: UserDefaults
+
+    init(_ base: String = "fd") {
+        name = "\(base).\(UUID().uuidString.prefix(8))"
+        defaults = UserDefaults(suiteName: name)!
+    }
+
+    var file: URL { UserDefaultsStore.preferencesDirectory().appending(path: name + ".plist") }
+
+    func cleanup() {
+        for key in defaults.dictionaryRepresentation().keys { defaults.removeObject(forKey: key) }
+        defaults.synchronize()
+        try? FileManager.default.removeItem(at: file)
+    }
+}
+
+struct Coordinates: Codable, Sendable, Equatable {
+    var latitude = 0.0
+    var longitude = 0.0
+}
+
+@Suite struct FoundationUserDefaultsStoreTests {
+    @Test func foundationWritesAreReadByPrefsAtOnce() throws {
+        let suite = FoundationSuite()
+        defer { suite.cleanup() }
+        let store = FoundationUserDefaultsStore(suite.defaults)
+        let volume = StoredValue(key: "volume", default: 5, store: store)
+        let name = StoredValue(key: "name", default: "", store: store)
+        #expect(volume.wrappedValue == 5)
+        suite.defaults.set(9, forKey: "volume")
+        suite.defaults.set("Ada", forKey: "name")
+        #expect(volume.wrappedValue == 9, "a wrapper read after Foundation's set sees it")
+        #expect(name.wrappedValue == "Ada")
+        #expect(try store.value(forKey: "volume") == .int(9))
+        suite.defaults.removeObject(forKey: "volume")
+        #expect(volume.wrappedValue == 5, "a removal reads as the default again")
+    }
+
+    @Test func prefsWritesAreReadByFoundationAtOnce() {
+        let suite = FoundationSuite()
+        defer { suite.cleanup() }
+        @StoredValue(key: "enabled", storage: suite.defaults) var enabled = false
+        @StoredValue(key: "count", storage: suite.defaults) var count = 0
+        @StoredValue(key: "title", storage: suite.defaults) var title = ""
+        @StoredValue(key: "ratio", storage: suite.defaults) var ratio = 0.0
+        @StoredValue(key: "tags", storage: suite.defaults) var tags: [String] = []
+        enabled = true
+        count = 42
+        title = "hello"
+        ratio = 0.25
+        $tags.append("swift")
+        #expect(suite.defaults.bool(forKey: "enabled"))
+        #expect(suite.defaults.integer(forKey: "count") == 42)
+        #expect(suite.defaults.string(forKey: "title") == "hello")
+        #expect(suite.defaults.double(forKey: "ratio") == 0.25)
+        #expect(suite.defaults.stringArray(forKey: "tags") == ["swift"])
+        #expect(UserDefaults(suiteName: suite.name)!.integer(forKey: "count") == 42, "any instance of the suite")
+        $count.reset()
+        #expect(suite.defaults.object(forKey: "count") == nil)
+    }
+
+    @Test func everyKindOfValueRoundTripsInTheProcess() throws {
+        let suite = FoundationSuite()
+        defer { suite.cleanup() }
+        let store = FoundationUserDefaultsStore(suite.defaults)
+        let date = Date(timeIntervalSinceReferenceDate: 123_456.789)
+        let url = URL(string: "https://example.com/a?b=c#d")!
+        let values: [String: PrefValue] = [
+            "bool": .bool(true), "int": .int(.max), "negative": .int(-7), "unsigned": .unsignedInt(.max),
+            "float": .float(0.1), "double": .double(.pi), "string": .string("émoji 🎉"),
+            "data": .data(Data([0, 1, 255])),
+            "date": .date(date), "array": .array([.int(1), .string("two"), .bool(false)]),
+            "dictionary": .dictionary(["nested": .array([.double(1.5)]), "flag": .bool(true)]),
+        ]
+        for (key, value) in values { try store.setValue(value, forKey: key) }
+        // Through this store and a second one over another instance: what Foundation itself hands out.
+        let other = FoundationUserDefaultsStore(UserDefaults(suiteName: suite.name)!)
+        for reader in [store, other] {
+            for (key, value) in values where key != "float" && key != "date" {
+                #expect(try reader.value(forKey: key) == value, "\(key)")
+            }
+            // Foundation hands a saved float out as a double, and keeps a date's fraction as text: typed reads
+            // give back exactly what was set.
+            #expect(try reader.value(for: PrefKey("float", default: Float(0))) == 0.1)
+            #expect(try reader.value(for: PrefKey("date", default: Date.distantPast)) == date)
+        }
+        #expect(suite.defaults.string(forKey: "date")?.hasPrefix("2001-01-02T10:17:36.789") == true)
+        try store.set(url, for: PrefKey("url", default: URL(string: "about:blank")!))
+        #expect(try store.value(for: PrefKey("url", default: URL(string: "about:blank")!)) == url)
+        #expect(suite.defaults.string(forKey: "url") == url.absoluteString, "Foundation reads the whole URL as text")
+        let place = Coordinates(latitude: 1.5, longitude: -2)
+        try store.set(place, for: PrefKey("place", default: Coordinates()))
+        #expect(try store.value(for: PrefKey("place", default: Coordinates())) == place)
+        #expect(try store.allValues()["bool"] == .bool(true))
+    }
+
+    @Test(arguments: [-0.5, 1e-7, 123_456.789, -978_307_200.25, 1_000_000_000.000_001])
+    func datesWithASubSecondPartComeBackExactly(_ seconds: Double) throws {
+        let suite = FoundationSuite()
+        defer { suite.cleanup() }
+        let store = FoundationUserDefaultsStore(suite.defaults)
+        let date = Date(timeIntervalSinceReferenceDate: seconds)
+        try store.set(date, for: PrefKey("date", default: Date.distantPast))
+        #expect(try store.value(for: PrefKey("date", default: Date.distantPast)) == date)
+        // Foundation code reads readable text: the date in whole seconds, then every digit of the fraction.
+        let text = suite.defaults.string(forKey: "date") ?? ""
+        let whole = Date(timeIntervalSinceReferenceDate: seconds.rounded(.down)).formatted(.iso8601).dropLast()
+        #expect(text.hasPrefix(whole + "."), "\(text)")
+    }
+
+    @Test func storedFormsSurviveFoundationSavingAndANewProcess() throws {
+        let suite = FoundationSuite()
+        defer { suite.cleanup() }
+        let store = FoundationUserDefaultsStore(suite.defaults)
+        try store.setValue(.float(0.1), forKey: "float")
+        try store.setValue(.unsignedInt(.max), forKey: "unsigned")
+        try store.setValue(.string("https://example.com/a?b=c"), forKey: "url")
+        try store.setValue(.date(Date(timeIntervalSinceReferenceDate: 123_456.789)), forKey: "date")
+        #expect(FileManager.default.fileExists(atPath: suite.file.path), "every write is saved with synchronize()")
+        func childReads(_ key: String) throws -> String {
+            try ChildProcess.run(["instance-read", suite.name, key]).lines.first ?? ""
+        }
+        // Foundation saved the float as a double; Prefs reads it back as exactly the float.
+        #expect(try Float(prefValue: store.decodeRaw(childReads("float"))) == 0.1)
+        #expect(try childReads("unsigned") == "int 18446744073709551615")
+        #expect(try childReads("url") == "string https://example.com/a?b=c")
+        // A date's fraction survives as text, which a typed read turns back into the same date.
+        let date = try childReads("date")
+        #expect(date.hasPrefix("string 2001-01-02T10:17:36.789"), "\(date)")
+        let text = String(date.dropFirst("string ".count))
+        #expect(try Date(prefValue: .string(text)) == Date(timeIntervalSinceReferenceDate: 123_456.789))
+        #expect(try Date(prefValue: .date(.distantPast)) == .distantPast)
+    }
+
+    @Test func helpersWorkThroughTheInstance() {
+        let suite = FoundationSuite()
+        defer { suite.cleanup() }
+        let store = FoundationUserDefaultsStore(suite.defaults)
+        let flag = StoredValue(key: "flag", default: false, store: store)
+        let tags = StoredValue(key: "tags", default: [String](), store: store)
+        let flags = StoredValue(key: "flags", default: [String: Bool](), store: store)
+        let counter = StoredValue(key: "counter", default: 0, store: store)
+        let place = StoredValue(key: "place", default: Coordinates(), store: store)
+        flag.toggle()
+        tags.append("a")
+        tags.append("b")
+        tags.togglePresence("a")
+        tags.replace("b", with: "c")
+        flags.update(key: "dark", value: true)
+        for _ in 0..<3 { counter.update { $0 += 1 } }
+        place.set(\.latitude, to: 3)
+        #expect(suite.defaults.bool(forKey: "flag"))
+        #expect(suite.defaults.stringArray(forKey: "tags") == ["c"])
+        #expect(suite.defaults.dictionary(forKey: "flags")?["dark"] as? Bool == true)
+        #expect(suite.defaults.integer(forKey: "counter") == 3)
+        #expect(place.wrappedValue == Coordinates(latitude: 3, longitude: 0))
+    }
+
+    @Test func valuesStreamHearsPrefsWritesAndFoundationWritesAtTheNextRead() async throws {
+        let suite = FoundationSuite()
+        defer { suite.cleanup() }
+        let store = FoundationUserDefaultsStore(suite.defaults)
+        let level = StoredValue(key: "level", default: 0, store: store)
+        let stream = level.values
+        level.set(1)
+        suite.defaults.set(2, forKey: "level")
+        _ = level.wrappedValue  // Linux: the next Prefs read notices Foundation's write
+        suite.defaults.set(3, forKey: "level")
+        store.checkForChanges()  // or an explicit check
+        #expect(try await first(4, of: stream) == [0, 1, 2, 3])
+    }
+
+    @Test func observationTrackingSeesAForeignChangeWhenPrefsLooks() async throws {
+        let suite = FoundationSuite()
+        defer { suite.cleanup() }
+        let store = FoundationUserDefaultsStore(suite.defaults)
+        let mode = StoredValue(key: "mode", default: "a", store: store)
+        let (fired, signal) = AsyncStream.makeStream(of: Int.self)
+        withObservationTracking {
+            _ = mode.wrappedValue
+        } onChange: {
+            signal.yield(1)
+        }
+        suite.defaults.set("b", forKey: "mode")
+        store.checkForChanges()
+        #expect(try await first(1, of: fired) == [1])
+        #expect(mode.wrappedValue == "b")
+    }
+
+    @Test func anotherProcessesSavedWriteIsSeenAfterACheck() throws {
+        let suite = FoundationSuite()
+        defer { suite.cleanup() }
+        let store = FoundationUserDefaultsStore(suite.defaults)
+        let launches = StoredValue(key: "launches", default: 0, store: store)
+        launches.set(1)
+        let written = try ChildProcess.run(["foundation-write", suite.name, "launches", "7"])
+        #expect(written.lines == ["ok"], "\(written.error)")
+        store.checkForChanges()
+        #expect(launches.wrappedValue == 7)
+    }
+
+    @Test func aBatchSavesOnceAndUndoesItsWritesWhenItThrows() throws {
+        let suite = FoundationSuite()
+        defer { suite.cleanup() }
+        let store = FoundationUserDefaultsStore(suite.defaults)
+        try store.set(1, for: PrefKey("a", default: 0))
+        struct Abort: Error {}
+        #expect(throws: Abort.self) {
+            try store.batch {
+                try store.set(2, for: PrefKey("a", default: 0))
+                try store.set(3, for: PrefKey("b", default: 0))
+                #expect(suite.defaults.integer(forKey: "a") == 2, "a batch's writes take effect at once")
+                throw Abort()
+            }
+        }
+        #expect(suite.defaults.integer(forKey: "a") == 1)
+        #expect(suite.defaults.object(forKey: "b") == nil)
+        try store.batch {
+            try store.set(4, for: PrefKey("a", default: 0))
+            try store.set(5, for: PrefKey("b", default: 0))
+        }
+        let read = try ChildProcess.run(["foundation-read", suite.name, "b"])
+        #expect(read.lines == ["Int 5"], "the batch was saved when it ended")
+    }
+
+    @Test func replaceAllAndRemoveValuesGoThroughTheInstance() throws {
+        let suite = FoundationSuite()
+        defer { suite.cleanup() }
+        let store = FoundationUserDefaultsStore(suite.defaults)
+        suite.defaults.set("old", forKey: "legacy")
+        try store.replaceAll(["x": .int(1), "y": .int(2)])
+        #expect(suite.defaults.object(forKey: "legacy") == nil)
+        #expect(suite.defaults.integer(forKey: "y") == 2)
+        try store.removeValues(forKeys: ["x", "y"])
+        #expect(try store.allValues().isEmpty)
+    }
+
+    @Test func theStandardInstanceIsSharedWithUserDefaultsStandard() {
+        let key = uniqueKey("standard")
+        defer {
+            UserDefaults.standard.removeObject(forKey: key)
+            UserDefaults.standard.synchronize()
+        }
+        @StoredValue(key: key, storage: .standard) var value = 0
+        value = 11
+        #expect(UserDefaults.standard.integer(forKey: key) == 11)
+        UserDefaults.standard.set(12, forKey: key)
+        #expect(value == 12)
+    }
+
+    @Test func badKeysAreRefusedAndTheInstanceIsUntouched() {
+        let suite = FoundationSuite()
+        defer { suite.cleanup() }
+        let store = FoundationUserDefaultsStore(suite.defaults)
+        #expect(throws: PrefsError.self) { try store.setValue(.int(1), forKey: "") }
+        #expect(throws: PrefsError.self) { try store.setValue(.int(1), forKey: "a\u{0}b") }
+        #expect(suite.defaults.dictionaryRepresentation().keys.filter { $0.isEmpty }.isEmpty)
+    }
+
+    @Test func aValueOfTheWrongTypeReadsAsTheDefaultWithOneReport() {
+        Reports.install()
+        let suite = FoundationSuite()
+        defer { suite.cleanup() }
+        let key = uniqueKey("wrong")
+        suite.defaults.set(Data([1, 2]), forKey: key)
+        let store = FoundationUserDefaultsStore(suite.defaults)
+        let value = StoredValue(key: key, default: 4, store: store)
+        #expect(value.wrappedValue == 4)
+        #expect(value.wrappedValue == 4)
+        #expect(Reports.for(key).count == 1)
+        #expect(suite.defaults.data(forKey: key) == Data([1, 2]), "nothing stored is overwritten")
+    }
+
+    @Test func theStoreIsSafeToUseFromManyThreads() async {
+        let suite = FoundationSuite()
+        defer { suite.cleanup() }
+        let store = FoundationUserDefaultsStore(suite.defaults)
+        let counter = StoredValue(key: "n", default: 0, store: store)
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    for _ in 0..<25 { counter.update { $0 += 1 } }
+                }
+            }
+        }
+        #expect(suite.defaults.integer(forKey: "n") == 100)
+    }
+}
+
+extension FoundationUserDefaultsStore {
+    /// The value a child printed as `kind text`, for the checks above.
+    fileprivate func decodeRaw(_ line: String) -> PrefValue {
+        let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
+        guard parts.count == 2 else { return .string(line) }
+        switch parts[0] {
+        case "double": return Double(parts[1]).map(PrefValue.double) ?? .string(line)
+        case "float": return Float(parts[1]).map(PrefValue.float) ?? .string(line)
+        default: return .string(line)
+        }
+    }
+}
+
+/// `PrefsConfig.appIdentifier` moves Prefs' standard domain away from the file `UserDefaults.standard` keeps.
+struct SeparateStandardDomainTests {
+    @Test func aMovedStandardDomainIsReportedOnceAndOldValuesMoveOver() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let environment = ["XDG_CONFIG_HOME": directory.url.path]
+        // Old code: Foundation's standard domain, the process's own name.
+        #expect(try ChildProcess.run(["standard-set", "volume", "7"], environment: environment).lines == ["ok"])
+        let moved = try ChildProcess.run(["standard-moved", "com.example.moved", "volume"], environment: environment)
+        #expect(moved.status == 0, "\(moved.error)")
+        let reports = moved.lines.filter { $0.hasPrefix("report: ") }
+        #expect(reports.count == 1, "\(moved.lines)")
+        #expect(reports.first?.contains("PrefsTestHelper.plist") == true)
+        #expect(reports.first?.contains("UserDefaults(suiteName: \"com.example.moved\")") == true)
+        #expect(moved.lines.filter { !$0.hasPrefix("report: ") } == ["before 0", "copied [\"volume\"]", "after 7"])
+        // The next launch: the value is in the new domain, and nothing is copied over it again.
+        let again = try ChildProcess.run(["standard-moved", "com.example.moved", "volume"], environment: environment)
+        #expect(again.lines.filter { !$0.hasPrefix("report: ") } == ["before 7", "copied []", "after 7"])
+    }
+
+    @Test func noReportWithoutAnOldDomainOrWithTheSameName() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let environment = ["XDG_CONFIG_HOME": directory.url.path]
+        let fresh = try ChildProcess.run(["standard-moved", "com.example.fresh", "volume"], environment: environment)
+        #expect(fresh.lines.filter { $0.hasPrefix("report: ") }.isEmpty, "\(fresh.lines)")
+        #expect(try ChildProcess.run(["standard-set", "volume", "7"], environment: environment).lines == ["ok"])
+        let same = try ChildProcess.run(["standard-moved", "PrefsTestHelper", "volume"], environment: environment)
+        #expect(same.lines.filter { $0.hasPrefix("report: ") }.isEmpty, "\(same.lines)")
+        #expect(same.lines.first == "before 7", "one domain: Prefs reads what UserDefaults.standard wrote")
+    }
+}
