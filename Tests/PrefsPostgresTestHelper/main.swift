@@ -31,6 +31,9 @@ func label(_ error: PostgresStoreError) -> String {
     case .invalidConnectionString: "invalidConnectionString"
     case .invalidNamespace: "invalidNamespace"
     case .unsupportedSchemaVersion: "unsupportedSchemaVersion"
+    case .timedOut: "timedOut"
+    case .outcomeUnknown: "outcomeUnknown"
+    case .damagedSchema: "damagedSchema"
     }
 }
 

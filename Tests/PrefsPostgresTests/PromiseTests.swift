@@ -20,7 +20,7 @@ struct PostgresPromiseTests {
             }
         }
         #expect(failures.withLock { $0 } == [])
-        #expect(try database.sql("SELECT version FROM prefs_schema") == [["1"]])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["2"]])
         #expect(try database.store().allValues().count == 8)
     }
 }

@@ -19,6 +19,7 @@ struct ServerAwayTests {
         func acknowledged() -> Int { writer.output.compactMap { Int($0) }.max() ?? 0 }
 
         try await eventually("50 acknowledged writes") { acknowledged() >= 50 }
+        try await eventually("this process to see the writer's changes") { counter.wrappedValue > 0 }
         try server.stop()
         try await eventually("the writer to see typed errors while the server is away") {
             writer.output.contains { $0.hasPrefix("error ") }
@@ -43,7 +44,8 @@ struct ServerAwayTests {
         #expect(stored == lastAcknowledged || stored == lastAcknowledged + 1)
         let errors = writer.output.filter { $0.hasPrefix("error ") }
         #expect(!errors.isEmpty)
-        #expect(errors.allSatisfy { $0 == "error connectionLost" }, "\(Set(errors))")
+        // A write in flight when the server stopped may have committed: it is reported as unknown, never as lost.
+        #expect(errors.allSatisfy { $0 == "error connectionLost" || $0 == "error outcomeUnknown" }, "\(Set(errors))")
         try await eventually("the watcher to catch up") { seen.values.last == stored }
         #expect(store.reconnectionCount >= 1)
         #expect(try database.store().value(forKey: "counter") == .int(Int64(stored)))
