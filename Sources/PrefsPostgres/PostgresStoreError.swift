@@ -48,7 +48,7 @@ extension PostgresStoreError: CustomStringConvertible {
         case .authenticationFailed(let reason): "PostgreSQL authentication failed: \(reason)"
         case .connectionRefused(let reason): "the PostgreSQL server refused the connection: \(reason)"
         case .connectionLost(let reason): "lost the connection to the PostgreSQL server: \(reason); nothing was written"
-        case .timedOut(let reason): "a PostgreSQL write timed out: \(reason); nothing was written"
+        case .timedOut(let reason): "PostgreSQL did not answer in time: \(reason); nothing was written"
         case .outcomeUnknown(let reason):
             "lost the connection to the PostgreSQL server after sending a write: \(reason); whether it committed "
                 + "is unknown"
