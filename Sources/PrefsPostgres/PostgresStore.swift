@@ -163,12 +163,14 @@ public final class PostgresStore: KeyValueStore {
                 try write(text, value: value, key: key, on: connection, deadline: deadline)
             }
         } catch let first as PostgresStoreError {
-            guard case .outcomeUnknown = first else { throw first }
+            // Sent but unanswered: sending the same value again on a new connection settles the outcome. If that
+            // fails too, in any way, whether the first one committed is still unknown.
+            guard case .outcomeUnknown = first, ContinuousClock.now < deadline else { throw first }
             do {
                 reading = try server.withConnection { connection in
                     try write(text, value: value, key: key, on: connection, deadline: deadline)
                 }
-            } catch PostgresStoreError.connectionLost, PostgresStoreError.unreachable {
+            } catch {
                 throw first
             }
         }

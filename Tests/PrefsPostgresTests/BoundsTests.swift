@@ -79,3 +79,44 @@ struct BoundsTests {
         _ = try fresh.store()
     }
 }
+
+/// A network path that swallows packets (through a proxy that stops forwarding, the sockets staying open).
+@Suite("PostgresStore on a cut network")
+struct CutNetworkTests {
+    @Test func aWriteOnACutNetworkThrowsWithinItsBoundAndReadsCatchUpAfterwards() async throws {
+        let server = try PostgresServer.start(tcp: true)
+        defer { try? server.destroy() }
+        let proxy = try Proxy(to: try #require(server.tcpPort))
+        defer { proxy.stop() }
+        let name = try server.createDatabase()
+        let limits = PostgresStore.Limits(
+            connectTimeout: .seconds(2), writeDeadline: .seconds(3), networkTimeout: .seconds(2), heartbeat: .seconds(1)
+        )
+        let store = try PostgresStore(
+            connection: "postgresql://127.0.0.1:\(proxy.port)/\(name)?user=postgres", namespace: "com.example.app",
+            limits: limits)
+        try store.setValue(.int(1), forKey: "k")
+
+        proxy.pause()
+        let start = ContinuousClock.now
+        #expect {
+            try store.setValue(.int(2), forKey: "k")
+        } throws: { error in
+            // The write was sent and never answered: it may yet commit when the path comes back.
+            guard case .outcomeUnknown? = error as? PostgresStoreError else { return false }
+            return true
+        }
+        let elapsed = ContinuousClock.now - start
+        #expect(elapsed < limits.connectTimeout + limits.writeDeadline + .seconds(2), "\(elapsed)")
+        #expect(try store.value(forKey: "k") == .int(1))
+        // Meanwhile another client, on a path that works, changes a key.
+        try server.execute(
+            "INSERT INTO prefs_values (namespace, key, value) VALUES ('com.example.app', 'other', '5')", database: name)
+
+        proxy.resume()
+        try await eventually("the store to reconnect and catch up") { try store.value(forKey: "other") == .int(5) }
+        try store.setValue(.int(3), forKey: "k")
+        #expect(try server.execute("SELECT value::text FROM prefs_values WHERE key = 'k'", database: name) == [["3"]])
+        store.close()
+    }
+}
