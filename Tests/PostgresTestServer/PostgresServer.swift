@@ -100,6 +100,11 @@ public final class PostgresServer: Sendable {
         try run("pg_ctl", ["-D", dataDirectory, "-m", "fast", "-w", "stop"])
     }
 
+    /// Kills the server (`pg_ctl stop -m immediate`: no shutdown, like a crash; committed data is kept).
+    public func crash() throws {
+        try run("pg_ctl", ["-D", dataDirectory, "-m", "immediate", "-w", "stop"])
+    }
+
     /// Starts the stopped server again, on `socketDirectory` unless another folder is given.
     public func restart(socketDirectory folder: String? = nil) throws {
         try startServer(socketDirectory: folder)

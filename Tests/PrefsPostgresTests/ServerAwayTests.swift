@@ -83,3 +83,37 @@ struct ServerAwayTests {
         #expect(announced.values.sorted() == ["a", "b", "d"])
     }
 }
+
+/// The server killed (`pg_ctl stop -m immediate`) while a writer runs: every error tells the truth.
+@Suite("PostgresStore across server crashes")
+struct CrashTests {
+    @Test func crashesLoseNoAcknowledgedWriteAndNeverClaimAWrittenOneWasNot() async throws {
+        let server = try PostgresServer.start()
+        defer { try? server.destroy() }
+        let database = try Database(on: server)
+        try database.store().close()
+        let writer = try Helper(["distinct-keys", "com.example.app"], connection: database.connection)
+        defer { writer.kill() }
+        func count(_ prefix: String) -> Int { writer.output.filter { $0.hasPrefix(prefix) }.count }
+        for round in 1...3 {
+            let acknowledged = count("ack ")
+            try await eventually("30 more acknowledged writes in round \(round)") { count("ack ") >= acknowledged + 30 }
+            try server.crash()
+            try await eventually("the writer to see the crash") { count("not ") + count("unknown ") >= round }
+            try server.restart()
+        }
+        try await eventually("writes to work again") { count("ack ") >= 100 }
+        writer.kill()
+
+        let stored = Set(
+            try database.sql("SELECT key FROM prefs_values WHERE value IS NOT NULL").compactMap { $0[0] })
+        func numbers(_ prefix: String) -> [String] {
+            writer.output.filter { $0.hasPrefix(prefix) }.map { "w-" + $0.split(separator: " ")[1] }
+        }
+        let lost = numbers("ack ").filter { !stored.contains($0) }
+        let falselyNotWritten = numbers("not ").filter { stored.contains($0) }
+        #expect(lost == [], "acknowledged writes lost")
+        #expect(falselyNotWritten == [], "reported as not written but committed")
+        #expect(numbers("not ").count + numbers("unknown ").count >= 3)
+    }
+}
