@@ -22,6 +22,9 @@ final class Server: Sendable {
     private struct State {
         var primary: Connection?
         var primaryBusy = false
+        /// Set while the listener sleeps without watching the primary's socket (a writer held it): the writer
+        /// that gives it back wakes the listener.
+        var listenerWaits = false
         var snapshots: [ObjectIdentifier: Snapshot] = [:]
         /// Hints the writers took off the primary (libpq queues them while it reads a result).
         var hints: [String] = []
@@ -149,11 +152,13 @@ final class Server: Sendable {
     private func giveBack(_ primary: Connection) {
         let hints = primary.takeNotifications(skippingOwn: true)
         let broken = primary.isBroken
-        state.withLock { state in
+        let listenerWaits = state.withLock { state in
             state.primaryBusy = false
             state.hints += hints
+            defer { state.listenerWaits = false }
+            return state.listenerWaits
         }
-        if !hints.isEmpty || broken { wake() }
+        if !hints.isEmpty || broken || listenerWaits { wake() }
     }
 
     /// Gives what a write read back (its `RETURNING` rows) to every other snapshot of the namespace in this
@@ -176,7 +181,10 @@ final class Server: Sendable {
         state.withLock { state in
             let hints = state.hints
             state.hints = []
-            guard let primary = state.primary, !state.primaryBusy else { return (nil, hints) }
+            guard let primary = state.primary, !state.primaryBusy else {
+                state.listenerWaits = true
+                return (nil, hints)
+            }
             state.primaryBusy = true
             return (primary, hints)
         }
@@ -207,6 +215,12 @@ final class Server: Sendable {
                     // A network path can swallow packets without closing the socket: ask for an answer.
                     _ = try? primary.execute("SELECT 1", deadline: ContinuousClock.now + limits.networkTimeout)
                     lastHeard = ContinuousClock.now
+                    // Hints that came with the answer are in libpq's queue, not on the socket: take them now.
+                    let arrived = primary.takeNotifications(skippingOwn: true)
+                    if !arrived.isEmpty {
+                        state.withLock { $0.hints = arrived + $0.hints }
+                        wake()
+                    }
                 }
                 socket = primary.isBroken ? -1 : primary.socket
                 state.withLock { $0.primaryBusy = false }
