@@ -101,8 +101,11 @@ enum Schema {
     private static func inspect(_ connection: Connection, deadline: ContinuousClock.Instant) throws
         -> (versions: [Int]?, hasValues: Bool)
     {
+        // pg_tables is read with the statement's snapshot; to_regclass can miss a table another session has just
+        // created (its catalog cache is refreshed only when this session takes a lock on a relation).
         let found = try connection.execute(
-            "SELECT to_regclass('prefs_schema') IS NOT NULL, to_regclass('prefs_values') IS NOT NULL",
+            "SELECT EXISTS (SELECT FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'prefs_schema'), "
+                + "EXISTS (SELECT FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'prefs_values')",
             deadline: deadline)
         let hasValues = found.first?[1] == "t"
         guard found.first?[0] == "t" else { return (nil, hasValues) }
