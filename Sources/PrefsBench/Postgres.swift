@@ -149,3 +149,115 @@ func runPostgresLatencyWriter(count: Int) throws {
     }
     store.close()
 }
+
+// MARK: Fan-out
+
+/// One commit reaching the `values` streams of `watchers` other processes (this executable with
+/// `--postgres-fanout-watcher`), each with its own PostgresStore on the same namespace: for every commit and every
+/// watcher, the time from `set` returning to that watcher's `for await`. Also counts the server connections the
+/// watchers and the writer hold while idle.
+func postgresFanOut(watchers count: Int, commits: Int) async throws -> String {
+    let connection = try benchDatabase()
+    let database = String(connection.dropFirst("postgresql:///".count).prefix { $0 != "?" })
+    let store = try PostgresStore(connection: connection, namespace: "fanout")
+    defer { store.close() }
+    let watchers = try (0..<count).map { _ in
+        try FanOutWatcher(environment: [postgresLatencyVariable: connection])
+    }
+    defer { for watcher in watchers { watcher.stop() } }
+    try waitUntil("the watchers to be ready") { watchers.allSatisfy { $0.ready } }
+    let connections =
+        try PostgresServer.shared().execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(database)' AND pid <> pg_backend_pid()"
+        ).first?.first.flatMap { $0 }.flatMap { Int($0) } ?? -1
+    let key = PrefKey("fan", default: 0)
+    var samples: [Double] = []
+    for index in 1...commits {
+        try store.set(index, for: key)
+        let committed = monotonicNanoseconds()
+        try waitUntil("every watcher to see \(index)") { watchers.allSatisfy { $0.arrival(of: index) != nil } }
+        samples += watchers.compactMap { $0.arrival(of: index) }.map { Double(Int64($0) - Int64(committed)) }
+    }
+    let sorted = samples.sorted()
+    func at(_ fraction: Double) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))] }
+    return pad("PostgresStore fan-out, commit → \(count) other processes", 52)
+        + "p50 \(formatDuration(at(0.5)))  p99 \(formatDuration(at(0.99)))  (\(commits) commits, "
+        + "\(connections) server connections for \(count + 1) processes)"
+}
+
+/// Polls `condition` every 200 µs; fails after 60 s.
+private func waitUntil(_ what: String, _ condition: () -> Bool) throws {
+    let deadline = monotonicNanoseconds() + 60_000_000_000
+    while !condition() {
+        guard monotonicNanoseconds() < deadline else { throw BenchError.failed("timed out waiting for \(what)") }
+        usleep(200)
+    }
+}
+
+/// A fan-out watcher child and what it printed: `ready`, then `VALUE NANOSECONDS` per value its stream yielded.
+private final class FanOutWatcher: @unchecked Sendable {
+    private let process = Process()
+    private let lock = NSLock()
+    private var isReady = false
+    private var arrivals: [Int: UInt64] = [:]
+
+    init(environment: [String: String]) throws {
+        process.executableURL = URL(
+            filePath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        process.arguments = ["--postgres-fanout-watcher"]
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        Thread { [self] in
+            var buffer = Data()
+            while case let chunk = output.fileHandleForReading.availableData, !chunk.isEmpty {
+                buffer.append(chunk)
+                while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                    record(String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self))
+                    buffer = Data(buffer[(newline + 1)...])
+                }
+            }
+        }.start()
+    }
+
+    private func record(_ line: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        if line == "ready" { isReady = true }
+        let fields = line.split(separator: " ")
+        if fields.count == 2, let value = Int(fields[0]), let time = UInt64(fields[1]) { arrivals[value] = time }
+    }
+
+    var ready: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return isReady
+    }
+
+    func arrival(of value: Int) -> UInt64? {
+        lock.lock()
+        defer { lock.unlock() }
+        return arrivals[value]
+    }
+
+    func stop() {
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
+
+/// The child side of `postgresFanOut`: prints `ready`, then each value of `fan` its stream yields with the time.
+func runPostgresFanOutWatcher() async throws {
+    guard let connection = ProcessInfo.processInfo.environment[postgresLatencyVariable] else {
+        throw BenchError.failed("\(postgresLatencyVariable) is not set")
+    }
+    let store = try PostgresStore(connection: connection, namespace: "fanout")
+    let value = StoredValue(key: "fan", default: 0, store: store)
+    var iterator = value.values.makeAsyncIterator()
+    _ = await iterator.next()
+    FileHandle.standardOutput.write(Data("ready\n".utf8))
+    while let seen = await iterator.next() {
+        FileHandle.standardOutput.write(Data("\(seen) \(monotonicNanoseconds())\n".utf8))
+    }
+}

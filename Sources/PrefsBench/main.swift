@@ -21,6 +21,7 @@ struct Options {
     var latency = false
     var latencyWriter: (path: String, count: Int)? = nil
     var postgresLatencyWriter: Int? = nil
+    var postgresFanOutWatcher = false
     var coldOpenChild: (side: String, suite: String, key: String)? = nil
     var only: Set<String>? = nil
     var side: Budget.Side? = nil
@@ -48,6 +49,7 @@ struct Options {
                     throw BenchError.failed("--postgres-latency-writer needs a count")
                 }
                 postgresLatencyWriter = count
+            case "--postgres-fanout-watcher": postgresFanOutWatcher = true
             case "--cold-open-child":
                 guard let side = remaining.popFirst(), let suite = remaining.popFirst(),
                     let key = remaining.popFirst()
@@ -246,6 +248,13 @@ if let child = options.coldOpenChild {
 if let count = options.postgresLatencyWriter {
     do { try runPostgresLatencyWriter(count: count) } catch {
         printError("prefs-bench: PostgreSQL latency writer failed: \(error)\n")
+        exit(1)
+    }
+    exit(0)
+}
+if options.postgresFanOutWatcher {
+    do { try await runPostgresFanOutWatcher() } catch {
+        printError("prefs-bench: PostgreSQL fan-out watcher failed: \(error)\n")
         exit(1)
     }
     exit(0)

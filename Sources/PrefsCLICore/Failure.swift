@@ -74,11 +74,11 @@ struct Failure: Error, Equatable {
             }
         case let error as PostgresStoreError:
             switch error {
-            case .authenticationFailed, .unsupportedSchemaVersion:
+            case .authenticationFailed, .unsupportedSchemaVersion, .damagedSchema:
                 return Failure(.integrity, error.description)
             case .invalidConnectionString, .invalidNamespace:
                 return Failure(.usage, error.description)
-            case .unreachable, .connectionRefused, .connectionLost, .serverError, .closed:
+            case .unreachable, .connectionRefused, .connectionLost, .serverError, .closed, .timedOut, .outcomeUnknown:
                 return Failure(.notFound, error.description)
             }
         default:

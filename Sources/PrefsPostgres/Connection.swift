@@ -67,21 +67,35 @@ struct ConnectionSecrets: Sendable {
 }
 
 /// One libpq connection. Not thread-safe: its owner serialises every use.
+///
+/// Every round trip is bounded by a deadline the client enforces itself (`poll(2)` on the socket), so a network
+/// path that swallows packets without closing the socket cannot hold a caller longer than that deadline.
 final class Connection: @unchecked Sendable {
     let handle: OpaquePointer
     let secrets: ConnectionSecrets
-    /// Statements that set the session up, run again after every reconnection.
-    private let setup: [String]
+    let limits: PostgresStore.Limits
+    /// Set when a round trip ran past its deadline: the connection's protocol state is unknown, so it is never used
+    /// again.
+    private var abandoned = false
 
-    /// Connects, waiting at most `connect_timeout` (10 s unless the connection string says otherwise), then runs
-    /// `setup`.
-    init(secrets: ConnectionSecrets, applicationName: String, setup: [String] = []) throws(PostgresStoreError) {
+    /// Connects, waiting at most `limits.connectTimeout`, then runs `setup` and sets the session's bounds.
+    init(secrets: ConnectionSecrets, limits: PostgresStore.Limits, applicationName: String, setup: [String] = [])
+        throws(PostgresStoreError)
+    {
         self.secrets = secrets
-        self.setup = setup
+        self.limits = limits
         // Keywords are applied in order and `dbname` expands to the whole connection string, so the string's own
-        // settings override the two defaults before it.
-        let keywords = ["connect_timeout", "application_name", "dbname"]
-        let values = ["10", applicationName, secrets.connectionString]
+        // settings override the defaults before it.
+        let network = limits.networkTimeout.wholeMilliseconds
+        let keywords = [
+            "connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
+            "tcp_user_timeout", "application_name", "dbname",
+        ]
+        let values = [
+            String(max(2, (limits.connectTimeout.wholeMilliseconds + 999) / 1_000)), "1",
+            String(max(1, network / 3_000)), String(max(1, network / 6_000)), "3", String(network),
+            applicationName, secrets.connectionString,
+        ]
         let connection: OpaquePointer? = withCStrings(keywords) { keywordPointers in
             withCStrings(values) { valuePointers in
                 PQconnectdbParams(keywordPointers, valuePointers, 1)
@@ -95,7 +109,13 @@ final class Connection: @unchecked Sendable {
         }
         handle = connection
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
-        for statement in setup { try execute(statement) }
+        let deadline = ContinuousClock.now + limits.writeDeadline
+        let bounds = [
+            "SET statement_timeout = \(limits.statementTimeout.wholeMilliseconds)",
+            "SET lock_timeout = \(limits.lockTimeout.wholeMilliseconds)",
+            "SET idle_in_transaction_session_timeout = \(limits.writeDeadline.wholeMilliseconds * 2)",
+        ]
+        for statement in bounds + setup { try execute(statement, deadline: deadline) }
     }
 
     deinit { PQfinish(handle) }
@@ -110,26 +130,19 @@ final class Connection: @unchecked Sendable {
         {
             return .authenticationFailed(reason: reason)
         }
+        if lowered.contains("timeout expired") { return .timedOut(reason: "connecting: " + reason) }
+        // A server starting, stopping or recovering is away for now, not refusing this client.
+        if lowered.contains("the database system is") { return .unreachable(reason: reason) }
         if raw.contains("FATAL:") { return .connectionRefused(reason: reason) }
         return .unreachable(reason: reason)
     }
 
-    var isBroken: Bool { PQstatus(handle) != CONNECTION_OK }
+    var isBroken: Bool { abandoned || PQstatus(handle) != CONNECTION_OK }
 
     /// The connection's last error message, sanitised.
     var lastError: String { secrets.sanitize(String(cString: PQerrorMessage(handle))) }
 
     var socket: Int32 { PQsocket(handle) }
-
-    /// Reconnects with the same settings; false when the server is still away.
-    func reset() -> Bool {
-        PQreset(handle)
-        guard !isBroken else { return false }
-        for statement in setup {
-            guard (try? execute(statement)) != nil else { return false }
-        }
-        return true
-    }
 
     /// Notices a connection the server closed while it sat idle (restart, failover, terminated backend), without
     /// sending anything: the socket reads as end-of-file.
@@ -145,59 +158,104 @@ final class Connection: @unchecked Sendable {
     }
 
     /// Runs one statement with text parameters (`$1`, `$2`, …) and returns its rows as text (nil for NULL).
+    ///
+    /// - Throws: `.connectionLost` when the statement could not be sent (it did not run), `.outcomeUnknown` when
+    ///   the connection was lost or `deadline` passed after it was sent (it may have run), `.timedOut` for the
+    ///   server's `statement_timeout` or `lock_timeout` (it did not run), `.serverError` for anything else.
     @discardableResult
-    func execute(_ sql: String, _ parameters: [String?] = []) throws(PostgresStoreError) -> [[String?]] {
-        let result: OpaquePointer? = withOptionalCStrings(parameters) { pointers in
-            PQexecParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
+    func execute(_ sql: String, _ parameters: [String?] = [], deadline: ContinuousClock.Instant)
+        throws(PostgresStoreError) -> [[String?]]
+    {
+        guard !isBroken else { throw .connectionLost(reason: lastError) }
+        let sent = withOptionalCStrings(parameters) { pointers in
+            PQsendQueryParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
         }
-        defer { PQclear(result) }
-        guard let result else { throw failure(nil) }
-        switch PQresultStatus(result) {
-        case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
-            let rowCount = PQntuples(result)
-            let columnCount = PQnfields(result)
-            var rows: [[String?]] = []
-            rows.reserveCapacity(Int(rowCount))
-            for row in 0..<rowCount {
-                var columns: [String?] = []
-                columns.reserveCapacity(Int(columnCount))
-                for column in 0..<columnCount {
-                    if PQgetisnull(result, row, column) != 0 {
-                        columns.append(nil)
-                    } else {
-                        columns.append(String(cString: PQgetvalue(result, row, column)))
-                    }
-                }
-                rows.append(columns)
+        guard sent != 0 else { throw .connectionLost(reason: lastError) }
+        try awaitResult(sql, deadline: deadline)
+        var rows: [[String?]] = []
+        var failure: PostgresStoreError? = nil
+        while let result = PQgetResult(handle) {
+            defer { PQclear(result) }
+            switch PQresultStatus(result) {
+            case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
+                rows = Self.rows(of: result)
+            default:
+                if failure == nil { failure = self.failure(result) }
             }
-            return rows
-        default:
-            throw failure(result)
+            // Reading the next result may wait again (several statements in one string).
+            if PQisBusy(handle) != 0 { try awaitResult(sql, deadline: deadline) }
+        }
+        if let failure { throw failure }
+        if isBroken { throw .outcomeUnknown(reason: lastError) }
+        return rows
+    }
+
+    /// Flushes the query and waits, at most until `deadline`, until its result can be read without blocking.
+    private func awaitResult(_ sql: String, deadline: ContinuousClock.Instant) throws(PostgresStoreError) {
+        while true {
+            let flushed = PQflush(handle)
+            if flushed < 0 { throw .outcomeUnknown(reason: lastError) }
+            if flushed == 0, PQisBusy(handle) == 0 { return }
+            let remaining = (deadline - ContinuousClock.now).wholeMilliseconds
+            guard remaining > 0 else {
+                abandoned = true
+                throw .outcomeUnknown(
+                    reason: "no answer from the server within the deadline (the network path may be cut)")
+            }
+            let events = Int16(POLLIN) | (flushed == 1 ? Int16(POLLOUT) : 0)
+            var descriptor = pollfd(fd: socket, events: events, revents: 0)
+            let ready = poll(&descriptor, 1, Int32(min(remaining, 1_000)))
+            if ready < 0, errno != EINTR { throw .outcomeUnknown(reason: String(cString: strerror(errno))) }
+            if ready > 0, descriptor.revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 {
+                guard PQconsumeInput(handle) != 0 else { throw .outcomeUnknown(reason: lastError) }
+            }
         }
     }
 
-    /// The typed error for a failed statement: a lost connection, or the server's SQLSTATE and message.
-    private func failure(_ result: OpaquePointer?) -> PostgresStoreError {
-        if isBroken {
-            return .connectionLost(reason: secrets.sanitize(String(cString: PQerrorMessage(handle))))
+    private static func rows(of result: OpaquePointer) -> [[String?]] {
+        let rowCount = PQntuples(result)
+        let columnCount = PQnfields(result)
+        var rows: [[String?]] = []
+        rows.reserveCapacity(Int(rowCount))
+        for row in 0..<rowCount {
+            var columns: [String?] = []
+            columns.reserveCapacity(Int(columnCount))
+            for column in 0..<columnCount {
+                if PQgetisnull(result, row, column) != 0 {
+                    columns.append(nil)
+                } else {
+                    columns.append(String(cString: PQgetvalue(result, row, column)))
+                }
+            }
+            rows.append(columns)
         }
-        guard let result, let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))) else {
+        return rows
+    }
+
+    /// The typed error for a failed statement: a lost connection, a bound reached, or the server's SQLSTATE.
+    private func failure(_ result: OpaquePointer) -> PostgresStoreError {
+        guard let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))) else {
+            if isBroken { return .outcomeUnknown(reason: lastError) }
             return .serverError(sqlState: "", message: secrets.sanitize(String(cString: PQerrorMessage(handle))))
         }
         let message = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) } ?? ""
         let code = String(cString: state)
-        // Class 08 (connection exception) and 57P (the server shutting down or starting up): the server is away.
-        if code.hasPrefix("08") || code.hasPrefix("57P") {
-            return .connectionLost(reason: secrets.sanitize(message))
-        }
+        // 57014: statement_timeout; 55P03: lock_timeout. The statement was cancelled, so nothing of it is kept.
+        if code == "57014" || code == "55P03" { return .timedOut(reason: secrets.sanitize(message)) }
+        // Class 08 (connection exception) and 57P (the server shutting down): whether it ran is unknown.
+        if code.hasPrefix("08") || code.hasPrefix("57P") { return .outcomeUnknown(reason: secrets.sanitize(message)) }
         return .serverError(sqlState: code, message: secrets.sanitize(message))
     }
 
-    /// The notifications received so far, as (channel, payload) pairs.
-    func takeNotifications() -> [String] {
+    /// The payloads of the notifications received so far; with `skippingOwn`, those this connection's own
+    /// statements sent are dropped (the writer already merged what they wrote).
+    func takeNotifications(skippingOwn: Bool = false) -> [String] {
+        let own = PQbackendPID(handle)
         var payloads: [String] = []
         while let notification = PQnotifies(handle) {
-            payloads.append(String(cString: notification.pointee.extra))
+            if !skippingOwn || notification.pointee.be_pid != own {
+                payloads.append(String(cString: notification.pointee.extra))
+            }
             PQfreemem(notification)
         }
         return payloads
@@ -205,6 +263,14 @@ final class Connection: @unchecked Sendable {
 
     /// Reads what the server sent; false when the connection is gone.
     func consumeInput() -> Bool { PQconsumeInput(handle) != 0 && !isBroken }
+}
+
+extension Duration {
+    /// The duration in whole milliseconds (negative durations give negative values).
+    var wholeMilliseconds: Int {
+        let (seconds, attoseconds) = components
+        return Int(seconds) * 1_000 + Int(attoseconds / 1_000_000_000_000_000)
+    }
 }
 
 private func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {

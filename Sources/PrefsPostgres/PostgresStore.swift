@@ -15,17 +15,65 @@ import Synchronization
 ///   instances never lose each other's updates. The transform runs inside that transaction: keep it short.
 /// - Changes made by any instance (or by SQL on the table) reach every other one through `LISTEN`/`NOTIFY` and are
 ///   announced once per changed key on ``changes``.
+/// - Notifications only say which key changed; values and versions are learned by reading rows, under the table's
+///   grants, so a role without rights on the table can neither change nor read what instances see.
+/// - Every wait is bounded by ``Limits``: a write throws a typed error within `writeDeadline` (15 s by default).
 /// - When the server goes away, writes throw ``PostgresStoreError/connectionLost(reason:)`` and reads keep serving
 ///   the last known values; the store reconnects by itself, re-reads the namespace and announces every key that
 ///   changed meanwhile.
+/// - All stores of a process on the same connection string share one server connection while idle.
 ///
 /// The schema (created when missing) is described in docs/PostgresStore.md.
 public final class PostgresStore: KeyValueStore {
+    /// `PostgresStore.Limits(lockTimeout: .seconds(1))` bounds how long a store waits for the server.
+    ///
+    /// Every field has a default; a write never waits longer than `writeDeadline` in all.
+    public struct Limits: Sendable, Equatable, CustomStringConvertible {
+        /// `limits.connectTimeout`: how long a connection attempt may take (libpq's `connect_timeout`, rounded up
+        /// to whole seconds, at least 2). Default 4 s.
+        public var connectTimeout: Duration
+        /// `limits.lockTimeout`: how long a statement waits for a row lock another session holds (the server's
+        /// `lock_timeout`). Default 4 s.
+        public var lockTimeout: Duration
+        /// `limits.statementTimeout`: how long the server lets one statement run (`statement_timeout`).
+        /// Default 8 s.
+        public var statementTimeout: Duration
+        /// `limits.writeDeadline`: the longest a write waits for an answer, enforced by the client itself, so a
+        /// network path that swallows packets cannot hold it longer. Default 10 s; with a reconnection first, a
+        /// write returns or throws within `connectTimeout + writeDeadline` (14 s by default).
+        public var writeDeadline: Duration
+        /// `limits.networkTimeout`: how long unacknowledged data may sit on a dead connection before the kernel
+        /// gives up (`tcp_user_timeout`, with TCP keepalives probing a third of it). Default 10 s.
+        public var networkTimeout: Duration
+        /// `limits.heartbeat`: how long the listening connection may stay silent before it is asked for an
+        /// answer (`SELECT 1` within `networkTimeout`). Default 10 s.
+        public var heartbeat: Duration
+
+        /// `PostgresStore.Limits()` has the defaults above; pass any of them to change it.
+        public init(
+            connectTimeout: Duration = .seconds(4), lockTimeout: Duration = .seconds(4),
+            statementTimeout: Duration = .seconds(8), writeDeadline: Duration = .seconds(10),
+            networkTimeout: Duration = .seconds(10), heartbeat: Duration = .seconds(10)
+        ) {
+            self.connectTimeout = connectTimeout
+            self.lockTimeout = lockTimeout
+            self.statementTimeout = statementTimeout
+            self.writeDeadline = writeDeadline
+            self.networkTimeout = networkTimeout
+            self.heartbeat = heartbeat
+        }
+
+        /// `print(limits)` lists every bound in milliseconds.
+        public var description: String {
+            [connectTimeout, lockTimeout, statementTimeout, writeDeadline, networkTimeout, heartbeat]
+                .map { String($0.wholeMilliseconds) }.joined(separator: "/")
+        }
+    }
+
     /// `store.namespace` names this store's keys in the table: other namespaces in the same table are invisible.
     public let namespace: String
     private let snapshot: Snapshot
-    private let writer: Writer
-    private let listener: Listener
+    private let server: Server
 
     /// `store.changes` announces every change, including those made by other instances.
     public var changes: ChangeFeed { snapshot.changes }
@@ -35,42 +83,53 @@ public final class PostgresStore: KeyValueStore {
     ///
     /// - Parameters:
     ///   - connection: A libpq connection string (`host=/run/postgresql dbname=app`) or URI
-    ///     (`postgresql://user@host/app`). Unless it says otherwise, connecting gives up after 10 seconds.
+    ///     (`postgresql://user@host/app`). Its own `connect_timeout` or keepalive settings override `limits`.
     ///   - namespace: The name under which this app's keys are stored; any text without NUL.
-    /// - Throws: ``PostgresStoreError``: `.unreachable`, `.authenticationFailed`, `.connectionRefused`,
-    ///   `.unsupportedSchemaVersion` (the table is left untouched), `.invalidConnectionString`, `.invalidNamespace`.
-    ///   Rows whose value is not Prefs JSON do not stop the store: each is reported to ``PrefsConfig/errorHandler``
-    ///   and left as it is.
-    public init(connection: String, namespace: String) throws {
+    ///   - limits: How long the store waits for the server (``Limits``); the defaults suit most apps.
+    /// - Throws: ``PostgresStoreError``: `.unreachable`, `.authenticationFailed`, `.connectionRefused`, `.timedOut`,
+    ///   `.unsupportedSchemaVersion` or `.damagedSchema` (the tables are left untouched),
+    ///   `.invalidConnectionString`, `.invalidNamespace`. Rows whose value is not Prefs JSON do not stop the store:
+    ///   each is reported to ``PrefsConfig/errorHandler`` and left as it is.
+    public init(connection: String, namespace: String, limits: Limits = Limits()) throws {
         if namespace.isEmpty { throw PostgresStoreError.invalidNamespace(namespace, reason: "it cannot be empty") }
         if namespace.utf8.contains(0) {
             throw PostgresStoreError.invalidNamespace(namespace, reason: "it cannot contain NUL")
         }
         self.namespace = namespace
         let secrets = try ConnectionSecrets(connection)
-        let queries = try Connection(secrets: secrets, applicationName: "prefs", setup: [Schema.notifyInline])
-        try Schema.prepare(on: queries)
-        let listening = try Connection(secrets: secrets, applicationName: Listener.applicationName)
-        try listening.execute("LISTEN " + Schema.channel)
-        snapshot = Snapshot(namespace: namespace)
-        _ = snapshot.replaceAll(try snapshot.load(from: listening))
-        writer = Writer(connection: queries)
-        listener = try Listener(snapshot: snapshot, secrets: secrets, connection: listening)
-        listener.start()
+        let snapshot = Snapshot(namespace: namespace)
+        self.snapshot = snapshot
+        let server = try Server.attach(snapshot, secrets: secrets, limits: limits)
+        self.server = server
+        do {
+            let reading = try server.withConnection { connection in
+                try snapshot.load(from: connection, deadline: ContinuousClock.now + limits.writeDeadline)
+            }
+            _ = snapshot.merge(reading)
+        } catch {
+            server.detach(snapshot, wait: false)
+            throw error
+        }
     }
 
-    deinit { listener.stop(wait: false) }
+    deinit { server.detach(snapshot, wait: false) }
 
-    /// `store.close()` disconnects: the listener thread has stopped when it returns, and later writes throw
-    /// ``PostgresStoreError/closed``. Reads keep serving the last known values. Releasing the store does the same
-    /// without waiting.
+    /// `store.close()` disconnects: once it returns this store receives no more changes, and later writes throw
+    /// ``PostgresStoreError/closed``. Reads keep serving the last known values. Releasing the store does the same.
     public func close() {
-        listener.stop(wait: true)
-        writer.close()
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        server.detach(snapshot, wait: true)
     }
+    private let closed = Atomic<Bool>(false)
 
     /// The number of times the listener reconnected, for tests.
-    package var reconnectionCount: Int { listener.reconnections.load(ordering: .relaxed) }
+    package var reconnectionCount: Int { server.reconnections.load(ordering: .relaxed) }
+
+    /// The server connections this process holds for this store's connection string, for tests and prefs-bench.
+    package var openConnections: Int { server.openConnections }
+
+    /// Why the listener cannot reconnect (nil while it is connected), for tests.
+    package var listenerFailure: PostgresStoreError? { server.listenerFailure }
 
     /// `try store.value(forKey: "theme")` returns the value, served from memory.
     public func value(forKey key: String) throws -> PrefValue? { snapshot.value(forKey: key) }
@@ -81,31 +140,62 @@ public final class PostgresStore: KeyValueStore {
     /// `try store.setValue(.bool(true), forKey: "flag")` stores a value (nil removes it) and returns once the
     /// server has committed it.
     ///
-    /// - Throws: ``PostgresStoreError/connectionLost(reason:)`` while the server is away (nothing was written),
+    /// A write whose connection was lost after it was sent is sent once more on a new connection (a set is
+    /// idempotent), so the caller learns whether it committed.
+    ///
+    /// - Throws: ``PostgresStoreError/connectionLost(reason:)`` while the server is away and
+    ///   ``PostgresStoreError/timedOut(reason:)`` when a bound was reached (nothing was written in either case),
+    ///   ``PostgresStoreError/outcomeUnknown(reason:)`` when it may or may not have committed,
     ///   ``PrefsError/encodingFailed(key:reason:)`` for a value `jsonb` cannot hold (a non-finite number, or a
     ///   string containing NUL).
     public func setValue(_ value: PrefValue?, forKey key: String) throws {
         try validateKey(key)
+        try checkOpen()
         let text = try encode(value, key: key)
-        let applied = try writer.run { connection in
-            try write(text, value: value, key: key, on: connection)
+        if let transaction = Transaction.current, transaction.snapshot === snapshot {
+            try transaction.readings.append(write(text, value: value, key: key, in: transaction))
+            return
         }
-        snapshot.publish(snapshot.apply(applied))
+        let deadline = ContinuousClock.now + server.limits.writeDeadline
+        let reading: Reading
+        do {
+            reading = try server.withConnection { connection in
+                try write(text, value: value, key: key, on: connection, deadline: deadline)
+            }
+        } catch let first as PostgresStoreError {
+            // Sent but unanswered: sending the same value again on a new connection settles the outcome. If that
+            // fails too, in any way, whether the first one committed is still unknown.
+            guard case .outcomeUnknown = first, ContinuousClock.now < deadline else { throw first }
+            do {
+                reading = try server.withConnection { connection in
+                    try write(text, value: value, key: key, on: connection, deadline: deadline)
+                }
+            } catch {
+                throw first
+            }
+        }
+        applyWritten([reading])
     }
 
     /// `try store.updateValue(forKey: "count") { … }` runs read-transform-write in one transaction holding the
     /// row's lock (`SELECT … FOR UPDATE`), so concurrent updates from any instance are applied one after another.
     ///
-    /// The transform receives the value committed in the table, which may be newer than the one in memory.
+    /// The transform receives the value committed in the table, which may be newer than the one in memory. It runs
+    /// at most once: the store never retries it.
     ///
-    /// - Throws: What the transform throws (nothing is written), ``PostgresStoreError/connectionLost(reason:)``,
-    ///   ``PrefsError/decodingFailed(key:reason:)`` when the row's value is not Prefs JSON (it is left alone).
+    /// - Throws: What the transform throws (nothing is written), ``PostgresStoreError/connectionLost(reason:)`` or
+    ///   ``PostgresStoreError/timedOut(reason:)`` (nothing was written), ``PostgresStoreError/outcomeUnknown(reason:)``
+    ///   when the connection was lost while committing, ``PrefsError/decodingFailed(key:reason:)`` when the row's
+    ///   value is not Prefs JSON (it is left alone).
     @discardableResult
     public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try validateKey(key)
-        let (result, applied) = try writer.transaction { connection in
-            try connection.execute(Schema.placeholder, [namespace, key])
-            let row = try connection.execute(Schema.selectKeyForUpdate, [namespace, key]).first
+        return try transaction { transaction in
+            let connection = transaction.connection
+            try connection.execute(Schema.placeholder, [namespace, key], deadline: transaction.deadline)
+            let row = try connection.execute(
+                Schema.selectKeyForUpdate, [namespace, key], deadline: transaction.deadline
+            ).first
             let current = try row?[0].map { text in
                 do { return try PrefValue(jsonText: text) } catch {
                     throw PrefsError.decodingFailed(
@@ -114,12 +204,9 @@ public final class PostgresStore: KeyValueStore {
             }
             let updated = try transform(current)
             guard updated != current else { return current }
-            let pending = try write(try encode(updated, key: key), value: updated, key: key, on: connection)
-            writer.defer(pending)
+            try transaction.readings.append(write(encode(updated, key: key), value: updated, key: key, in: transaction))
             return updated
         }
-        snapshot.publish(snapshot.apply(applied))
-        return result
     }
 
     /// `try store.replaceAll(values)` replaces the namespace's whole content in one transaction: keys not in
@@ -128,28 +215,90 @@ public final class PostgresStore: KeyValueStore {
         for key in values.keys { try validateKey(key) }
         var texts: [String: String] = [:]
         for (key, value) in values { texts[key] = try encode(value, key: key) }
-        let (_, applied) = try writer.transaction { connection in
-            let existing = try connection.execute(Schema.lockNamespace, [namespace]).compactMap { $0[0] }
-            var pending: [(key: String, entry: Entry)] = []
+        try transaction { transaction in
+            let existing = try transaction.connection.execute(
+                Schema.lockNamespace, [namespace], deadline: transaction.deadline
+            ).compactMap { $0[0] }
             for key in existing where values[key] == nil {
-                pending += try write(nil, value: nil, key: key, on: connection)
+                transaction.readings.append(try write(nil, value: nil, key: key, in: transaction))
             }
             for (key, value) in values.sorted(by: { $0.key < $1.key }) {
-                pending += try write(texts[key], value: value, key: key, on: connection)
+                transaction.readings.append(try write(texts[key], value: value, key: key, in: transaction))
             }
-            writer.defer(pending)
         }
-        snapshot.publish(snapshot.apply(applied))
     }
 
-    /// One upsert (or removal) on `connection`; returns the entry to apply once committed.
-    private func write(_ text: String?, value: PrefValue?, key: String, on connection: Connection) throws
-        -> [(key: String, entry: Entry)]
-    {
+    // MARK: Writing
+
+    /// A transaction in progress on this thread; writes to the same store from inside a transform join it.
+    private final class Transaction: @unchecked Sendable {
+        let snapshot: Snapshot
+        let connection: Connection
+        let deadline: ContinuousClock.Instant
+        /// What its writes read back, merged once it commits.
+        var readings: [Reading] = []
+
+        init(snapshot: Snapshot, connection: Connection, deadline: ContinuousClock.Instant) {
+            self.snapshot = snapshot
+            self.connection = connection
+            self.deadline = deadline
+        }
+
+        @TaskLocal static var current: Transaction?
+    }
+
+    /// Runs `body` in a transaction on a connection of its own (or inside the current one, from a transform) and
+    /// merges what it wrote once it has committed.
+    private func transaction<T>(_ body: (Transaction) throws -> T) throws -> T {
+        try checkOpen()
+        if let current = Transaction.current, current.snapshot === snapshot { return try body(current) }
+        let deadline = ContinuousClock.now + server.limits.writeDeadline
+        let (result, readings) = try server.withConnection { connection in
+            let transaction = Transaction(snapshot: snapshot, connection: connection, deadline: deadline)
+            var committing = false
+            do {
+                try connection.execute("BEGIN", deadline: deadline)
+                let result = try Transaction.$current.withValue(transaction) { try body(transaction) }
+                committing = true
+                try connection.execute("COMMIT", deadline: deadline)
+                return (result, transaction.readings)
+            } catch {
+                if !connection.isBroken { _ = try? connection.execute("ROLLBACK", deadline: deadline) }
+                // A transaction is rolled back when its connection is lost before COMMIT: nothing was written.
+                if case .outcomeUnknown(let reason)? = error as? PostgresStoreError, !committing {
+                    throw PostgresStoreError.connectionLost(reason: reason)
+                }
+                throw error
+            }
+        }
+        applyWritten(readings)
+        return result
+    }
+
+    private func applyWritten(_ readings: [Reading]) {
+        var changed: [String] = []
+        for reading in readings {
+            changed += snapshot.merge(reading)
+            server.share(reading, namespace: namespace, except: snapshot)
+        }
+        var seen = Set<String>()
+        snapshot.publish(changed.filter { seen.insert($0).inserted })
+    }
+
+    private func write(_ text: String?, value: PrefValue?, key: String, in transaction: Transaction) throws -> Reading {
+        try write(text, value: value, key: key, on: transaction.connection, deadline: transaction.deadline)
+    }
+
+    /// One upsert (or removal) on `connection`; returns what it read back, to merge once committed.
+    private func write(
+        _ text: String?, value: PrefValue?, key: String, on connection: Connection, deadline: ContinuousClock.Instant
+    ) throws -> Reading {
+        var reading = Reading(keys: [key], startedAt: snapshot.startRead())
         let rows: [[String?]]
         do {
-            let payload = Schema.payloadPrefix(namespace: namespace, key: key, valueText: text)
-            rows = try connection.execute(text == nil ? Schema.remove : Schema.upsert, [namespace, key, text, payload])
+            rows = try connection.execute(
+                text == nil ? Schema.remove : Schema.upsert,
+                [namespace, key, text, Schema.hint(namespace: namespace, key: key)], deadline: deadline)
         } catch {
             // 22P05: text jsonb cannot hold (NUL); 22P02: JSON it does not accept.
             guard case .serverError(let state, let message) = error, state == "22P05" || state == "22P02" else {
@@ -157,8 +306,15 @@ public final class PostgresStore: KeyValueStore {
             }
             throw PrefsError.encodingFailed(key: key, reason: "PostgreSQL's jsonb refused it: \(message)")
         }
-        guard let version = rows.first?[0].flatMap({ Int64($0) }) else { return [] }
-        return [(key, Entry(value: value, version: version))]
+        // A removal of a key without a value returns no row: the key reads as absent either way.
+        if let version = rows.first?[0].flatMap({ Int64($0) }) {
+            reading.rows[key] = Entry(value: value, version: version)
+        }
+        return reading
+    }
+
+    private func checkOpen() throws {
+        if closed.load(ordering: .acquiring) { throw PostgresStoreError.closed }
     }
 
     private func encode(_ value: PrefValue?, key: String) throws -> String? {
@@ -168,94 +324,5 @@ public final class PostgresStore: KeyValueStore {
         } catch PrefsError.encodingFailed(_, let reason) {
             throw PrefsError.encodingFailed(key: key, reason: reason)
         }
-    }
-}
-
-/// The connection for writes, behind a recursive lock so that a transform may write to the same store: such a
-/// write joins the transaction, and its change is applied in memory once the transaction commits.
-final class Writer: @unchecked Sendable {
-    private let lock = NSRecursiveLock()
-    // Guarded by `lock`.
-    private var connection: Connection?
-    private var depth = 0
-    private var pending: [(key: String, entry: Entry)] = []
-
-    init(connection: Connection) { self.connection = connection }
-
-    func close() {
-        lock.lock()
-        defer { lock.unlock() }
-        connection = nil
-    }
-
-    /// Runs `body` on a healthy connection (reconnecting first if the server closed it). Outside a transaction
-    /// returns the entries to apply; inside one they are kept until the outermost transaction commits.
-    func run(_ body: (Connection) throws -> [(key: String, entry: Entry)]) throws -> [(key: String, entry: Entry)] {
-        lock.lock()
-        defer { lock.unlock() }
-        let connection = try healthyConnection()
-        let entries: [(key: String, entry: Entry)]
-        do {
-            entries = try body(connection)
-        } catch {
-            // The server may close an idle connection just as it is used. Writing the same value again is
-            // harmless, so a lost single write is retried once on a new connection.
-            guard depth == 0, case .connectionLost? = error as? PostgresStoreError, connection.reset() else {
-                throw error
-            }
-            entries = try body(connection)
-        }
-        if depth > 0 {
-            pending += entries
-            return []
-        }
-        return entries
-    }
-
-    /// Keeps entries written inside the current transaction until it commits.
-    func `defer`(_ entries: [(key: String, entry: Entry)]) {
-        lock.lock()
-        defer { lock.unlock() }
-        pending += entries
-    }
-
-    /// Runs `body` in a transaction (or inside the current one, when called from a transform) and returns its
-    /// result with the entries to apply once committed.
-    func transaction<T>(_ body: (Connection) throws -> T) throws -> (T, [(key: String, entry: Entry)]) {
-        lock.lock()
-        defer { lock.unlock() }
-        let connection = try healthyConnection()
-        if depth > 0 { return (try body(connection), []) }
-        do {
-            try connection.execute("BEGIN")
-        } catch {
-            // Nothing has happened yet: begin again on a new connection if the old one was found closed.
-            guard case .connectionLost = error, connection.reset() else { throw error }
-            try connection.execute("BEGIN")
-        }
-        depth = 1
-        defer {
-            depth = 0
-            pending = []
-        }
-        do {
-            let result = try body(connection)
-            try connection.execute("COMMIT")
-            return (result, pending)
-        } catch {
-            if !connection.isBroken { _ = try? connection.execute("ROLLBACK") }
-            throw error
-        }
-    }
-
-    private func healthyConnection() throws -> Connection {
-        guard let connection else { throw PostgresStoreError.closed }
-        if depth > 0 { return connection }
-        connection.noticeIdleClose()
-        if connection.isBroken, !connection.reset() {
-            throw PostgresStoreError.connectionLost(
-                reason: connection.lastError)
-        }
-        return connection
     }
 }

@@ -17,6 +17,17 @@ public enum PostgresStoreError: Error, Sendable, Equatable {
     /// `.connectionLost(reason:)`: a write while the server is away (restarting, failing over, stopped). Nothing
     /// was written; reads keep serving the last known values and the store reconnects by itself.
     case connectionLost(reason: String)
+    /// `.timedOut(reason:)`: a write reached one of the store's ``PostgresStore/Limits`` before the server ran it
+    /// (a row locked by another session past `lockTimeout`, a statement past `statementTimeout`, a connection not
+    /// made within `connectTimeout`). Nothing was written.
+    case timedOut(reason: String)
+    /// `.outcomeUnknown(reason:)`: the connection was lost, or the write's deadline passed, after the write was
+    /// sent, and the store could not find out afterwards whether it committed. Read the value again before
+    /// retrying a change that must not be applied twice.
+    case outcomeUnknown(reason: String)
+    /// `.damagedSchema(reason:)`: the database holds part of the Prefs schema (one of the two tables is missing).
+    /// Nothing was changed.
+    case damagedSchema(reason: String)
     /// `.unsupportedSchemaVersion(found:supported:)`: the database holds a `prefs_values` table this version of
     /// Prefs does not know (`found` is nil when its `prefs_schema` version row is missing). Nothing was changed.
     case unsupportedSchemaVersion(found: Int?, supported: Int)
@@ -37,6 +48,12 @@ extension PostgresStoreError: CustomStringConvertible {
         case .authenticationFailed(let reason): "PostgreSQL authentication failed: \(reason)"
         case .connectionRefused(let reason): "the PostgreSQL server refused the connection: \(reason)"
         case .connectionLost(let reason): "lost the connection to the PostgreSQL server: \(reason); nothing was written"
+        case .timedOut(let reason): "PostgreSQL did not answer in time: \(reason); nothing was written"
+        case .outcomeUnknown(let reason):
+            "lost the connection to the PostgreSQL server after sending a write: \(reason); whether it committed "
+                + "is unknown"
+        case .damagedSchema(let reason):
+            "the Prefs schema in this database is incomplete: \(reason); nothing was changed"
         case .unsupportedSchemaVersion(let found, let supported):
             "the prefs_values table has schema version \(found.map(String.init) ?? "unknown"), this Prefs "
                 + "supports version \(supported); nothing was changed"

@@ -1,100 +1,159 @@
+import Foundation
 import Prefs
 
-/// The tables, triggers and statements of schema version 1 (documented in docs/PostgresStore.md).
+/// The tables, triggers and statements of schema version 2 (documented in docs/PostgresStore.md).
+///
+/// Notifications carry hints only (which namespace and key changed), never values or versions: `NOTIFY` needs no
+/// privilege, so anything in a payload can be read or forged by any role that can connect.
 enum Schema {
-    static let version = 1
+    static let version = 2
     /// The `LISTEN`/`NOTIFY` channel.
     static let channel = "prefs_values"
-    /// Serialises schema creation among instances that start at once (`pg_advisory_xact_lock` key).
+    /// Serialises schema creation among instances that start at once (`pg_try_advisory_xact_lock` key).
     static let advisoryLock = "7301451916011975"
+    /// The largest payload a hint may have (`NOTIFY` refuses 8000 bytes and more).
+    static let largestHint = 7_000
 
-    static let create = [
+    /// Functions and triggers, shared by creation and by the upgrade from version 1. `CREATE OR REPLACE` lets a
+    /// database whose tables were dropped but whose functions were left behind be created again.
+    static let functions = [
+        // Versions grow by one and stop at Int64.max instead of overflowing: a row set to the largest version by
+        // hand stays writable. Instances never trust a version they did not read, so a stuck version is harmless.
         """
-        CREATE TABLE prefs_values (
-            namespace text NOT NULL,
-            key text NOT NULL,
-            value jsonb,
-            version bigint NOT NULL DEFAULT 1,
-            PRIMARY KEY (namespace, key)
-        )
-        """,
-        "COMMENT ON TABLE prefs_values IS 'Prefs PostgresStore, schema version 1: one row per key; "
-            + "value is the FileStore JSON form, NULL once removed; version grows by one with every update'",
-        "CREATE TABLE prefs_schema (version integer NOT NULL)",
-        "INSERT INTO prefs_schema (version) VALUES (1)",
-        """
-        CREATE FUNCTION prefs_values_bump() RETURNS trigger LANGUAGE plpgsql AS $$
+        CREATE OR REPLACE FUNCTION prefs_values_bump() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            NEW.version := OLD.version + 1;
+            NEW.version := LEAST(OLD.version, 9223372036854775806) + 1;
             RETURN NEW;
         END
         $$
         """,
         """
-        CREATE TRIGGER prefs_values_bump BEFORE UPDATE ON prefs_values
-            FOR EACH ROW WHEN (NEW.version = OLD.version) EXECUTE FUNCTION prefs_values_bump()
-        """,
-        """
-        CREATE FUNCTION prefs_values_payload(ns text, k text, v jsonb, ver bigint) RETURNS text
-        LANGUAGE sql STABLE AS $$
+        CREATE OR REPLACE FUNCTION prefs_values_hint(ns text, k text) RETURNS text
+        LANGUAGE sql IMMUTABLE AS $$
             SELECT CASE
-                WHEN octet_length(ns) + octet_length(k) > 3000 THEN '{"reload": true}'
-                WHEN v IS NULL THEN
-                    json_build_object('namespace', ns, 'key', k, 'version', ver, 'removed', true)::text
-                WHEN octet_length(v::text) <= 4000 THEN
-                    json_build_object('namespace', ns, 'key', k, 'version', ver, 'value', v)::text
-                ELSE json_build_object('namespace', ns, 'key', k, 'version', ver)::text
+                WHEN octet_length(json_build_object('namespace', ns, 'key', k)::text) <= \(largestHint)
+                    THEN json_build_object('namespace', ns, 'key', k)::text
+                WHEN octet_length(json_build_object('namespace', ns)::text) <= \(largestHint)
+                    THEN json_build_object('namespace', ns)::text
+                ELSE '{}'
             END
         $$
         """,
         """
-        CREATE FUNCTION prefs_values_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+        CREATE OR REPLACE FUNCTION prefs_values_notify() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            IF TG_OP = 'DELETE' THEN
-                PERFORM pg_notify('prefs_values', CASE
-                    WHEN octet_length(OLD.namespace) + octet_length(OLD.key) > 3000 THEN '{"reload": true}'
-                    ELSE json_build_object('namespace', OLD.namespace, 'key', OLD.key, 'deleted', true)::text
-                END);
-            ELSE
-                PERFORM pg_notify('prefs_values',
-                    prefs_values_payload(NEW.namespace, NEW.key, NEW.value, NEW.version));
+            IF TG_OP = 'TRUNCATE' THEN
+                PERFORM pg_notify('prefs_values', '{"reset": true}');
+                RETURN NULL;
+            END IF;
+            IF TG_OP <> 'INSERT' THEN
+                PERFORM pg_notify('prefs_values', prefs_values_hint(OLD.namespace, OLD.key));
+            END IF;
+            IF TG_OP <> 'DELETE' THEN
+                PERFORM pg_notify('prefs_values', prefs_values_hint(NEW.namespace, NEW.key));
             END IF;
             RETURN NULL;
         END
         $$
         """,
-        // Prefs' own connections set prefs.notify_inline and notify from the writing statement itself, which
-        // costs less than a PL/pgSQL trigger; writes from anyone else notify through the trigger.
+        "DROP FUNCTION IF EXISTS prefs_values_payload(text, text, jsonb, bigint)",
+        "DROP TRIGGER IF EXISTS prefs_values_reset ON prefs_values",
         """
-        CREATE TRIGGER prefs_values_notify AFTER INSERT OR UPDATE OR DELETE ON prefs_values
-            FOR EACH ROW WHEN (current_setting('prefs.notify_inline', true) IS DISTINCT FROM 'on')
-            EXECUTE FUNCTION prefs_values_notify()
+        CREATE TRIGGER prefs_values_reset AFTER TRUNCATE ON prefs_values
+            FOR EACH STATEMENT EXECUTE FUNCTION prefs_values_notify()
         """,
     ]
 
-    /// Creates the schema when the database has none, or checks the version of the one it has.
+    static let create =
+        [
+            """
+            CREATE TABLE prefs_values (
+                namespace text NOT NULL,
+                key text NOT NULL,
+                value jsonb,
+                version bigint NOT NULL DEFAULT 1,
+                PRIMARY KEY (namespace, key)
+            )
+            """,
+            "COMMENT ON TABLE prefs_values IS 'Prefs PostgresStore, schema version 2: one row per key; "
+                + "value is the FileStore JSON form, NULL once removed; version grows by one with every update'",
+            "CREATE TABLE prefs_schema (version integer NOT NULL)",
+            "INSERT INTO prefs_schema (version) VALUES (2)",
+        ] + functions + [
+            """
+            CREATE TRIGGER prefs_values_bump BEFORE UPDATE ON prefs_values
+                FOR EACH ROW WHEN (NEW.version = OLD.version) EXECUTE FUNCTION prefs_values_bump()
+            """,
+            // Prefs' own connections set prefs.notify_inline and notify from the writing statement itself, which
+            // costs less than a PL/pgSQL trigger; writes from anyone else notify through the trigger.
+            """
+            CREATE TRIGGER prefs_values_notify AFTER INSERT OR UPDATE OR DELETE ON prefs_values
+                FOR EACH ROW WHEN (current_setting('prefs.notify_inline', true) IS DISTINCT FROM 'on')
+                EXECUTE FUNCTION prefs_values_notify()
+            """,
+        ]
+
+    /// Version 1 sent values in its payloads; version 2 replaces its functions and adds the `TRUNCATE` trigger.
+    static let upgradeFromVersion1 = functions + ["UPDATE prefs_schema SET version = 2"]
+
+    /// What the database holds: the version rows of `prefs_schema` (nil without the table) and whether
+    /// `prefs_values` exists.
+    private static func inspect(_ connection: Connection, deadline: ContinuousClock.Instant) throws
+        -> (versions: [Int]?, hasValues: Bool)
+    {
+        // pg_tables is read with the statement's snapshot; to_regclass can miss a table another session has just
+        // created (its catalog cache is refreshed only when this session takes a lock on a relation).
+        let found = try connection.execute(
+            "SELECT EXISTS (SELECT FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'prefs_schema'), "
+                + "EXISTS (SELECT FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'prefs_values')",
+            deadline: deadline)
+        let hasValues = found.first?[1] == "t"
+        guard found.first?[0] == "t" else { return (nil, hasValues) }
+        let rows = try connection.execute("SELECT version FROM prefs_schema", deadline: deadline)
+        return (rows.compactMap { $0[0].flatMap { Int($0) } }, hasValues)
+    }
+
+    /// Creates the schema when the database has none, upgrades version 1, or checks the version of the one it
+    /// has.
+    ///
+    /// A database already at this version is only read: no lock is taken. Creating or upgrading takes a
+    /// transaction-level advisory lock with `pg_try_advisory_xact_lock`, retried until the connection's
+    /// `connectTimeout`, so a session that holds that lock (any role can) delays an open by that long at most.
     static func prepare(on connection: Connection) throws {
-        try connection.execute("BEGIN")
+        let limit = connection.limits.connectTimeout
+        let deadline = ContinuousClock.now + limit + connection.limits.writeDeadline
+        let quick = try inspect(connection, deadline: deadline)
+        if quick.versions == [version], quick.hasValues { return }
+        try connection.execute("BEGIN", deadline: deadline)
         do {
-            try connection.execute("SELECT pg_advisory_xact_lock(\(advisoryLock))")
-            let found = try connection.execute(
-                "SELECT to_regclass('prefs_schema') IS NOT NULL, to_regclass('prefs_values') IS NOT NULL")
-            let hasSchemaTable = found.first?[0] == "t"
-            let hasValuesTable = found.first?[1] == "t"
-            if hasSchemaTable {
-                let rows = try connection.execute("SELECT version FROM prefs_schema")
-                let versions = rows.compactMap { $0[0].flatMap { Int($0) } }
-                guard versions == [version], hasValuesTable else {
-                    throw PostgresStoreError.unsupportedSchemaVersion(found: versions.first, supported: version)
+            let giveUp = ContinuousClock.now + limit
+            while try connection.execute("SELECT pg_try_advisory_xact_lock(\(advisoryLock))", deadline: deadline)
+                .first?[0] != "t"
+            {
+                guard ContinuousClock.now < giveUp else {
+                    throw PostgresStoreError.timedOut(
+                        reason: "another session holds the schema lock (pg_advisory_lock \(advisoryLock))")
                 }
-            } else if hasValuesTable {
-                throw PostgresStoreError.unsupportedSchemaVersion(found: nil, supported: version)
-            } else {
-                for statement in create { try connection.execute(statement) }
+                usleep(50_000)
             }
-            try connection.execute("COMMIT")
+            let found = try inspect(connection, deadline: deadline)
+            switch (found.versions, found.hasValues) {
+            case ([version]?, true): break
+            case ([1]?, true):
+                for statement in upgradeFromVersion1 { try connection.execute(statement, deadline: deadline) }
+            case (nil, false):
+                for statement in create { try connection.execute(statement, deadline: deadline) }
+            case (nil, true):
+                throw PostgresStoreError.unsupportedSchemaVersion(found: nil, supported: version)
+            case (let versions?, true):
+                throw PostgresStoreError.unsupportedSchemaVersion(found: versions.first, supported: version)
+            case (_?, false):
+                throw PostgresStoreError.damagedSchema(
+                    reason: "prefs_schema exists but prefs_values does not; drop prefs_schema to start afresh")
+            }
+            try connection.execute("COMMIT", deadline: deadline)
         } catch {
-            if !connection.isBroken { _ = try? connection.execute("ROLLBACK") }
+            if !connection.isBroken { _ = try? connection.execute("ROLLBACK", deadline: deadline) }
             throw error
         }
     }
@@ -104,41 +163,33 @@ enum Schema {
     static let selectKeyForUpdate = selectKey + " FOR UPDATE"
     /// Run on the writing connection: its statements notify by themselves (see `notifyWritten`).
     static let notifyInline = "SET prefs.notify_inline = 'on'"
-    /// Returns each written row's version and sends its notification: the payload built by the client
-    /// (`payloadPrefix(…)`, parameter `$4`) completed with the version.
+    /// Returns each written row's version and sends its hint (parameter `$4`, from ``hint(namespace:key:)``).
     private static let notifyWritten = """
-        SELECT version, pg_notify('prefs_values', $4 || version::text || '}') FROM written
+        SELECT version, pg_notify('prefs_values', $4) FROM written
         """
 
-    /// The notification of a write before its version: `{"namespace": …, "key": …, "value": …, "version": `. A
-    /// value that would make the payload larger than `NOTIFY` allows is left out (listeners re-read the row), and a
-    /// namespace and key too long for any payload ask listeners to re-read everything.
-    static func payloadPrefix(namespace: String, key: String, valueText: String?) -> String {
-        guard
-            let names = try? PrefValue.string(namespace).jsonText() + ", \"key\": "
-                + PrefValue.string(key).jsonText(),
-            names.utf8.count <= 3_000
-        else { return #"{"reload": true, "version": "# }
-        var prefix = #"{"namespace": "# + names
-        if let valueText {
-            if valueText.utf8.count <= 4_000 { prefix += #", "value": "# + valueText }
-        } else {
-            prefix += #", "removed": true"#
-        }
-        return prefix + #", "version": "#
+    /// The hint a write of `key` sends: `{"namespace": …, "key": …}`, or only the namespace (listeners re-read it
+    /// all) when that would be too long for `NOTIFY`, or `{}` when even the namespace is.
+    static func hint(namespace: String, key: String) -> String {
+        guard let names = try? PrefValue.string(namespace).jsonText() else { return "{}" }
+        let keyed = #"{"namespace": "# + names + #", "key": "# + ((try? PrefValue.string(key).jsonText()) ?? "") + "}"
+        if keyed.utf8.count <= largestHint { return keyed }
+        let namespaceOnly = #"{"namespace": "# + names + "}"
+        return namespaceOnly.utf8.count <= largestHint ? namespaceOnly : "{}"
     }
     static let upsert = """
         WITH written AS (
             INSERT INTO prefs_values (namespace, key, value, version) VALUES ($1, $2, $3::jsonb, 1)
-            ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, version = prefs_values.version + 1
-            RETURNING namespace, key, value, version
+            ON CONFLICT (namespace, key) DO UPDATE
+                SET value = EXCLUDED.value, version = LEAST(prefs_values.version, 9223372036854775806) + 1
+            RETURNING version
         )
         """ + notifyWritten
     static let remove = """
         WITH written AS (
-            UPDATE prefs_values SET value = NULL, version = version + 1
+            UPDATE prefs_values SET value = NULL, version = LEAST(version, 9223372036854775806) + 1
             WHERE namespace = $1 AND key = $2 AND value IS NOT NULL AND $3::text IS NULL
-            RETURNING namespace, key, value, version
+            RETURNING version
         )
         """ + notifyWritten
     /// Makes sure a row exists to lock, so two instances updating an absent key serialise on it.

@@ -1,69 +1,77 @@
 import Foundation
 import Prefs
+import Synchronization
 
-/// One key as this instance last saw it in the table: its value (nil once removed) and the row's version.
+/// One key as this instance last read it from the table: its value (nil once removed) and the row's version.
 struct Entry: Sendable, Equatable {
     var value: PrefValue?
     var version: Int64
 }
 
-/// The in-memory copy of one namespace that serves every read, shared by the store and its listener thread.
+/// What one read of the table found: rows by key, and the keys whose rows could not be decoded (kept as they
+/// were). `startedAt` is ``Snapshot/startRead()``, taken before the statement was sent.
+struct Reading: Sendable {
+    var rows: [String: Entry] = [:]
+    var unreadable: Set<String> = []
+    /// The keys the read covered: rows missing among them have no row in the table.
+    var keys: Set<String>?
+    let startedAt: UInt64
+}
+
+/// The in-memory copy of one namespace that serves every read, shared by the store and the listener.
+///
+/// Everything in it was read from the table (by a `SELECT` or a write's `RETURNING`); notifications only say what
+/// to read. Each held entry remembers when it was learned, on a counter that also stamps every read before it is
+/// sent. A read sent after an entry was learned started after that entry's commit, so it is the newer truth and
+/// replaces it, even with a lower version (a `TRUNCATE` or a restore reset the table). A read sent before an entry
+/// was learned replaces it only with a higher version, so reads never go backwards.
 final class Snapshot: Sendable {
     let namespace: String
     let changes = ChangeFeed()
-    private let entries = Locked<[String: Entry]>([:])
+    private struct Held {
+        var entry: Entry
+        var learnedAt: UInt64
+    }
+    private let entries = Locked<[String: Held]>([:])
+    private let clock = Atomic<UInt64>(0)
     /// Rows already reported as unreadable, by key and version, so each is reported once.
     private let reported = Locked<Set<String>>([])
 
     init(namespace: String) { self.namespace = namespace }
 
-    func value(forKey key: String) -> PrefValue? { entries.withLock { $0[key]?.value } }
+    func value(forKey key: String) -> PrefValue? { entries.withLock { $0[key]?.entry.value } }
 
-    func allValues() -> [String: PrefValue] { entries.withLock { $0.compactMapValues(\.value) } }
+    func allValues() -> [String: PrefValue] { entries.withLock { $0.compactMapValues(\.entry.value) } }
 
-    /// Applies entries newer than the ones held; returns the keys whose value changed.
-    func apply(_ updates: [(key: String, entry: Entry)]) -> [String] {
+    /// The stamp to take just before sending a statement whose rows will be merged.
+    func startRead() -> UInt64 { clock.add(1, ordering: .sequentiallyConsistent).newValue }
+
+    /// Merges what a read found (see the type's rule); returns the keys whose value changed.
+    func merge(_ reading: Reading) -> [String] {
         entries.withLock { entries in
+            let learnedAt = clock.add(1, ordering: .sequentiallyConsistent).newValue
             var changed: [String] = []
-            for (key, entry) in updates {
-                let old = entries[key]
-                guard entry.version > old?.version ?? -1 else { continue }
-                entries[key] = entry
-                if old?.value != entry.value { changed.append(key) }
+            let covered = reading.keys ?? Set(entries.keys).union(reading.rows.keys)
+            for key in covered where !reading.unreadable.contains(key) {
+                let fresh = reading.rows[key]
+                let held = entries[key]
+                if let held, held.learnedAt > reading.startedAt {
+                    // Learned while this read was on its way: only a newer version of the row replaces it.
+                    guard let fresh, fresh.version > held.entry.version else { continue }
+                }
+                if let fresh {
+                    entries[key] = Held(entry: fresh, learnedAt: learnedAt)
+                } else {
+                    entries[key] = nil
+                }
+                if held?.entry.value != fresh?.value { changed.append(key) }
             }
             return changed
         }
     }
-
-    /// Sets keys to exactly what was just read from the table (nil: no row); returns the keys whose value changed.
-    func replace(_ rows: [String: Entry?]) -> [String] {
-        entries.withLock { entries in
-            var changed: [String] = []
-            for (key, entry) in rows {
-                let old = entries[key]
-                entries[key] = entry
-                if old?.value != entry?.value { changed.append(key) }
-            }
-            return changed
-        }
-    }
-
-    /// Replaces the whole namespace with a fresh read of it; returns the keys whose value changed.
-    func replaceAll(_ fresh: [String: Entry]) -> [String] {
-        entries.withLock { entries in
-            var changed: [String] = []
-            for key in Set(entries.keys).union(fresh.keys) where entries[key]?.value != fresh[key]?.value {
-                changed.append(key)
-            }
-            entries = fresh
-            return changed
-        }
-    }
-
-    func entry(forKey key: String) -> Entry? { entries.withLock { $0[key] } }
 
     func publish(_ keys: [String]) {
-        changes.publish(changedKeys: keys)
+        if !keys.isEmpty { changes.publish(changedKeys: keys) }
     }
 
     // MARK: Reading rows
@@ -94,25 +102,29 @@ final class Snapshot: Sendable {
         }
     }
 
-    /// Reads the whole namespace; unreadable rows keep the entry held so far.
-    func load(from connection: Connection) throws -> [String: Entry] {
-        var fresh: [String: Entry] = [:]
-        for row in try connection.execute(Schema.selectNamespace, [namespace]) {
+    /// Reads the whole namespace (`keys` nil) or the given keys.
+    func load(_ keys: Set<String>? = nil, from connection: Connection, deadline: ContinuousClock.Instant) throws
+        -> Reading
+    {
+        var reading = Reading(keys: keys, startedAt: startRead())
+        var found: [[String?]] = []
+        if let keys {
+            for key in keys.sorted() {
+                for row in try connection.execute(Schema.selectKey, [namespace, key], deadline: deadline) {
+                    found.append([key] + row)
+                }
+            }
+        } else {
+            found = try connection.execute(Schema.selectNamespace, [namespace], deadline: deadline)
+        }
+        for row in found {
             guard let key = row[0], let version = row[2].flatMap({ Int64($0) }) else { continue }
             if let entry = decode(row[1], key: key, version: version) {
-                fresh[key] = entry
-            } else if let held = entry(forKey: key) {
-                fresh[key] = held
+                reading.rows[key] = entry
+            } else {
+                reading.unreadable.insert(key)
             }
         }
-        return fresh
-    }
-
-    /// Reads one key; nil in the result means there is no row, and an unreadable row is left out.
-    func load(key: String, from connection: Connection) throws -> [String: Entry?] {
-        guard let row = try connection.execute(Schema.selectKey, [namespace, key]).first else { return [key: nil] }
-        guard let version = row[1].flatMap({ Int64($0) }), let entry = decode(row[0], key: key, version: version)
-        else { return [:] }
-        return [key: entry]
+        return reading
     }
 }

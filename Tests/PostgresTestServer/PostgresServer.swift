@@ -30,12 +30,14 @@ public final class PostgresServer: Sendable {
     public static func shared() throws -> PostgresServer { try sharedServer.get() }
 
     /// Starts a server of its own (for tests that stop and restart it); call ``destroy()`` when done.
-    public static func start() throws -> PostgresServer {
+    ///
+    /// With `tcp`, it also listens on a free port of 127.0.0.1 (``tcpPort``), where the `postgres` user is trusted.
+    public static func start(tcp: Bool = false) throws -> PostgresServer {
         let binaries = try findBinaries()
         var template = Array("/tmp/prefs-pg.XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw PostgresServerError("cannot create a temporary folder") }
         let root = String(cString: made)
-        let server = PostgresServer(root: root, binaries: binaries)
+        let server = PostgresServer(root: root, binaries: binaries, tcpPort: tcp ? try freePort() : nil)
         do {
             try server.initialize()
             try server.startServer()
@@ -46,14 +48,19 @@ public final class PostgresServer: Sendable {
         return server
     }
 
-    private init(root: String, binaries: String) {
+    /// The 127.0.0.1 port the server listens on, when started with `tcp`.
+    public let tcpPort: Int?
+
+    private init(root: String, binaries: String, tcpPort: Int?) {
         self.root = root
         self.binaries = binaries
+        self.tcpPort = tcpPort
     }
 
     /// `postgresql:///DB?host=SOCKETDIR&user=USER` (and `&password=…`).
     public func connectionString(database: String, user: String = "postgres", password: String? = nil) -> String {
         var text = "postgresql:///\(database)?host=\(socketDirectory)&user=\(user)"
+        if let tcpPort { text += "&port=\(tcpPort)" }
         if let password { text += "&password=" + password }
         return text
     }
@@ -93,6 +100,11 @@ public final class PostgresServer: Sendable {
         try run("pg_ctl", ["-D", dataDirectory, "-m", "fast", "-w", "stop"])
     }
 
+    /// Kills the server (`pg_ctl stop -m immediate`: no shutdown, like a crash; committed data is kept).
+    public func crash() throws {
+        try run("pg_ctl", ["-D", dataDirectory, "-m", "immediate", "-w", "stop"])
+    }
+
     /// Starts the stopped server again, on `socketDirectory` unless another folder is given.
     public func restart(socketDirectory folder: String? = nil) throws {
         try startServer(socketDirectory: folder)
@@ -117,7 +129,7 @@ public final class PostgresServer: Sendable {
                 "-D", dataDirectory, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync",
                 "--no-instructions",
             ])
-        let rules = "local all postgres trust\nlocal all all scram-sha-256\n"
+        let rules = "local all postgres trust\nlocal all all scram-sha-256\nhost all postgres 127.0.0.1/32 trust\n"
         try Data(rules.utf8).write(to: URL(filePath: dataDirectory + "/pg_hba.conf"))
         try giveToServerUser(dataDirectory + "/pg_hba.conf")
     }
@@ -125,7 +137,10 @@ public final class PostgresServer: Sendable {
     private func startServer(socketDirectory folder: String? = nil) throws {
         let sockets = folder ?? socketDirectory
         if folder != nil { try makeFolder(sockets) }
-        let options = "-k \(sockets) -c listen_addresses='' -c max_connections=300"
+        var options = "-k \(sockets) -c listen_addresses='' -c max_connections=300"
+        if let tcpPort {
+            options = "-k \(sockets) -c listen_addresses='127.0.0.1' -p \(tcpPort) -c max_connections=300"
+        }
         do {
             try run("pg_ctl", ["-D", dataDirectory, "-l", logFile, "-o", options, "-w", "-t", "60", "start"])
         } catch {
@@ -212,6 +227,23 @@ public final class PostgresServer: Sendable {
         throw PostgresServerError(
             "PostgreSQL server binaries (initdb, pg_ctl) not found in \(candidates.joined(separator: ", ")); "
                 + "install the postgresql package (scripts/install-deps.sh does) or set PREFS_POSTGRES_BIN")
+    }
+
+    /// A port of 127.0.0.1 that nothing listens on right now.
+    private static func freePort() throws -> Int {
+        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(probe) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
+                bind(probe, generic, length) == 0 && getsockname(probe, generic, &length) == 0
+            }
+        }
+        guard bound else { throw PostgresServerError("cannot find a free port: \(String(cString: strerror(errno)))") }
+        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// Whether server binaries are installed, for callers that may skip (prefs-bench) rather than fail.

@@ -31,6 +31,9 @@ func label(_ error: PostgresStoreError) -> String {
     case .invalidConnectionString: "invalidConnectionString"
     case .invalidNamespace: "invalidNamespace"
     case .unsupportedSchemaVersion: "unsupportedSchemaVersion"
+    case .timedOut: "timedOut"
+    case .outcomeUnknown: "outcomeUnknown"
+    case .damagedSchema: "damagedSchema"
     }
 }
 
@@ -78,6 +81,23 @@ do {
                 emit("error \(caseName(error))")
                 usleep(10_000)
             }
+        }
+    case "distinct-keys":
+        // distinct-keys: sets key w-N to N for N = 1, 2, 3, … forever, each key once. Prints `ack N` once set
+        // returned, `not N` when the error says nothing was written, `unknown N` when it says the outcome is
+        // unknown (then goes on with N + 1).
+        var value = 1
+        while true {
+            do {
+                try store.set(value, for: PrefKey("w-\(value)", default: 0))
+                emit("ack \(value)")
+            } catch PostgresStoreError.outcomeUnknown {
+                emit("unknown \(value)")
+            } catch {
+                emit("not \(value) \(caseName(error))")
+                usleep(5_000)
+            }
+            value += 1
         }
     case "watch":
         // watch KEY: prints "ready", then the key's value now and after each change.

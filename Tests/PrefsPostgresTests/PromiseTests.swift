@@ -20,7 +20,21 @@ struct PostgresPromiseTests {
             }
         }
         #expect(failures.withLock { $0 } == [])
-        #expect(try database.sql("SELECT version FROM prefs_schema") == [["1"]])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["2"]])
         #expect(try database.store().allValues().count == 8)
+    }
+}
+
+/// The same promise across processes, where no lock inside the library serialises the opens.
+struct PostgresCrossProcessOpenTests {
+    @Test func processesOpeningAFreshDatabaseTogetherAllSucceed() async throws {
+        let database = try Database()
+        let children = try (0..<4).map { _ in
+            try Helper(["open-report", "com.example.app"], connection: database.connection)
+        }
+        for child in children {
+            #expect(try await child.finish() == 0, "\(child.standardError)")
+        }
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["2"]])
     }
 }

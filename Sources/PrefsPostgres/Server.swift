@@ -1,0 +1,324 @@
+import Foundation
+import Prefs
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The connections of one process to one server (one connection string and set of limits), shared by every
+/// ``PostgresStore`` opened on it.
+///
+/// Idle, it holds one connection, the *primary*: it `LISTEN`s on the `prefs_values` channel and also carries
+/// writes. A background thread sleeps in `poll(2)` on its socket and on a wake-up pipe; when a hint arrives it
+/// re-reads what the hint names, under the table's grants. A write borrows the primary when it is free, or opens
+/// an extra connection when it is not (another write holds it, or a row lock keeps it waiting); extras are closed
+/// when given back, so a write to one key never queues behind a write blocked on another.
+final class Server: Sendable {
+    let secrets: ConnectionSecrets
+    let limits: PostgresStore.Limits
+    private let registryKey: String
+
+    private struct State {
+        var primary: Connection?
+        var primaryBusy = false
+        /// Set while the listener sleeps without watching the primary's socket (a writer held it): the writer
+        /// that gives it back wakes the listener.
+        var listenerWaits = false
+        var snapshots: [ObjectIdentifier: Snapshot] = [:]
+        /// Hints the writers took off the primary (libpq queues them while it reads a result).
+        var hints: [String] = []
+        /// The extra connections open right now, for tests.
+        var extras = 0
+        /// Why the listener last failed to connect, reported once per distinct cause.
+        var listenerFailure: PostgresStoreError?
+    }
+    private let state: Locked<State>
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+    private let stopped = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+    /// Counts the listener's reconnections, for tests and logs.
+    let reconnections = Atomic<Int>(0)
+    /// What the listener reports its failures through (``PrefsConfig/errorHandler``, once per cause).
+    private let reportSource = ChangeFeed()
+
+    static let applicationName = "prefs"
+    private static let registry = Locked<[String: Server]>([:])
+
+    /// The server for `secrets` and `limits`, connected and listening (created on first use); `snapshot` is
+    /// registered with it before this returns, so it receives every hint from now on.
+    static func attach(_ snapshot: Snapshot, secrets: ConnectionSecrets, limits: PostgresStore.Limits) throws -> Server
+    {
+        let key = secrets.connectionString + "\u{0}" + String(describing: limits)
+        return try registry.withLock { servers in
+            if let server = servers[key], !server.isStopped {
+                server.state.withLock { $0.snapshots[ObjectIdentifier(snapshot)] = snapshot }
+                return server
+            }
+            let server = try Server(secrets: secrets, limits: limits, registryKey: key)
+            server.state.withLock { $0.snapshots[ObjectIdentifier(snapshot)] = snapshot }
+            servers[key] = server
+            server.start()
+            return server
+        }
+    }
+
+    /// Unregisters `snapshot`; the last one stops the thread and closes the connections (with `wait`, before this
+    /// returns).
+    func detach(_ snapshot: Snapshot, wait: Bool) {
+        let last = Self.registry.withLock { servers in
+            let remaining = state.withLock { state in
+                state.snapshots[ObjectIdentifier(snapshot)] = nil
+                return state.snapshots.count
+            }
+            guard remaining == 0 else { return false }
+            if servers[registryKey] === self { servers[registryKey] = nil }
+            return true
+        }
+        guard last else { return }
+        if !stopped.exchange(true, ordering: .acquiringAndReleasing) { wake() }
+        if wait {
+            finished.wait()
+            finished.signal()
+        }
+    }
+
+    private init(secrets: ConnectionSecrets, limits: PostgresStore.Limits, registryKey: String) throws {
+        self.secrets = secrets
+        self.limits = limits
+        self.registryKey = registryKey
+        let primary = try Self.connect(secrets: secrets, limits: limits)
+        try Schema.prepare(on: primary)
+        try primary.execute("LISTEN " + Schema.channel, deadline: ContinuousClock.now + limits.writeDeadline)
+        state = Locked(State(primary: primary))
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else {
+            throw PostgresStoreError.unreachable(reason: "cannot create a pipe: \(String(cString: strerror(errno)))")
+        }
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        wakeRead = ends[0]
+        wakeWrite = ends[1]
+    }
+
+    private static func connect(secrets: ConnectionSecrets, limits: PostgresStore.Limits) throws(PostgresStoreError)
+        -> Connection
+    {
+        try Connection(
+            secrets: secrets, limits: limits, applicationName: applicationName, setup: [Schema.notifyInline])
+    }
+
+    private var isStopped: Bool { stopped.load(ordering: .acquiring) }
+
+    /// The connections held right now (the primary and any extras), for tests and prefs-bench.
+    var openConnections: Int { state.withLock { ($0.primary == nil ? 0 : 1) + $0.extras } }
+
+    private func wake() {
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)
+    }
+
+    // MARK: Borrowing
+
+    /// Runs `body` on a connection of its own: the primary when free, else an extra one, closed afterwards.
+    ///
+    /// - Throws: What `body` throws; the typed error of a failed connection attempt (`authenticationFailed`,
+    ///   `unreachable`, …) when no connection can be made.
+    func withConnection<T>(_ body: (Connection) throws -> T) throws -> T {
+        guard !isStopped else { throw PostgresStoreError.closed }
+        let primary: Connection? = state.withLock { state in
+            guard let primary = state.primary, !state.primaryBusy, !primary.isBroken else { return nil }
+            state.primaryBusy = true
+            return primary
+        }
+        if let primary {
+            defer { giveBack(primary) }
+            primary.noticeIdleClose()
+            if !primary.isBroken { return try body(primary) }
+        }
+        // The primary is busy, or was found closed (the listener reconnects it): an extra connection.
+        let extra: Connection
+        switch Result(catching: { () throws(PostgresStoreError) in try Self.connect(secrets: secrets, limits: limits) })
+        {
+        case .success(let connection): extra = connection
+        case .failure(.unreachable(let reason)): throw PostgresStoreError.connectionLost(reason: reason)
+        case .failure(let error): throw error
+        }
+        state.withLock { $0.extras += 1 }
+        defer { state.withLock { $0.extras -= 1 } }
+        return try body(extra)
+    }
+
+    private func giveBack(_ primary: Connection) {
+        let hints = primary.takeNotifications(skippingOwn: true)
+        let broken = primary.isBroken
+        let listenerWaits = state.withLock { state in
+            state.primaryBusy = false
+            state.hints += hints
+            defer { state.listenerWaits = false }
+            return state.listenerWaits
+        }
+        if !hints.isEmpty || broken || listenerWaits { wake() }
+    }
+
+    /// Gives what a write read back (its `RETURNING` rows) to every other snapshot of the namespace in this
+    /// process; the writing store merges it itself.
+    func share(_ reading: Reading, namespace: String, except writer: Snapshot) {
+        let others = state.withLock { $0.snapshots.values.filter { $0 !== writer && $0.namespace == namespace } }
+        for snapshot in others { snapshot.publish(snapshot.merge(reading)) }
+    }
+
+    // MARK: Listening
+
+    private func start() {
+        let thread = Thread { [self] in run() }
+        thread.name = "Prefs.PostgresStore.listener"
+        thread.start()
+    }
+
+    /// Takes the primary for the listener; nil while a writer holds it.
+    private func takePrimary() -> (Connection?, [String]) {
+        state.withLock { state in
+            let hints = state.hints
+            state.hints = []
+            guard let primary = state.primary, !state.primaryBusy else {
+                state.listenerWaits = true
+                return (nil, hints)
+            }
+            state.primaryBusy = true
+            return (primary, hints)
+        }
+    }
+
+    private func run() {
+        var lastHeard = ContinuousClock.now
+        while !isStopped {
+            let (taken, queued) = takePrimary()
+            var socket: Int32 = -1
+            if let primary = taken {
+                if primary.isBroken {
+                    state.withLock { $0.primary = nil }
+                    reconnect()
+                    lastHeard = ContinuousClock.now
+                    continue
+                }
+                var hints = queued
+                if primary.consumeInput() { hints += primary.takeNotifications(skippingOwn: true) }
+                // Re-reading can receive more hints (libpq queues them while it reads a result): handle them too
+                // before sleeping, or they would wait for the next packet.
+                while !hints.isEmpty, !primary.isBroken {
+                    lastHeard = ContinuousClock.now
+                    try? handle(hints, on: primary)
+                    hints = primary.takeNotifications(skippingOwn: true)
+                }
+                if ContinuousClock.now - lastHeard >= limits.heartbeat {
+                    // A network path can swallow packets without closing the socket: ask for an answer.
+                    _ = try? primary.execute("SELECT 1", deadline: ContinuousClock.now + limits.networkTimeout)
+                    lastHeard = ContinuousClock.now
+                    // Hints that came with the answer are in libpq's queue, not on the socket: take them now.
+                    let arrived = primary.takeNotifications(skippingOwn: true)
+                    if !arrived.isEmpty {
+                        state.withLock { $0.hints = arrived + $0.hints }
+                        wake()
+                    }
+                }
+                socket = primary.isBroken ? -1 : primary.socket
+                state.withLock { $0.primaryBusy = false }
+                if primary.isBroken { continue }
+            } else if !queued.isEmpty {
+                // The hints wait for the primary: the writer holding it wakes this thread when it gives it back.
+                state.withLock { $0.hints = queued + $0.hints }
+            }
+            var descriptors = [
+                pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
+            ]
+            let waitFor = max(1, (limits.heartbeat - (ContinuousClock.now - lastHeard)).wholeMilliseconds)
+            let ready = poll(&descriptors, socket < 0 ? 1 : 2, Int32(min(waitFor, 60_000)))
+            if ready < 0, errno != EINTR { break }
+            if descriptors[0].revents != 0 {
+                var buffer = [UInt8](repeating: 0, count: 64)
+                _ = read(wakeRead, &buffer, buffer.count)
+            }
+            if descriptors[1].revents != 0 { lastHeard = ContinuousClock.now }
+        }
+        state.withLock { $0.primary = nil }
+        close(wakeRead)
+        close(wakeWrite)
+        finished.signal()
+    }
+
+    /// Connects again, waiting 50 ms, 100 ms, … up to 1 s between attempts, until connected or stopped. After
+    /// connecting it listens first, then re-reads every snapshot, so no change can fall between the two. A failure
+    /// to connect is reported to ``PrefsConfig/errorHandler`` once per cause, with the server's reason.
+    private func reconnect() {
+        var delay: Int32 = 50
+        while !isStopped {
+            do {
+                let connection = try Self.connect(secrets: secrets, limits: limits)
+                try connection.execute("LISTEN " + Schema.channel, deadline: ContinuousClock.now + limits.writeDeadline)
+                try reloadAll(on: connection)
+                reconnections.add(1, ordering: .relaxed)
+                ErrorReporter.forgetIncidents(of: reportSource)
+                state.withLock { state in
+                    state.primary = connection
+                    state.primaryBusy = false
+                    state.listenerFailure = nil
+                }
+                return
+            } catch {
+                let typed = error as? PostgresStoreError ?? .connectionLost(reason: "\(error)")
+                state.withLock { $0.listenerFailure = typed }
+                ErrorReporter.reportOnce(typed, key: "", operation: .read, source: reportSource)
+            }
+            var descriptor = pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)
+            if poll(&descriptor, 1, delay) > 0 { return }
+            delay = min(delay * 2, 1_000)
+        }
+    }
+
+    /// Why the listener could not reconnect, while it cannot.
+    var listenerFailure: PostgresStoreError? { state.withLock { $0.listenerFailure } }
+
+    private func reloadAll(on connection: Connection) throws {
+        let snapshots = state.withLock { Array($0.snapshots.values) }
+        for snapshot in snapshots {
+            let reading = try snapshot.load(from: connection, deadline: ContinuousClock.now + limits.writeDeadline)
+            snapshot.publish(snapshot.merge(reading))
+        }
+    }
+
+    /// Re-reads what a batch of hints names. A hint is never trusted for anything but what to read: a forged one
+    /// costs a read and changes nothing.
+    private func handle(_ hints: [String], on connection: Connection) throws {
+        var keys: [String: Set<String>] = [:]
+        var wholeNamespaces: Set<String> = []
+        var everything = false
+        for hint in hints {
+            guard case .dictionary(let fields)? = try? PrefValue(jsonText: hint),
+                fields["reset"] == nil, case .string(let namespace)? = fields["namespace"]
+            else {
+                everything = true
+                continue
+            }
+            if case .string(let key)? = fields["key"] {
+                keys[namespace, default: []].insert(key)
+            } else {
+                wholeNamespaces.insert(namespace)
+            }
+        }
+        let snapshots = state.withLock { Array($0.snapshots.values) }
+        let deadline = ContinuousClock.now + limits.writeDeadline
+        for snapshot in snapshots {
+            let reading: Reading
+            if everything || wholeNamespaces.contains(snapshot.namespace) {
+                reading = try snapshot.load(from: connection, deadline: deadline)
+            } else if let named = keys[snapshot.namespace] {
+                reading = try snapshot.load(named, from: connection, deadline: deadline)
+            } else {
+                continue
+            }
+            snapshot.publish(snapshot.merge(reading))
+        }
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import PostgresTestServer
+import Prefs
+import PrefsPostgres
+import Synchronization
+import Testing
+
+/// Every wait of a store is bounded, and a blocked write does not hold up the others.
+@Suite("PostgresStore bounded waits")
+struct BoundsTests {
+    @Test func aRowLockedElsewhereBoundsThatWriteAndNotOthers() async throws {
+        let database = try Database()
+        let lockTimeout = Duration.seconds(3)
+        let store = try PostgresStore(
+            connection: database.connection, namespace: "com.example.app",
+            limits: PostgresStore.Limits(lockTimeout: lockTimeout))
+        try store.setValue(.int(1), forKey: "locked")
+        let holder = try Session(database.connection)
+        try holder.execute("BEGIN")
+        try holder.execute("SELECT * FROM prefs_values WHERE key = 'locked' FOR UPDATE")
+
+        let outcome = Locked<(error: PostgresStoreError?, elapsed: Duration)?>(nil)
+        let blocked = Thread {
+            let start = ContinuousClock.now
+            var caught: PostgresStoreError? = nil
+            do { try store.setValue(.int(2), forKey: "locked") } catch { caught = error as? PostgresStoreError }
+            outcome.withLock { $0 = (caught, ContinuousClock.now - start) }
+        }
+        blocked.start()
+        try await eventually("the write to wait for the row lock") {
+            try database.sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    + "AND wait_event_type = 'Lock'") == [["1"]]
+        }
+        // Another key of the same store is written while the first write still waits.
+        try store.setValue(.int(5), forKey: "free")
+        #expect(outcome.withLock { $0 } == nil, "the other key's write waited for the locked one")
+        #expect(try store.value(forKey: "free") == .int(5))
+
+        try await eventually("the locked write to give up", within: 30) { outcome.withLock { $0 } != nil }
+        let (error, elapsed) = try #require(outcome.withLock { $0 })
+        guard case .timedOut? = error else {
+            Issue.record("expected timedOut, got \(String(describing: error))")
+            return
+        }
+        #expect(elapsed >= lockTimeout && elapsed < lockTimeout + .seconds(5), "\(elapsed)")
+        // Nothing was written, and the store keeps the committed value.
+        try holder.execute("ROLLBACK")
+        #expect(try store.value(forKey: "locked") == .int(1))
+        #expect(try database.sql("SELECT value::text FROM prefs_values WHERE key = 'locked'") == [["1"]])
+        // Idle again, the store holds one connection.
+        try await eventually("the extra connection to close") { store.openConnections == 1 }
+        store.close()
+    }
+
+    @Test func anAdvisoryLockHeldByAnyRoleDoesNotBlockOpening() async throws {
+        let database = try Database()
+        try database.store().close()
+        let (_, intruder) = try database.roleWithoutTableRights()
+        try intruder.execute("SELECT pg_advisory_lock(7301451916011975)")
+        // An existing schema is only read: no lock is needed.
+        let fresh = try Database()
+        let (_, freshIntruder) = try fresh.roleWithoutTableRights()
+        try freshIntruder.execute("SELECT pg_advisory_lock(7301451916011975)")
+        _ = try database.store()
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["2"]])
+        // Creating a schema waits for the lock at most connectTimeout, then says who holds what.
+        let start = ContinuousClock.now
+        #expect {
+            _ = try PostgresStore(
+                connection: fresh.connection, namespace: "com.example.app",
+                limits: PostgresStore.Limits(connectTimeout: .seconds(2)))
+        } throws: { error in
+            guard case .timedOut(let reason)? = error as? PostgresStoreError else { return false }
+            return reason.contains("schema lock")
+        }
+        #expect(ContinuousClock.now - start < .seconds(10))
+        try freshIntruder.execute("SELECT pg_advisory_unlock_all()")
+        _ = try fresh.store()
+    }
+}
+
+/// A network path that swallows packets (through a proxy that stops forwarding, the sockets staying open).
+@Suite("PostgresStore on a cut network")
+struct CutNetworkTests {
+    @Test func aWriteOnACutNetworkThrowsWithinItsBoundAndReadsCatchUpAfterwards() async throws {
+        let server = try PostgresServer.start(tcp: true)
+        defer { try? server.destroy() }
+        let proxy = try Proxy(to: try #require(server.tcpPort))
+        defer { proxy.stop() }
+        let name = try server.createDatabase()
+        let limits = PostgresStore.Limits(
+            connectTimeout: .seconds(2), writeDeadline: .seconds(3), networkTimeout: .seconds(2), heartbeat: .seconds(1)
+        )
+        let store = try PostgresStore(
+            connection: "postgresql://127.0.0.1:\(proxy.port)/\(name)?user=postgres", namespace: "com.example.app",
+            limits: limits)
+        try store.setValue(.int(1), forKey: "k")
+
+        proxy.pause()
+        let start = ContinuousClock.now
+        #expect {
+            try store.setValue(.int(2), forKey: "k")
+        } throws: { error in
+            // The write was sent and never answered: it may yet commit when the path comes back.
+            guard case .outcomeUnknown? = error as? PostgresStoreError else { return false }
+            return true
+        }
+        let elapsed = ContinuousClock.now - start
+        #expect(elapsed < limits.connectTimeout + limits.writeDeadline + .seconds(2), "\(elapsed)")
+        #expect(try store.value(forKey: "k") == .int(1))
+        // Meanwhile another client, on a path that works, changes a key.
+        try server.execute(
+            "INSERT INTO prefs_values (namespace, key, value) VALUES ('com.example.app', 'other', '5')", database: name)
+
+        proxy.resume()
+        try await eventually("the store to reconnect and catch up") { try store.value(forKey: "other") == .int(5) }
+        try store.setValue(.int(3), forKey: "k")
+        #expect(try server.execute("SELECT value::text FROM prefs_values WHERE key = 'k'", database: name) == [["3"]])
+        store.close()
+    }
+}

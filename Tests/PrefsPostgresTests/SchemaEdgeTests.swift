@@ -1,0 +1,84 @@
+import Foundation
+import PostgresTestServer
+import Prefs
+import PrefsPostgres
+import Testing
+
+/// Keys, versions and schemas at their edges, and a listener that cannot reconnect.
+@Suite("PostgresStore edges")
+struct SchemaEdgeTests {
+    @Test func sqlWritesOfALongControlCharacterKeyWork() async throws {
+        let database = try Database()
+        let store = try database.store()
+        let watcher = try database.store()
+        let key = String(repeating: "\u{1}", count: 1_400)
+        try store.setValue(.int(1), forKey: key)
+        try await eventually("the watcher to see the long key") { try watcher.value(forKey: key) == .int(1) }
+        // The trigger's hint falls back to the namespace alone instead of failing the statement.
+        try database.sql("UPDATE prefs_values SET value = '2' WHERE namespace = 'com.example.app'")
+        try await eventually("the SQL update to arrive") { try watcher.value(forKey: key) == .int(2) }
+        try database.sql("DELETE FROM prefs_values WHERE namespace = 'com.example.app'")
+        try await eventually("the SQL delete to arrive") { try watcher.allValues().isEmpty }
+        #expect(try store.allValues().isEmpty)
+    }
+
+    @Test func aKeyAtTheLargestVersionStaysWritable() async throws {
+        let database = try Database()
+        let store = try database.store()
+        let watcher = try database.store()
+        try store.setValue(.int(1), forKey: "k")
+        try database.sql("UPDATE prefs_values SET version = 9223372036854775807 WHERE key = 'k'")
+        try await eventually("the watcher to read the row") { try watcher.value(forKey: "k") == .int(1) }
+        try store.setValue(.int(2), forKey: "k")
+        #expect(try store.value(forKey: "k") == .int(2))
+        try await eventually("the watcher to see the write") { try watcher.value(forKey: "k") == .int(2) }
+        #expect(try store.updateValue(forKey: "k") { _ in .int(3) } == .int(3))
+        try database.sql("UPDATE prefs_values SET value = '4' WHERE key = 'k'")
+        try await eventually("an SQL update to arrive") { try watcher.value(forKey: "k") == .int(4) }
+    }
+
+    @Test func droppedTablesAreCreatedAgainAndAHalfDroppedSchemaIsNamed() async throws {
+        let database = try Database()
+        try database.store().setValue(.int(1), forKey: "k")
+        // The functions and their triggers' leftovers do not stop the schema from being created again.
+        try database.sql("DROP TABLE prefs_values; DROP TABLE prefs_schema")
+        let again = try database.store()
+        try again.setValue(.int(2), forKey: "k")
+        #expect(try database.sql("SELECT value::text FROM prefs_values") == [["2"]])
+        again.close()
+
+        try database.sql("DROP TABLE prefs_values")
+        #expect {
+            _ = try database.store()
+        } throws: { error in
+            guard case .damagedSchema(let reason)? = error as? PostgresStoreError else { return false }
+            return reason.contains("prefs_values does not")
+        }
+        #expect(try database.sql("SELECT to_regclass('prefs_values') IS NULL") == [["t"]])
+    }
+
+    @Test func aListenerThatCannotReconnectReportsTheRealCause() async throws {
+        let server = try PostgresServer.shared()
+        let role = "app_" + UUID().uuidString.lowercased().prefix(8)
+        try server.execute("CREATE ROLE \(role) LOGIN PASSWORD 'first-pw'")
+        let name = try server.createDatabase(owner: role)
+        let store = try PostgresStore(
+            connection: server.connectionString(database: name, user: role, password: "first-pw"),
+            namespace: "com.example.app")
+        try store.setValue(.int(1), forKey: "k")
+        try server.execute("ALTER ROLE \(role) PASSWORD 'second-pw'")
+        try server.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '\(role)'")
+        try await eventually("the listener to report why it cannot reconnect") {
+            if case .authenticationFailed? = store.listenerFailure { return true }
+            return false
+        }
+        #expect {
+            try store.setValue(.int(2), forKey: "k")
+        } throws: { error in
+            guard case .authenticationFailed? = error as? PostgresStoreError else { return false }
+            return true
+        }
+        #expect(try store.value(forKey: "k") == .int(1))
+        store.close()
+    }
+}
