@@ -297,6 +297,13 @@ enum DomainCommands {
     }
 
     /// With a KEY argument, removes that key (not found when absent); without one, does nothing.
+    static func repair(_ invocation: Invocation) throws {
+        let domain = invocation.positionals[0]
+        if let moved = try UserDefaultsStore.moveDamagedFileAside(suiteName: domain) {
+            invocation.console.print("moved the damaged file to \(moved.path(percentEncoded: false))")
+        }
+    }
+
     private static func deleteKey(from store: any KeyValueStore, domain: String, _ invocation: Invocation) throws {
         guard invocation.positionals.count == 2 else { return }
         let key = invocation.positionals[1]

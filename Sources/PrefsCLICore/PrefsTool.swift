@@ -61,6 +61,12 @@ package enum PrefsTool {
             help: "Removing a domain deletes its NAME.plist; its NAME.lock file stays, as other processes may hold it.",
             run: { try DomainCommands.delete($0) }),
         Command(
+            "repair", arguments: "DOMAIN", positionals: 1...1,
+            summary: "Keep a DOMAIN file that cannot be read aside (NAME.plist.damaged-DATE) and start it afresh.",
+            help:
+                "Prints where the damaged file went. A file that reads fine is left as it is (status 0, nothing printed).",
+            run: { try DomainCommands.repair($0) }),
+        Command(
             "find", arguments: "WORD", positionals: 1...1,
             summary: "Print the keys, in every domain, whose name, value or domain name contains WORD (any case).",
             help: "Exits with status 1 when nothing contains WORD.", run: { try DomainCommands.find($0) }),

@@ -1,0 +1,30 @@
+import Foundation
+import Testing
+
+/// `prefs repair DOMAIN`: the way out of a damaged domain file (issue 22, item 7).
+@Suite struct RepairCommandTests {
+    @Test func aDamagedDomainIsKeptAsideAndWritableAgain() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.cleanup() }
+        try FileManager.default.createDirectory(at: sandbox.config, withIntermediateDirectories: true)
+        let garbage = Data("<?xml version=\"1.0\"?><plist><dict><key>x".utf8)
+        try garbage.write(to: sandbox.plist("app"))
+
+        let refused = try sandbox.prefs("write", "app", "theme", "dark")
+        #expect(
+            refused.status != 0 && refused.error.contains("prefs repair"), "the error names the way out: \(refused)")
+        #expect(try Data(contentsOf: sandbox.plist("app")) == garbage, "left untouched")
+
+        let repaired = try sandbox.prefs("repair", "app")
+        #expect(repaired.status == 0 && repaired.error.isEmpty, "\(repaired)")
+        let names = try FileManager.default.contentsOfDirectory(atPath: sandbox.config.path(percentEncoded: false))
+        let kept = try #require(names.first { $0.hasPrefix("app.plist.damaged-") }, "\(names)")
+        #expect(repaired.output.contains(kept))
+        #expect(try Data(contentsOf: sandbox.config.appending(path: kept)) == garbage, "kept as it was")
+
+        #expect(try sandbox.prefs("write", "app", "theme", "dark").status == 0)
+        #expect(try sandbox.prefs("read", "app", "theme").output == "dark\n")
+        let again = try sandbox.prefs("repair", "app")
+        #expect(again.status == 0 && again.output.isEmpty, "a readable file is left as it is: \(again)")
+    }
+}
