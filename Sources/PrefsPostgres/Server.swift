@@ -22,6 +22,9 @@ final class Server: Sendable {
     private struct State {
         var primary: Connection?
         var primaryBusy = false
+        /// Whether the listener is the one holding the primary: it gives it back within moments (it only takes
+        /// what arrived and re-reads the rows it names), so a writer waits for it rather than opening a connection.
+        var listenerHoldsPrimary = false
         /// Set while the listener sleeps without watching the primary's socket (a writer held it): the writer
         /// that gives it back wakes the listener.
         var listenerWaits = false
@@ -126,7 +129,12 @@ final class Server: Sendable {
     ///   `unreachable`, …) when no connection can be made.
     func withConnection<T>(_ body: (Connection) throws -> T) throws -> T {
         guard !isStopped else { throw PostgresStoreError.closed }
-        let primary: Connection? = state.withLock { state in
+        // A primary held by the listener is back within moments; one held by another write may stay busy (a row
+        // lock), so that write gets an extra connection at once.
+        let primary: Connection? = state.withLock(
+            waitingUntil: { !($0.primaryBusy && $0.listenerHoldsPrimary) },
+            atMost: Self.listenerHandBack
+        ) { state in
             guard let primary = state.primary, !state.primaryBusy, !primary.isBroken else { return nil }
             state.primaryBusy = true
             return primary
@@ -148,6 +156,9 @@ final class Server: Sendable {
         defer { state.withLock { $0.extras -= 1 } }
         return try body(extra)
     }
+
+    /// How long a write waits for the listener to give the primary back before it opens a connection of its own.
+    static let listenerHandBack = 0.1
 
     private func giveBack(_ primary: Connection) {
         let hints = primary.takeNotifications(skippingOwn: true)
@@ -186,6 +197,7 @@ final class Server: Sendable {
                 return (nil, hints)
             }
             state.primaryBusy = true
+            state.listenerHoldsPrimary = true
             return (primary, hints)
         }
     }
@@ -223,7 +235,10 @@ final class Server: Sendable {
                     }
                 }
                 socket = primary.isBroken ? -1 : primary.socket
-                state.withLock { $0.primaryBusy = false }
+                state.withLockAndSignal { state in
+                    state.primaryBusy = false
+                    state.listenerHoldsPrimary = false
+                }
                 if primary.isBroken { continue }
             } else if !queued.isEmpty {
                 // The hints wait for the primary: the writer holding it wakes this thread when it gives it back.
@@ -260,9 +275,10 @@ final class Server: Sendable {
                 try reloadAll(on: connection)
                 reconnections.add(1, ordering: .relaxed)
                 ErrorReporter.forgetIncidents(of: reportSource)
-                state.withLock { state in
+                state.withLockAndSignal { state in
                     state.primary = connection
                     state.primaryBusy = false
+                    state.listenerHoldsPrimary = false
                     state.listenerFailure = nil
                 }
                 return
