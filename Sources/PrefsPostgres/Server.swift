@@ -131,10 +131,9 @@ final class Server: Sendable {
         guard !isStopped else { throw PostgresStoreError.closed }
         // A primary held by the listener is back within moments; one held by another write may stay busy (a row
         // lock), so that write gets an extra connection at once.
-        let primary: Connection? = state.withLock(
-            waitingUntil: { !($0.primaryBusy && $0.listenerHoldsPrimary) },
-            atMost: Self.listenerHandBack
-        ) { state in
+        let listenerIsDone: (State) -> Bool = { !($0.primaryBusy && $0.listenerHoldsPrimary) }
+        let primary: Connection? = state.withLock(waitingUntil: listenerIsDone, atMost: Self.listenerHandBack) {
+            state in
             guard let primary = state.primary, !state.primaryBusy, !primary.isBroken else { return nil }
             state.primaryBusy = true
             return primary
