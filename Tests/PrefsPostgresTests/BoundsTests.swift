@@ -10,7 +10,8 @@ import Testing
 struct BoundsTests {
     @Test func aRowLockedElsewhereBoundsThatWriteAndNotOthers() async throws {
         let database = try Database()
-        let lockTimeout = Duration.seconds(3)
+        // Long enough for the check below to see the write waiting even when the machine is busy.
+        let lockTimeout = Duration.seconds(6)
         let store = try PostgresStore(
             connection: database.connection, namespace: "com.example.app",
             limits: PostgresStore.Limits(lockTimeout: lockTimeout))

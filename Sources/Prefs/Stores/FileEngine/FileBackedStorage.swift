@@ -596,6 +596,8 @@ final class FileBackedStorage: Sendable {
                 ? .values(try codec.decode(data, path: path)) : try codec.decodeForFirstLoad(data, path: path)
             identity = readIdentity
         } catch {
+            // One error for the file, whichever path reports it: what reads throw and what the report says.
+            let error = Self.namingTheWayOut(error)
             let verdict = snapshot.withLock { state in
                 guard graceful else {
                     state.damage = error
@@ -605,7 +607,7 @@ final class FileBackedStorage: Sendable {
             }
             switch verdict {
             case .damaged:
-                throw Self.namingTheWayOut(error)
+                throw error
             case .suspect(let recheck, let schedule):
                 if schedule { scheduleRecheck(after: recheck) }
                 return
