@@ -3,7 +3,7 @@
 //   swift run -c release prefs-bench [--quick] [--json] [--scaling] [--latency] [--only NAME[,NAME…]]
 //                                    [--side ours|baseline] [--sizes N,N…]
 //
-// The process first re-launches itself with XDG_CONFIG_HOME and XDG_DATA_HOME pointing into a fresh scratch
+// The process first re-launches itself with XDG_CONFIG_HOME, XDG_DATA_HOME and XDG_STATE_HOME pointing into a fresh scratch
 // folder (Foundation reads them once at start-up), so no benchmark ever touches the user's real preferences. The
 // scratch folder is removed afterwards. The exit status is nonzero only when a benchmark could not run; a missed
 // target is reported, not treated as a failure.
@@ -94,6 +94,8 @@ func relaunchInScratchFolders() -> Int32 {
     environment["PREFS_BENCH_SCRATCH"] = scratch
     environment["XDG_CONFIG_HOME"] = scratch + "/config"
     environment["XDG_DATA_HOME"] = scratch + "/data"
+    // Vaults keep rollback records in the state folder: the scratch one, never the real ~/.local/state.
+    environment["XDG_STATE_HOME"] = scratch + "/state"
     let child = Process()
     child.executableURL = URL(
         filePath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
