@@ -3,8 +3,8 @@
 //   swift run -c release prefs-bench [--quick] [--json] [--scaling] [--latency] [--only NAME[,NAME…]]
 //                                    [--side ours|baseline] [--sizes N,N…]
 //
-// The process first re-launches itself with XDG_CONFIG_HOME, XDG_DATA_HOME and XDG_STATE_HOME pointing into a fresh scratch
-// folder (Foundation reads them once at start-up), so no benchmark ever touches the user's real preferences. The
+// The process first re-launches itself with XDG_CONFIG_HOME, XDG_DATA_HOME and XDG_STATE_HOME pointing into a fresh
+// scratch folder (Foundation reads them once at start-up), so no benchmark ever touches the user's real preferences. The
 // scratch folder is removed afterwards. The exit status is nonzero only when a benchmark could not run; a missed
 // target is reported, not treated as a failure.
 
