@@ -62,6 +62,22 @@ struct VaultCryptoTests {
         }
     }
 
+    @Test func theDecryptedPlaintextIsZeroedOnceItIsDecoded() throws {
+        let key = try Self.resolveRaw(7)
+        let sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)
+        var buffer: [UInt8] = []
+        let seen = try VaultFormat.withPlaintext(of: sealed, key: key, in: &buffer) { Data($0) }
+        #expect(seen == Self.sixtyBytes, "the body reads the plaintext")
+        #expect(buffer.count == Self.sixtyBytes.count && buffer.allSatisfy { $0 == 0 }, "zeroed when the body returns")
+        // Zeroed too when the body throws (a payload that does not decode).
+        #expect(throws: PrefsError.self) {
+            try VaultFormat.withPlaintext(of: sealed, key: key, in: &buffer) { (bytes) throws(PrefsError) in
+                try VaultPayload.decode(bytes, path: "v")
+            }
+        }
+        #expect(buffer.count == Self.sixtyBytes.count && buffer.allSatisfy { $0 == 0 })
+    }
+
     @Test func openAcceptsDataSlices() throws {
         let key = try Self.resolveRaw(7)
         let sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)

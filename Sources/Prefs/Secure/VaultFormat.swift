@@ -282,25 +282,35 @@ enum VaultFormat {
     static func open(_ bytes: Data, key: SecureBytes) throws(VaultError) -> Data {
         let header = try parseHeader(bytes)
         var plaintext = Data(count: plaintextCount(of: header))
-        let result = plaintext.withUnsafeMutableBytes { plainBuffer in
-            Result { () throws(VaultError) in try decrypt(bytes, header: header, key: key, into: plainBuffer) }
+        let result = plaintext.withUnsafeMutableBytes { buffer in
+            Result { () throws(VaultError) in try decrypt(bytes, header: header, key: key, into: buffer) }
         }
         try result.get()
         return plaintext
     }
 
-    /// Like ``open(_:key:)``, but decrypts straight into locked memory (``SecureBytes/Protection/locked``: never
-    /// swapped, kept out of core dumps, zeroed when released), for plaintext that stays in memory. Nil when the
-    /// plaintext is empty.
-    static func openLocked(_ bytes: Data, key: SecureBytes) throws(VaultError) -> SecureBytes? {
+    /// Decrypts a complete vault file into a buffer, hands the plaintext to `body`, and zeroes the buffer before it
+    /// returns, whatever `body` does: the plaintext lives only as long as `body` runs.
+    static func withPlaintext<Result>(
+        of bytes: Data, key: SecureBytes, _ body: (UnsafeRawBufferPointer) throws(PrefsError) -> Result
+    ) throws -> Result {
+        var buffer: [UInt8] = []
+        return try withPlaintext(of: bytes, key: key, in: &buffer, body)
+    }
+
+    /// ``withPlaintext(of:key:_:)`` decrypting into `buffer` (sized here, before anything is decrypted into it), so a
+    /// test can see it zeroed afterwards.
+    static func withPlaintext<Result>(
+        of bytes: Data, key: SecureBytes, in buffer: inout [UInt8],
+        _ body: (UnsafeRawBufferPointer) throws(PrefsError) -> Result
+    ) throws -> Result {
         let header = try parseHeader(bytes)
-        let count = plaintextCount(of: header)
-        guard count > 0 else { return nil }
-        let plaintext = SecureBytes(count: count, protection: .locked)
-        try plaintext.withUnsafeMutableBytes { (plainBuffer) throws(VaultError) in
-            try decrypt(bytes, header: header, key: key, into: plainBuffer)
+        buffer = [UInt8](repeating: 0, count: plaintextCount(of: header))
+        return try buffer.withUnsafeMutableBytes { plaintext in
+            defer { secureZero(plaintext) }
+            try decrypt(bytes, header: header, key: key, into: plaintext)
+            return try body(UnsafeRawBufferPointer(plaintext))
         }
-        return plaintext
     }
 
     private static func plaintextCount(of header: VaultHeader) -> Int {

@@ -49,46 +49,11 @@ enum VaultPayload {
         writer.bytes.reserveCapacity(64 + values.count * 48)
         writer.bytes.append(version)
         try writer.appendCount(values.count, key: "")
-        // In key order: a payload whose keys are sorted (and ASCII) opens without decoding its values (`Index`).
-        for index in keyOrder(values) {
-            let (key, value) = values[index]
+        for (key, value) in values {
             try writer.appendString(key, key: key)
             try writer.appendValue(value, key: key, depth: 1)
         }
         return Data(writer.bytes)
-    }
-
-    /// Where the entries of `values` are, in the byte order of their keys' UTF-8, as the index compares them.
-    ///
-    /// Sorted on the first 16 bytes of each key as two big-endian integers, with the whole keys compared only on a
-    /// tie: comparing strings directly made a 10 000-secret vault's every write spend more time sorting than
-    /// sealing. Positions in the dictionary, not copies of its entries: copying (and then releasing) every key and
-    /// value was a fifth of encoding a large vault.
-    private static func keyOrder(_ values: [String: PrefValue]) -> [Dictionary<String, PrefValue>.Index] {
-        let positions = Array(values.indices)
-        // Plain integers only, so the sort moves bits and calls nothing: the position is the entry's place in
-        // `positions`.
-        var order: [(high: UInt64, low: UInt64, position: Int)] = []
-        order.reserveCapacity(positions.count)
-        for (position, index) in positions.enumerated() {
-            var key = values.keys[index]
-            let prefix = key.withUTF8 { bytes -> (UInt64, UInt64) in
-                var words: (UInt64, UInt64) = (0, 0)
-                withUnsafeMutableBytes(of: &words) { destination in
-                    destination.copyMemory(
-                        from: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes).prefix(16)))
-                }
-                return (UInt64(bigEndian: words.0), UInt64(bigEndian: words.1))
-            }
-            order.append((prefix.0, prefix.1, position))
-        }
-        order.sort { left, right in
-            if left.high != right.high { return left.high < right.high }
-            if left.low != right.low { return left.low < right.low }
-            let leftKey = values.keys[positions[left.position]]
-            return leftKey.utf8.lexicographicallyPrecedes(values.keys[positions[right.position]].utf8)
-        }
-        return order.map { positions[$0.position] }
     }
 
     private struct Writer {
@@ -146,8 +111,7 @@ enum VaultPayload {
                 try checkDepth(depth + 1, key: key)
                 bytes.append(Tag.dictionary.rawValue)
                 try appendCount(members.count, key: key)
-                for index in VaultPayload.keyOrder(members) {
-                    let (name, member) = members[index]
+                for (name, member) in members {
                     try appendString(name, key: key)
                     try appendValue(member, key: key, depth: depth + 1)
                 }

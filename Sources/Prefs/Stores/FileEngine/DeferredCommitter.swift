@@ -184,7 +184,6 @@ extension FileBackedStorage {
         let register = try snapshot.withLock { state throws -> Bool? in
             // A file that cannot be read is never overwritten, so nothing is accepted for it.
             if let damage = state.damage { throw damage }
-            materialize(&state)
             guard state.values[key] != value else { return nil }
             state.values[key] = value
             layers.userChanged(key, value)

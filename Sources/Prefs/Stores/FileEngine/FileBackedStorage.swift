@@ -117,9 +117,6 @@ final class FileBackedStorage: Sendable {
         if try file.identity() != loaded { reloadFromDisk() }
     }
 
-    /// Whether values of the first load are still encoded, decoded one at a time as they are read (a vault's).
-    var holdsEncodedValues: Bool { snapshot.withLock { $0.deferred != nil } }
-
     /// The error that keeps the file from being read, if any.
     var damage: (any Error)? { snapshot.withLock { $0.damage } }
 
@@ -174,10 +171,7 @@ final class FileBackedStorage: Sendable {
 
     func allValues() throws -> [String: PrefValue] {
         try checkOpen()
-        let (values, damage) = snapshot.withLock { state in
-            materialize(&state)
-            return (state.values, state.damage)
-        }
+        let (values, damage) = snapshot.withLock { ($0.values, $0.damage) }
         if let damage { throw damage }
         return values
     }
@@ -465,13 +459,7 @@ final class FileBackedStorage: Sendable {
     private func waitForReadableFile() throws {
         while true {
             try refreshLocked()
-            // A writer works on the whole snapshot: decode values the first load left encoded.
-            guard
-                snapshot.withLock({ state in
-                    materialize(&state)
-                    return state.isSuspect
-                })
-            else { return }
+            guard snapshot.withLock({ $0.isSuspect }) else { return }
             // Every millisecond: a writer that rewrites in place again and again leaves it readable only briefly.
             usleep(1_000)
         }
@@ -581,7 +569,7 @@ final class FileBackedStorage: Sendable {
         case .read:
             break
         }
-        let decoded: DecodedSnapshot
+        let values: [String: PrefValue]
         let identity: FileIdentity?
         do {
             // A file that cannot even be read (a folder in its place, no permission) is unreadable like one that
@@ -590,10 +578,7 @@ final class FileBackedStorage: Sendable {
                 load([:], identity: nil, announcing: announcing)
                 return
             }
-            // Only the first load (nothing to compare with, nobody observing) may keep values encoded.
-            decoded =
-                announcing
-                ? .values(try codec.decode(data, path: path)) : try codec.decodeForFirstLoad(data, path: path)
+            values = try codec.decode(data, path: path)
             identity = readIdentity
         } catch {
             // One error for the file, whichever path reports it: what reads throw and what the report says.
@@ -613,16 +598,7 @@ final class FileBackedStorage: Sendable {
                 return
             }
         }
-        switch decoded {
-        case .values(let values):
-            load(values, identity: identity, announcing: announcing)
-        case .deferred(let values):
-            // The first load: nothing to compare with and nothing announced. Reads decode one value at a time.
-            snapshot.withLock { state in
-                state.loadDeferred(values, identity: identity)
-                layers.userDeferred(values)
-            }
-        }
+        load(values, identity: identity, announcing: announcing)
     }
 
     /// A store file that cannot be decoded, with what to do about it in the one report the app gets.
@@ -636,23 +612,12 @@ final class FileBackedStorage: Sendable {
     private func load(_ values: [String: PrefValue], identity: FileIdentity?, announcing: Bool) {
         let recovered = snapshot.withLock { state in
             let recovered = state.damage != nil
-            // What changed is what differs from the values held before: decode any still encoded.
-            if announcing { materialize(&state) }
             let values = committer.keepingPending(values, from: state.values)  // deferred writes stay
             let changed = state.load(values, identity: identity, diffing: announcing)
             mirrorInLayers(values, announcing: announcing ? changed : nil)
             return recovered
         }
         if recovered { ErrorReporter.forgetIncidents(of: changes) }
-    }
-
-    /// Decodes values the first load left encoded, into the snapshot and the layers at once; call holding the
-    /// snapshot lock.
-    func materialize(_ state: inout SnapshotState) {
-        guard let deferred = state.deferred else { return }
-        let values = deferred.allValues()
-        state.materialize(values)
-        layers.materializeUser(values)
     }
 
     /// Layers hook: mirrors the file's values into the layers and, unless `changed` is nil, announces the effective

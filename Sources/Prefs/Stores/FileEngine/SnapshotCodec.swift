@@ -4,8 +4,6 @@ import Foundation
 protocol SnapshotCodec: Sendable {
     func encode(_ values: [String: PrefValue]) throws -> Data
     func decode(_ data: Data, path: String) throws -> [String: PrefValue]
-    /// Decodes the bytes of a store's first load, where the codec may leave the values encoded until used.
-    func decodeForFirstLoad(_ data: Data, path: String) throws -> DecodedSnapshot
     /// Called once the bytes of the last `encode` are in place (renamed over the file), even when their
     /// durability could not be confirmed.
     func didCommit()
@@ -13,15 +11,6 @@ protocol SnapshotCodec: Sendable {
 
 extension SnapshotCodec {
     func didCommit() {}
-    func decodeForFirstLoad(_ data: Data, path: String) throws -> DecodedSnapshot {
-        .values(try decode(data, path: path))
-    }
-}
-
-/// What a first load decoded: the values, or values still encoded that decode one by one when read.
-enum DecodedSnapshot {
-    case values([String: PrefValue])
-    case deferred(any DeferredValues)
 }
 
 extension Error {

@@ -10,10 +10,8 @@ struct SnapshotState: Sendable {
     /// How long the file may stay unreadable before it counts as damaged: zero, or ``inPlaceRewriteGrace``.
     let grace: Duration
 
-    /// The values last read from, or written to, the file (empty while they are ``deferred``).
+    /// The values last read from, or written to, the file.
     var values: [String: PrefValue] = [:]
-    /// The values of a first load still encoded (a vault's, see `DeferredValues`); ``materialize()`` decodes them.
-    var deferred: (any DeferredValues)?
     /// The identity (device, inode, size, change time) of the file those values came from; nil when absent.
     var identity: FileIdentity?
     /// Set while the file on disk cannot be decoded; writes are refused so it is never overwritten.
@@ -77,19 +75,11 @@ struct SnapshotState: Sendable {
         return .suspect(recheck: grace - elapsed, scheduleRecheck: !recheckScheduled)
     }
 
-    /// Decodes ``deferred`` values into ``values`` (`decoded`: already decoded by the caller).
-    mutating func materialize(_ decoded: [String: PrefValue]? = nil) {
-        guard let deferred else { return }
-        values = decoded ?? deferred.allValues()
-        self.deferred = nil
-    }
-
     /// Takes newly read values; returns the keys whose values changed (none when not `diffing`: a first load,
     /// which nobody observes yet). Clears damage and suspicion.
     mutating func load(
         _ newValues: [String: PrefValue], identity newIdentity: FileIdentity?, diffing: Bool = true
     ) -> Set<String> {
-        materialize()
         let changed = diffing ? Self.diff(values, newValues) : []
         take(newValues, identity: newIdentity)
         return changed
@@ -98,17 +88,8 @@ struct SnapshotState: Sendable {
     /// Takes new values without comparing them (a write whose changes the caller knows). Clears damage and
     /// suspicion.
     mutating func take(_ newValues: [String: PrefValue], identity newIdentity: FileIdentity?) {
-        materialize()
         let scheduled = recheckScheduled
         self = SnapshotState(values: newValues, identity: newIdentity, grace: grace)
-        recheckScheduled = scheduled
-    }
-
-    /// Takes the still-encoded values of a first load. Clears damage and suspicion.
-    mutating func loadDeferred(_ newValues: any DeferredValues, identity newIdentity: FileIdentity?) {
-        let scheduled = recheckScheduled
-        self = SnapshotState(identity: newIdentity, grace: grace)
-        deferred = newValues
         recheckScheduled = scheduled
     }
 

@@ -33,19 +33,6 @@ final class VaultSnapshotCodec: SnapshotCodec {
     }
 
     func decode(_ data: Data, path: String) throws -> [String: PrefValue] {
-        switch try open(data, path: path, deferring: false) {
-        case .values(let values): return values
-        case .deferred(let values): return values.allValues()
-        }
-    }
-
-    /// Opens the vault leaving its values decrypted but still encoded, in locked memory: each read decodes one value
-    /// (see `DeferredVaultValues`).
-    func decodeForFirstLoad(_ data: Data, path: String) throws -> DecodedSnapshot {
-        try open(data, path: path, deferring: true)
-    }
-
-    private func open(_ data: Data, path: String, deferring: Bool) throws -> DecodedSnapshot {
         let header = try VaultFormat.parseHeader(data)
         let key = try state.withLock { state throws(VaultError) in
             if let resolved = state.resolved, resolved.kdf == header.kdf { return resolved.key }
@@ -53,9 +40,9 @@ final class VaultSnapshotCodec: SnapshotCodec {
             state.resolved = resolved
             return resolved.key
         }
-        // The plaintext goes straight into locked memory, zeroed when released.
-        guard let plaintext = try VaultFormat.openLocked(data, key: key) else {
-            return .values(try VaultPayload.decode(Data(), path: path))  // empty: throws the payload's error
+        // The plaintext lives in a buffer wiped as soon as its values are decoded.
+        let values = try VaultFormat.withPlaintext(of: data, key: key) { (bytes) throws(PrefsError) in
+            try VaultPayload.decode(bytes, path: path)
         }
         // Authenticated: the identity in the header is the writer's. Check it before using anything inside.
         let reading = VaultRecord.read(record)
@@ -81,7 +68,7 @@ final class VaultSnapshotCodec: SnapshotCodec {
                 // its record) after `data` was read. Then `data` is simply out of date, and the store reloads the
                 // new file under the lock, where this check runs again. Only a file still on disk is refused.
                 let current = try? LockedFile(url: URL(filePath: path)).read()?.data
-                guard current == data else { return try Self.values(plaintext, path: path, deferring: deferring) }
+                guard current == data else { return values }
                 throw error
             }
         }
@@ -89,7 +76,6 @@ final class VaultSnapshotCodec: SnapshotCodec {
             if let seen = state.seen { try Self.check(header.identity, against: seen, source: "in this process") }
             if let found = header.identity { state.seen = found }
         }
-        let values = try Self.values(plaintext, path: path, deferring: deferring)
         // A record that cannot be used is left as it is: rewriting it could lower it.
         if usable, let found = header.identity, found != remembered {
             noteRecord(VaultRecord.remember(found, in: record, replacing: false))
@@ -118,15 +104,6 @@ final class VaultSnapshotCodec: SnapshotCodec {
             return !state.recordReported
         }
         if isFirst { ErrorReporter.report(problem, key: "", operation: .read) }
-    }
-
-    /// The values of a decrypted payload: left encoded when `deferring` and the payload allows it, else decoded.
-    private static func values(_ plaintext: SecureBytes, path: String, deferring: Bool) throws -> DecodedSnapshot {
-        if deferring, let deferred = DeferredVaultValues(plaintext) { return .deferred(deferred) }
-        return .values(
-            try plaintext.withUnsafeBytes { (bytes) throws(PrefsError) in
-                try VaultPayload.decode(bytes, path: path)
-            })
     }
 
     /// Refuses `found` unless it is the vault `known` describes, at the same or a later generation.
@@ -195,24 +172,4 @@ final class VaultSnapshotCodec: SnapshotCodec {
             }
         }
     }
-}
-
-/// A vault's decrypted payload kept in locked memory (``SecureBytes/Protection/locked``: never swapped out, kept out of
-/// core dumps, zeroed when released) with an index of where each key's entry begins, so a read decodes only the value it asks for. The
-/// store holds it from its first load until it needs the whole snapshot (its first write, a reload after another
-/// process's write, a listing of every value), when the values are decoded and this is released.
-final class DeferredVaultValues: DeferredValues {
-    private let plaintext: SecureBytes
-    private let index: VaultPayload.Index
-
-    /// Nil when the payload is not one an index can serve (`VaultPayload.Index`); it is then decoded whole.
-    init?(_ plaintext: SecureBytes) {
-        guard let index = plaintext.withUnsafeBytes({ VaultPayload.Index($0) }) else { return nil }
-        self.plaintext = plaintext
-        self.index = index
-    }
-
-    func value(forKey key: String) -> PrefValue? { plaintext.withUnsafeBytes { index.value(forKey: key, in: $0) } }
-
-    func allValues() -> [String: PrefValue] { plaintext.withUnsafeBytes { index.allValues(in: $0) } }
 }

@@ -1,13 +1,3 @@
-/// A store's own values kept encoded until used: each read decodes one value, and the store asks for all of them
-/// only when it needs the whole snapshot (a write, a reload, a listing). A vault opens this way (see
-/// `DeferredVaultValues`).
-protocol DeferredValues: AnyObject, Sendable {
-    /// The value of `key`, decoded now; nil when the store has none.
-    func value(forKey key: String) -> PrefValue?
-    /// Every value, decoded now.
-    func allValues() -> [String: PrefValue]
-}
-
 /// The layers of one store merged into the snapshot reads are served from: a pure value, tested without files.
 ///
 /// The user's values (the store's own) sit between the layers that override them (managed, arguments,
@@ -22,50 +12,14 @@ struct LayerStack: Sendable {
     private(set) var effective: [String: PrefValue] = [:]
     /// The layer of each effective value that does not come from `.user`; a key missing here is the user's.
     private(set) var origins: [String: PreferenceLayer] = [:]
-    /// The user's values while they are still encoded (``deferUser(_:)``); the `.user` slot is then empty, and
-    /// ``effective`` holds only the keys some other layer holds, resolved with these values. Every other key reads
-    /// from here.
-    private var deferredUser: (any DeferredValues)?
-
     /// The user's own values: a mirror of what the store keeps.
-    var user: [String: PrefValue] { deferredUser?.allValues() ?? slots[PreferenceLayer.user.order] }
+    var user: [String: PrefValue] { slots[PreferenceLayer.user.order] }
 
     /// The values one layer holds.
     func values(of layer: PreferenceLayer) -> [String: PrefValue] { layer == .user ? user : slots[layer.order] }
 
     /// What `key` reads as.
-    func value(forKey key: String) -> PrefValue? {
-        if let value = effective[key] { return value }
-        return deferredUser?.value(forKey: key)
-    }
-
-    /// Takes the user's values still encoded, for a store's first load (the `.user` slot must be empty).
-    mutating func deferUser(_ values: any DeferredValues) {
-        guard deferredUser == nil, slots[PreferenceLayer.user.order].isEmpty else {
-            // Not a first load after all: take the values decoded.
-            _ = replaceUser(values.allValues())
-            return
-        }
-        deferredUser = values
-        var others = Set<String>()
-        for index in slots.indices where index != PreferenceLayer.user.order { others.formUnion(slots[index].keys) }
-        _ = reresolve(others)
-    }
-
-    /// Decodes deferred user values into the `.user` slot (`decoded`: already decoded by the caller); the
-    /// effective values do not change.
-    mutating func materializeUser(_ decoded: [String: PrefValue]? = nil) {
-        guard let deferred = deferredUser else { return }
-        let values = decoded ?? deferred.allValues()
-        deferredUser = nil
-        slots[PreferenceLayer.user.order] = values
-        if !hasOtherLayers {
-            effective = values
-            return
-        }
-        // A key some other layer holds is resolved already; every other key of the user's reads as the user's.
-        for (key, value) in values where effective[key] == nil { effective[key] = value }
-    }
+    func value(forKey key: String) -> PrefValue? { effective[key] }
 
     /// Whether any layer besides the user's holds a value; while none does, ``effective`` is ``user`` itself.
     var hasOtherLayers: Bool {
@@ -88,9 +42,6 @@ struct LayerStack: Sendable {
     func resolve(_ key: String) -> (value: PrefValue, layer: PreferenceLayer)? {
         for index in slots.indices {
             if let value = slots[index][key] { return (value, PreferenceLayer.byOrder[index]) }
-            if index == PreferenceLayer.user.order, let value = deferredUser?.value(forKey: key) {
-                return (value, .user)
-            }
         }
         return nil
     }
@@ -114,7 +65,6 @@ struct LayerStack: Sendable {
     /// Sets (or with nil removes) one user value; returns whether the key's effective value or origin changed.
     @discardableResult
     mutating func setUser(_ key: String, _ value: PrefValue?) -> Bool {
-        materializeUser()
         let slot = PreferenceLayer.user.order
         guard slots[slot][key] != value else { return false }
         slots[slot][key] = value
@@ -135,7 +85,6 @@ struct LayerStack: Sendable {
     /// Replaces every user value (a reload or a whole-file write); returns the keys whose effective value or origin
     /// changed (unless not `reporting`, when the caller announces nothing and the result may be empty).
     mutating func replaceUser(_ values: [String: PrefValue], reporting: Bool = true) -> Set<String> {
-        materializeUser()
         let old = user
         slots[PreferenceLayer.user.order] = values
         if !hasOtherLayers {

@@ -76,16 +76,6 @@ final class StoreLayers: Sendable {
         state.withLock { $0.stack.replaceUser(values, reporting: reporting) }
     }
 
-    /// Mirrors the user values of a store's first load, still encoded; call while holding the store's own lock.
-    func userDeferred(_ values: any DeferredValues) {
-        state.withLock { $0.stack.deferUser(values) }
-    }
-
-    /// Decodes deferred user values (a store about to change or list them); call holding the store's own lock.
-    func materializeUser(_ decoded: [String: PrefValue]? = nil) {
-        state.withLock { $0.stack.materializeUser(decoded) }
-    }
-
     // MARK: Registered defaults
 
     /// Registers defaults for this process: a later registration of a key replaces an earlier one, as
