@@ -18,32 +18,38 @@ import Testing
 @Suite struct LayerStackTests {
     @Test func theStrongestLayerWinsAndRemovingItRevealsTheNext() {
         var stack = LayerStack()
+        #expect(stack.isEmpty && stack.resolve("volume", user: .int(9))! == (.int(9), .user))
         let order: [PreferenceLayer] = [.managed, .arguments, .environment, .user, .systemDefaults, .registered]
+        var user: PrefValue?
         for (index, layer) in order.enumerated().reversed() {
             let value = PrefValue.int(Int64(index))
-            if layer == .user { stack.setUser("volume", value) } else { _ = stack.setLayer(layer, ["volume": value]) }
-            #expect(stack.effective["volume"] == value)
-            #expect(stack.origin(of: "volume") == layer)
+            if layer == .user { user = value } else { #expect(stack.setLayer(layer, ["volume": value]) == ["volume"]) }
+            #expect(stack.value(forKey: "volume", user: user) == value)
+            #expect(stack.resolve("volume", user: user)?.layer == layer)
         }
         for (index, layer) in order.enumerated().dropLast() {
-            let changed = layer == .user ? stack.setUser("volume", nil) : !stack.setLayer(layer, [:]).isEmpty
-            #expect(changed)
-            #expect(stack.effective["volume"] == .int(Int64(index + 1)))
-            #expect(stack.origin(of: "volume") == order[index + 1])
+            if layer == .user { user = nil } else { _ = stack.setLayer(layer, [:]) }
+            #expect(stack.value(forKey: "volume", user: user) == .int(Int64(index + 1)))
+            #expect(stack.resolve("volume", user: user)?.layer == order[index + 1])
         }
         _ = stack.setLayer(.registered, [:])
-        #expect(stack.effective["volume"] == nil && stack.origin(of: "volume") == nil)
+        #expect(stack.isEmpty && stack.resolve("volume", user: nil) == nil)
     }
 
     @Test func aChangeReportsOnlyTheKeysWhoseEffectiveValueOrOriginChanged() {
+        let user: [String: PrefValue] = ["a": .int(1), "b": .int(2)]
         var stack = LayerStack()
-        _ = stack.replaceUser(["a": .int(1), "b": .int(2)])
-        #expect(stack.setLayer(.registered, ["a": .int(0), "c": .int(3)]) == ["c"])
-        #expect(stack.setLayer(.managed, ["b": .int(2)]) == ["b"], "same value, new origin: forced now")
-        #expect(stack.replaceUser(["a": .int(1), "b": .int(5)]) == [], "b is forced: its effective value stays")
-        #expect(stack.replaceUser(["a": .int(7), "b": .int(5)]) == ["a"])
-        #expect(stack.effective == ["a": .int(7), "b": .int(2), "c": .int(3)])
-        #expect(stack.valueBelowUser("a") == .int(0))
+        func change(_ body: (inout LayerStack) -> Set<String>) -> Set<String> {
+            let old = stack
+            let touched = body(&stack)
+            return LayerStack.changes(from: old, to: stack, in: touched) { user[$0] }
+        }
+        #expect(change { $0.setLayer(.registered, ["a": .int(0), "c": .int(3)]) } == ["c"], "a is the user's")
+        #expect(change { $0.setLayer(.managed, ["b": .int(2)]) } == ["b"], "same value, new origin: forced now")
+        #expect(change { $0.merge(into: .registered, ["a": .int(5)]) } == [], "still under the user's a")
+        #expect(stack.isForced("b") && !stack.isForced("a"))
+        #expect(stack.valueBelowUser("a") == .int(5))
+        #expect(stack.value(forKey: "c", user: nil) == .int(3))
     }
 }
 

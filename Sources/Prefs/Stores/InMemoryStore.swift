@@ -27,13 +27,13 @@ public final class InMemoryStore: KeyValueStore {
         storage = Mutex(values)
         changes = ChangeFeed()
         layers = StoreLayers(changes: changes)
-        _ = layers.userReplaced(values)
+        layers.attach(self)
     }
 
     /// `try store.value(forKey: "theme")` returns the effective value (the one held here, unless a layer such as
     /// a registered default or an argument supplies it), or nil.
     public func value(forKey key: String) throws -> PrefValue? {
-        layers.value(forKey: key)  // Layers hook: reads come from the merged snapshot.
+        storage.withLock { layers.value(forKey: key, user: $0[key]) }
     }
 
     /// `try store.setValue(.bool(true), forKey: "flag")` stores a value; nil removes it.
@@ -56,14 +56,7 @@ public final class InMemoryStore: KeyValueStore {
             storage.withLock { values in
                 let old = values[key]
                 values[key] = new
-                layers.userChanged(key, new)  // Layers hook: the merged snapshot follows.
-                if old != new {
-                    if batchStart != nil {
-                        changes.invalidate([key])  // a batch announces it once, when it ends
-                    } else {
-                        changes.announce([key: layers.value(forKey: key)])
-                    }
-                }
+                if old != new { announce([key], of: values) }
             }
             return new
         }
@@ -110,8 +103,7 @@ public final class InMemoryStore: KeyValueStore {
                 throw error
             }
             storage.withLock { values in
-                let changed = Set(start.keys).union(values.keys).filter { start[$0] != values[$0] }
-                changes.announce(Dictionary(uniqueKeysWithValues: changed.map { ($0, layers.value(forKey: $0)) }))
+                announce(SnapshotState.diff(start, values), of: values, atBatchEnd: true)
             }
             return result
         }
@@ -121,21 +113,20 @@ public final class InMemoryStore: KeyValueStore {
 
     /// Announces the effective values of `keys`, or inside a batch only moves them to a new version (the batch
     /// announces them once, when it ends). Called holding the storage lock.
-    private func announce(_ keys: Set<String>) {
-        if batchStart != nil {
+    private func announce(_ keys: Set<String>, of values: [String: PrefValue], atBatchEnd: Bool = false) {
+        if batchStart != nil, !atBatchEnd {
             changes.invalidate(keys)
-        } else {
-            changes.announce(Dictionary(uniqueKeysWithValues: keys.map { ($0, layers.value(forKey: $0)) }))
+        } else if !keys.isEmpty {
+            changes.announce(
+                Dictionary(uniqueKeysWithValues: keys.map { ($0, layers.value(forKey: $0, user: values[$0])) }))
         }
     }
 
     /// Puts back the values from before a batch that threw, without announcing them.
     private func restore(_ start: [String: PrefValue]) {
         storage.withLock { values in
-            let changed = layers.userReplaced(start).union(
-                Set(start.keys).union(values.keys).filter { start[$0] != values[$0] })
+            changes.invalidate(SnapshotState.diff(start, values))
             values = start
-            changes.invalidate(changed)
         }
     }
 
@@ -144,11 +135,14 @@ public final class InMemoryStore: KeyValueStore {
             try storage.withLock { values in
                 let old = values
                 try change(&values)
-                let changed = layers.userReplaced(values)  // Layers hook: the merged snapshot follows.
-                    .union(Set(old.keys).union(values.keys).filter { old[$0] != values[$0] })
-                announce(changed)
+                announce(SnapshotState.diff(old, values), of: values)
             }
         }
         changes.deliverAnnouncements()
     }
+}
+
+extension InMemoryStore: OwnValues {
+    func ownValue(forKey key: String) -> PrefValue? { storage.withLock { $0[key] } }
+    func ownValues() -> [String: PrefValue] { storage.withLock { $0 } }
 }

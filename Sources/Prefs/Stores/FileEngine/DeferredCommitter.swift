@@ -186,8 +186,7 @@ extension FileBackedStorage {
             if let damage = state.damage { throw damage }
             guard state.values[key] != value else { return nil }
             state.values[key] = value
-            layers.userChanged(key, value)
-            changes.announce([key: layers.value(forKey: key)])
+            announceEffective([key], of: state.values)
             return committer.note(CollectionOfOne(key))
         }
         guard let register else { return }
@@ -200,7 +199,7 @@ extension FileBackedStorage {
     func deferBatch(from start: [String: PrefValue], within window: Duration) {
         let register = snapshot.withLock { state -> Bool in
             let changed = SnapshotState.diff(start, state.values)
-            changes.announce(Dictionary(uniqueKeysWithValues: changed.map { ($0, layers.value(forKey: $0)) }))
+            announceEffective(changed, of: state.values)
             return committer.note(changed)
         }
         if register { DeferredExitFlush.register(self) }

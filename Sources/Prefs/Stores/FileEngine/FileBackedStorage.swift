@@ -44,6 +44,7 @@ final class FileBackedStorage: Sendable {
         self.codec = codec
         self.changes = changes
         self.layers = StoreLayers(changes: changes)
+        layers.attach(self)
     }
 
     deinit {
@@ -164,7 +165,7 @@ final class FileBackedStorage: Sendable {
     func value(forKey key: String) throws -> PrefValue? {
         try checkOpen()
         // Layers hook: reads come from the merged snapshot.
-        let (value, damage) = snapshot.withLock { (layers.value(forKey: key), $0.damage) }
+        let (value, damage) = snapshot.withLock { (layers.value(forKey: key, user: $0.values[key]), $0.damage) }
         if let damage { throw damage }
         return value
     }
@@ -361,13 +362,7 @@ final class FileBackedStorage: Sendable {
     /// `key`, when given, is the only key whose value differs from the current one: nothing else is compared.
     private func applyInBatch(_ values: [String: PrefValue], changing key: String? = nil) {
         snapshot.withLock { state in
-            let changed: Set<String>
-            if let key {
-                layers.userChanged(key, values[key])
-                changed = [key]
-            } else {
-                changed = SnapshotState.diff(state.values, values).union(layers.userReplaced(values))
-            }
+            let changed = key.map { [$0] } ?? SnapshotState.diff(state.values, values)
             state.values = values
             changes.invalidate(changed)
         }
@@ -415,16 +410,13 @@ final class FileBackedStorage: Sendable {
             if let batchValues {
                 // A batch's values are in memory already: announce what changed since it began, each key once.
                 state.values = batchValues
-                _ = layers.userReplaced(batchValues)
             }
             if let key, batchValues == nil {
                 // Only `key` changed: the user's value, and so at most its effective value.
                 state.take(values, identity: identity)
-                layers.userChanged(key, values[key])
-                changes.announce([key: layers.value(forKey: key)])
+                announceEffective([key], of: values)
             } else {
-                let changed = state.load(values, identity: identity)
-                mirrorInLayers(values, announcing: changed)
+                announceEffective(state.load(values, identity: identity), of: values)
             }
         }
         codec.didCommit()
@@ -614,19 +606,22 @@ final class FileBackedStorage: Sendable {
             let recovered = state.damage != nil
             let values = committer.keepingPending(values, from: state.values)  // deferred writes stay
             let changed = state.load(values, identity: identity, diffing: announcing)
-            mirrorInLayers(values, announcing: announcing ? changed : nil)
+            if announcing { announceEffective(changed, of: values) }
             return recovered
         }
         if recovered { ErrorReporter.forgetIncidents(of: changes) }
     }
 
-    /// Layers hook: mirrors the file's values into the layers and, unless `changed` is nil, announces the effective
-    /// value (what reads return) of every key whose own or effective value changed. Called holding the snapshot
-    /// lock, so announcements keep the order in which values were applied.
-    private func mirrorInLayers(_ values: [String: PrefValue], announcing changed: Set<String>?) {
-        let effectiveChanges = layers.userReplaced(values, reporting: changed != nil)
-        guard let changed else { return }
-        let keys = changed.union(effectiveChanges)
-        changes.announce(Dictionary(uniqueKeysWithValues: keys.map { ($0, layers.value(forKey: $0)) }))
+    /// Announces the effective value (what reads return) of each of `keys`, given the store's own `values`. Called
+    /// holding the snapshot lock, so announcements keep the order in which values were applied.
+    func announceEffective(_ keys: some Collection<String>, of values: [String: PrefValue]) {
+        guard !keys.isEmpty else { return }
+        changes.announce(
+            Dictionary(uniqueKeysWithValues: keys.map { ($0, layers.value(forKey: $0, user: values[$0])) }))
     }
+}
+
+extension FileBackedStorage: OwnValues {
+    func ownValue(forKey key: String) -> PrefValue? { snapshot.withLock { $0.values[key] } }
+    func ownValues() -> [String: PrefValue] { snapshot.withLock { $0.values } }
 }

@@ -1,13 +1,21 @@
 import Foundation
 import Synchronization
 
-/// The layers of one store: the merged ``LayerStack`` its reads are served from, the sources that feed the
-/// read-only layers, and the watches on the system-wide files.
+/// What a store's layers read of the values the store keeps itself (the `.user` layer).
+protocol OwnValues: AnyObject, Sendable {
+    /// The store's own value of `key`, without any layer.
+    func ownValue(forKey key: String) -> PrefValue?
+    /// Every value the store keeps itself.
+    func ownValues() -> [String: PrefValue]
+}
+
+/// The read-only layers of one store (a ``LayerStack``), the sources that feed them, and the watches on the
+/// system-wide files.
 ///
-/// Hook points: a store calls ``userChanged(_:_:)`` or ``userReplaced(_:reporting:)`` while it holds the lock that guards its
-/// own values (so the mirror follows the same order of changes), reads through ``value(forKey:)``, and calls
-/// ``checkWritable(_:)`` before a write. Changes of the other layers are applied here and announced on the store's
-/// feed after every lock is released; a source that cannot be read is reported and skipped.
+/// The store keeps its own values and resolves a key by passing its own value to ``value(forKey:user:)``; it calls
+/// ``checkWritable(_:)`` before a write. Changes of the read-only layers are applied here and announced on the
+/// store's feed after every lock is released, for the keys whose effective value changed (read through
+/// ``OwnValues``); a source that cannot be read is reported and skipped.
 final class StoreLayers: Sendable {
     private struct Environment {
         let prefix: String
@@ -29,13 +37,21 @@ final class StoreLayers: Sendable {
         var watches: [String: FileWatchToken] = [:]
     }
 
+    private struct Owner {
+        weak var store: (any OwnValues)?
+    }
+
     private let state = Mutex(State())
+    private let owner = Mutex(Owner())
     private let system = Mutex(System())
     /// Serialises reloads of the system-wide files, so an older read never replaces a newer one.
     private let systemReload = Mutex(())
     let changes: ChangeFeed
 
     init(changes: ChangeFeed) { self.changes = changes }
+
+    /// Tells the layers where the store keeps its own values; a store calls it once it is initialized.
+    func attach(_ store: any OwnValues) { owner.withLock { $0.store = store } }
 
     deinit {
         system.withLock { system in
@@ -45,18 +61,24 @@ final class StoreLayers: Sendable {
 
     // MARK: Reads
 
-    /// The effective value of `key`: one lookup in the merged snapshot.
-    func value(forKey key: String) -> PrefValue? { state.withLock { $0.stack.value(forKey: key) } }
+    /// What `key` reads as, given the store's own value of it.
+    func value(forKey key: String, user: PrefValue?) -> PrefValue? {
+        state.withLock { $0.stack.value(forKey: key, user: user) }
+    }
 
-    /// The layer the effective value of `key` comes from.
-    func origin(of key: String) -> PreferenceLayer? { state.withLock { $0.stack.origin(of: key) } }
+    /// The layer the effective value of `key` comes from; call holding none of the store's locks.
+    func origin(of key: String) -> PreferenceLayer? {
+        let own = owner.withLock { $0.store }?.ownValue(forKey: key)
+        return state.withLock { $0.stack.resolve(key, user: own)?.layer }
+    }
 
     /// What a read-modify-write starts from when the user has no value: the system-wide or registered default.
     func valueBelowUser(_ key: String) -> PrefValue? { state.withLock { $0.stack.valueBelowUser(key) } }
 
     /// The values of one layer, for tools that explain where values come from.
     func values(of layer: PreferenceLayer) -> [String: PrefValue] {
-        state.withLock { $0.stack.values(of: layer) }
+        if layer == .user { return owner.withLock { $0.store }?.ownValues() ?? [:] }
+        return state.withLock { $0.stack.values(of: layer) }
     }
 
     /// Throws ``PrefsError/forced(key:)`` when an administrator forced `key`.
@@ -64,16 +86,21 @@ final class StoreLayers: Sendable {
         if state.withLock({ $0.stack.isForced(key) }) { throw .forced(key: key) }
     }
 
-    // MARK: Hooks for the user's values
+    // MARK: Changes of the read-only layers
 
-    /// Mirrors one changed user value; call while holding the store's own lock. The store announces the key.
-    func userChanged(_ key: String, _ value: PrefValue?) {
-        _ = state.withLock { $0.stack.setUser(key, value) }
-    }
-
-    /// Mirrors all user values; call while holding the store's own lock. Returns the effective changes.
-    func userReplaced(_ values: [String: PrefValue], reporting: Bool = true) -> Set<String> {
-        state.withLock { $0.stack.replaceUser(values, reporting: reporting) }
+    /// Applies `body` to the layers and returns the keys whose effective value or layer it changed, of those it
+    /// says it touched, with whatever else it returns. The store's own values are read after the lock is released.
+    private func change<Extra>(
+        _ body: (inout State) -> (touched: Set<String>, extra: Extra)
+    ) -> (changed: Set<String>, extra: Extra) {
+        let (old, new, touched, extra) = state.withLock { state in
+            let old = state.stack
+            let (touched, extra) = body(&state)
+            return (old, state.stack, touched, extra)
+        }
+        guard !touched.isEmpty else { return ([], extra) }
+        let store = owner.withLock { $0.store }
+        return (LayerStack.changes(from: old, to: new, in: touched) { store?.ownValue(forKey: $0) }, extra)
     }
 
     // MARK: Registered defaults
@@ -83,14 +110,14 @@ final class StoreLayers: Sendable {
     /// declaration of a key wins.
     func register(_ defaults: [String: PrefValue], keepingExisting: Bool = false) {
         guard !defaults.isEmpty else { return }
-        let (changed, ambiguities) = state.withLock { state -> (Set<String>, [PrefsError]) in
+        let (changed, ambiguities) = change { state -> (Set<String>, [PrefsError]) in
             let existing = state.stack.values(of: .registered)
             let added = keepingExisting ? defaults.filter { existing[$0.key] == nil } : defaults
             guard !added.isEmpty else { return ([], []) }
-            var changed = state.stack.merge(into: .registered, added)
+            var touched = state.stack.merge(into: .registered, added)
             let (environmentChanges, ambiguities) = Self.learn(added.keys, in: &state)
-            changed.formUnion(environmentChanges)
-            return (changed, ambiguities)
+            touched.formUnion(environmentChanges)
+            return (touched, ambiguities)
         }
         if keepingExisting {
             // A declaration: the key's value was its default before anyone read it through this wrapper, so
@@ -106,10 +133,10 @@ final class StoreLayers: Sendable {
 
     /// Adds the command-line argument layer (once).
     func enableArguments(_ values: [String: PrefValue] = LayerSources.processArguments) {
-        let changed = state.withLock { state -> Set<String> in
-            guard !state.arguments else { return [] }
+        let (changed, _) = change { state in
+            guard !state.arguments else { return ([], ()) }
             state.arguments = true
-            return state.stack.setLayer(.arguments, values)
+            return (state.stack.setLayer(.arguments, values), ())
         }
         changes.publish(changedKeys: changed)
     }
@@ -117,7 +144,7 @@ final class StoreLayers: Sendable {
     /// Adds the environment layer for `prefix` (once; a later prefix is ignored): registered keys take the values
     /// of their variables.
     func enableEnvironment(prefix: String, environment: [String: String] = ProcessInfo.processInfo.environment) {
-        let (changed, ambiguities) = state.withLock { state -> (Set<String>, [PrefsError]) in
+        let (changed, ambiguities) = change { state -> (Set<String>, [PrefsError]) in
             guard state.environment == nil else { return ([], []) }
             state.environment = Environment(prefix: prefix, variables: environment.filter { $0.key.hasPrefix(prefix) })
             return Self.learn(Array(state.stack.values(of: .registered).keys), in: &state)
@@ -147,9 +174,10 @@ final class StoreLayers: Sendable {
             let (changed, errors) = systemReload.withLock { _ -> (Set<String>, [any Error]) in
                 let defaults = LayerSources.read(files.defaults)
                 let managed = LayerSources.read([files.managed], trust: files.managedLocation)
-                let changed = state.withLock { state in
-                    state.stack.setLayer(.systemDefaults, defaults.values).union(
+                let (changed, _) = change { state in
+                    let touched = state.stack.setLayer(.systemDefaults, defaults.values).union(
                         state.stack.setLayer(.managed, managed.values))
+                    return (touched, ())
                 }
                 return (changed, defaults.errors + managed.errors)
             }
@@ -204,8 +232,8 @@ final class StoreLayers: Sendable {
 
     // MARK: Environment
 
-    /// Maps newly registered keys to their variables and updates the environment layer; returns the effective
-    /// changes and the ambiguous variables not reported before.
+    /// Maps newly registered keys to their variables and updates the environment layer; returns the keys it
+    /// touched and the ambiguous variables not reported before.
     private static func learn(_ keys: some Sequence<String>, in state: inout State) -> (Set<String>, [PrefsError]) {
         guard var environment = state.environment else { return ([], []) }
         var touched: Set<String> = []
