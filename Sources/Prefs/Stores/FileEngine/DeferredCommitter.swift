@@ -224,34 +224,39 @@ extension FileBackedStorage {
         }
         defer { changes.deliverAnnouncements() }
         do {
-            try file.withLock(.exclusive) {
-                // Another process's changes are read first; the pending keys keep their values (see `load`).
-                try refreshWaitingForReadableFile()
-                let (values, sequence) = snapshot.withLock { state in (state.values, committer.sequence) }
-                guard committer.hasPending else { return }
-                let data = try codec.encode(values)
-                if committer.takeSweep() { file.removeStaleTemporaryFiles() }
-                // Past the rename the values are in the file even if syncing the folder fails (`isCommitted`).
-                var identity: FileIdentity?
-                var committedError: (any Error)?
-                do {
-                    identity = try file.writeAtomically(data)
-                } catch {
-                    guard error.isCommitted else { throw error }
-                    committedError = error
-                    identity = try? file.identity()
-                }
-                snapshot.withLock { state in
-                    state.identity = identity
-                    committer.committed(through: sequence)
-                }
-                codec.didCommit()
-                if let committedError { throw committedError }
+            try retryingWhileSuspect {
+                try file.withLock(.exclusive) { try commitPending() }
             }
             committer.succeeded()
         } catch {
             committer.failed(error, storage: retrying ? self : nil)
             throw error
         }
+    }
+
+    /// The commit of ``commitDeferred(retrying:)``, holding the cross-process lock.
+    private func commitPending() throws {
+        // Another process's changes are read first; the pending keys keep their values (see `load`).
+        try refreshWaitingForReadableFile(canLetGo: true)
+        let (values, sequence) = snapshot.withLock { state in (state.values, committer.sequence) }
+        guard committer.hasPending else { return }
+        let data = try codec.encode(values)
+        if committer.takeSweep() { file.removeStaleTemporaryFiles() }
+        // Past the rename the values are in the file even if syncing the folder fails (`isCommitted`).
+        var identity: FileIdentity?
+        var committedError: (any Error)?
+        do {
+            identity = try file.writeAtomically(data)
+        } catch {
+            guard error.isCommitted else { throw error }
+            committedError = error
+            identity = try? file.identity()
+        }
+        snapshot.withLock { state in
+            state.identity = identity
+            committer.committed(through: sequence)
+        }
+        codec.didCommit()
+        if let committedError { throw committedError }
     }
 }

@@ -425,33 +425,51 @@ final class FileBackedStorage: Sendable {
     }
 
     private func withWriteLock<T>(_ body: () throws -> T) throws -> T {
-        writer.lock()
-        defer { writer.unlock() }
-        try checkOpen()
-        writerDepth += 1
-        defer { writerDepth -= 1 }
-        if writerDepth > 1 { return try body() }
-        return try file.withLock(.exclusive, body)
+        try retryingWhileSuspect {
+            writer.lock()
+            defer { writer.unlock() }
+            try checkOpen()
+            writerDepth += 1
+            defer { writerDepth -= 1 }
+            if writerDepth > 1 { return try body() }
+            return try file.withLock(.exclusive, body)
+        }
+    }
+
+    /// Thrown by ``refreshWaitingForReadableFile(canLetGo:)`` to an outermost writer that met a suspect file,
+    /// before it changed anything: it lets go of its locks, and ``retryingWhileSuspect(_:)`` starts it again.
+    private struct FileIsSuspect: Error {}
+
+    /// Runs `body`, which takes the locks itself, again a millisecond after each time it met a suspect file, holding
+    /// no lock in between, until another writer's in-place rewrite ends (or the grace does, and the file's error is
+    /// thrown).
+    func retryingWhileSuspect<T>(_ body: () throws -> T) throws -> T {
+        while true {
+            do { return try body() } catch is FileIsSuspect { usleep(1_000) }
+        }
     }
 
     // MARK: Loading
 
     /// Refreshes like `refreshLocked`, but while the file is unreadable and may be in the middle of another
-    /// writer's in-place rewrite, looks again every few milliseconds until it reads or the grace period is over
-    /// (then it throws the file's error). Writers call it under the lock, so they never fail on a rewrite in
-    /// progress and never overwrite a file they could not read.
-    func refreshWaitingForReadableFile() throws {
+    /// writer's in-place rewrite, waits until it reads or the grace period is over (then it throws the file's
+    /// error), so writers never fail on a rewrite in progress and never overwrite a file they could not read.
+    /// Writers call it first thing under the lock. The outermost one (`canLetGo`, by default when this thread holds
+    /// the write lock once) lets go of its locks to wait (``FileIsSuspect``); one nested in another write of this
+    /// store waits where it is, since it cannot let go of the locks of the write around it.
+    func refreshWaitingForReadableFile(canLetGo: Bool? = nil) throws {
         // In a batch the file was read when it began and is written when it ends; its values live in memory.
         if batchStart != nil { return }
-        try waitForReadableFile()
+        try waitForReadableFile(canLetGo: canLetGo ?? (writerDepth <= 1))
         try restoreForeignReverts()
     }
 
     /// The loop of `refreshWaitingForReadableFile`, also inside a batch.
-    private func waitForReadableFile() throws {
+    private func waitForReadableFile(canLetGo: Bool) throws {
         while true {
             try refreshLocked()
             guard snapshot.withLock({ $0.isSuspect }) else { return }
+            if canLetGo { throw FileIsSuspect() }
             // Every millisecond: a writer that rewrites in place again and again leaves it readable only briefly.
             usleep(1_000)
         }
@@ -534,7 +552,7 @@ final class FileBackedStorage: Sendable {
         defer { foreignRetries -= 1 }
         // A batch's commit: its values are in memory; from here on they are written like any other.
         batchStart = nil
-        try waitForReadableFile()
+        try waitForReadableFile(canLetGo: false)  // in the middle of a write: its transform has run
         try restoreForeignReverts()
         var merged = snapshot.withLock { $0.values }
         for (changed, value) in ours { merged[changed] = value }
@@ -577,7 +595,7 @@ final class FileBackedStorage: Sendable {
             let error = Self.namingTheWayOut(error)
             let verdict = snapshot.withLock { state in
                 guard graceful else {
-                    state.damage = error
+                    state.health = .damaged(error)
                     return SnapshotState.Unreadable.damaged
                 }
                 return state.failedToDecode(error, at: .now)

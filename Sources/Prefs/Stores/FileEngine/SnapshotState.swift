@@ -14,11 +14,18 @@ struct SnapshotState: Sendable {
     var values: [String: PrefValue] = [:]
     /// The identity (device, inode, size, change time) of the file those values came from; nil when absent.
     var identity: FileIdentity?
-    /// Set while the file on disk cannot be decoded; writes are refused so it is never overwritten.
-    var damage: (any Error)?
-    /// Set while the file could not be decoded but may be in the middle of a rewrite: since when. The last good
-    /// values keep being served, nothing is reported and nothing is announced.
-    var unreadableSince: ContinuousClock.Instant?
+    /// Whether the file on disk reads.
+    enum Health {
+        /// It read, or there is none: the values are the file's.
+        case healthy
+        /// It could not be decoded since then, but may be in the middle of a rewrite: the last good values keep
+        /// being served, nothing is reported and nothing is announced.
+        case suspect(since: ContinuousClock.Instant)
+        /// It cannot be decoded, for longer than the grace: writes are refused so it is never overwritten.
+        case damaged(any Error)
+    }
+
+    var health = Health.healthy
     /// Whether a re-check of a suspect file is already scheduled.
     var recheckScheduled = false
 
@@ -48,29 +55,38 @@ struct SnapshotState: Sendable {
     }
 
     /// Whether the store is waiting to see if its unreadable file is being rewritten.
-    var isSuspect: Bool { unreadableSince != nil }
+    var isSuspect: Bool {
+        if case .suspect = health { return true }
+        return false
+    }
+
+    /// The error that keeps the file from being read, while it is damaged.
+    var damage: (any Error)? {
+        if case .damaged(let error) = health { return error }
+        return nil
+    }
 
     /// A damaged or suspect store re-reads even an unchanged file, so a repaired or finished file is noticed.
     func refresh(currentIdentity current: FileIdentity?) -> Refresh {
-        if damage == nil, unreadableSince == nil, let current, current == identity { return .upToDate }
+        if case .healthy = health, let current, current == identity { return .upToDate }
         if current == nil { return .cleared }
         return .read
     }
 
     /// Records that the file could not be decoded at `now`, and decides what that means.
     mutating func failedToDecode(_ error: any Error, at now: ContinuousClock.Instant) -> Unreadable {
-        if damage != nil {
-            damage = error
-            return .damaged
+        let since: ContinuousClock.Instant
+        switch health {
+        case .healthy: since = now
+        case .suspect(let start): since = start
+        case .damaged: since = now - grace
         }
-        let since = unreadableSince ?? now
         let elapsed = now - since
         if elapsed >= grace {
-            damage = error
-            unreadableSince = nil
+            health = .damaged(error)
             return .damaged
         }
-        unreadableSince = since
+        health = .suspect(since: since)
         defer { recheckScheduled = true }
         return .suspect(recheck: grace - elapsed, scheduleRecheck: !recheckScheduled)
     }
