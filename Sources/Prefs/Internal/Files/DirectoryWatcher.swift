@@ -20,12 +20,7 @@ final class FileWatchToken: Sendable {
 
     /// Stops watching. Calling it again does nothing.
     func cancel() {
-        let onCancel = cancellation.withLock { stored in
-            let value = stored
-            stored = nil
-            return value
-        }
-        onCancel?()
+        cancellation.withLock { $0.take() }?()
     }
 
     deinit { cancel() }
@@ -243,12 +238,7 @@ private final class Poller: Sendable {
     }
 
     func stop() {
-        let source = timer.withLock { stored in
-            let value = stored
-            stored = nil
-            return value
-        }
-        source?.cancel()
+        timer.withLock { $0.take() }?.cancel()
     }
 
     deinit { stop() }

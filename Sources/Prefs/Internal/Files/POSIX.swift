@@ -160,31 +160,33 @@ enum POSIX {
     static func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String)
         throws(SystemCallError) -> Int
     {
-        var filled = 0
-        while filled < buffer.count {
-            let result = read(fd, buffer.baseAddress! + filled, buffer.count - filled)
-            if result < 0 {
-                if errno == EINTR { continue }
-                throw SystemCallError(path: path, operation: "read")
-            }
-            if result == 0 { break }
-            filled += result
-        }
-        return filled
+        try transferAll(buffer.count, path: path, operation: "read") { read(fd, buffer.baseAddress! + $0, $1) }
     }
 
     /// Writes all of `bytes` to `fd`, retrying on `EINTR` and after short writes.
     static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws(SystemCallError) {
-        var offset = 0
-        while offset < bytes.count {
-            let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw SystemCallError(path: path, operation: "write")
-            }
-            if written == 0 { throw SystemCallError(path: path, operation: "write", errno: ENOSPC) }
-            offset += written
+        let written = try transferAll(bytes.count, path: path, operation: "write") {
+            write(fd, bytes.baseAddress! + $0, $1)
         }
+        if written < bytes.count { throw SystemCallError(path: path, operation: "write", errno: ENOSPC) }
+    }
+
+    /// Calls `transfer(offset, remaining)` (a `read` or `write`) until `count` bytes have moved or it moves none,
+    /// retrying on `EINTR`; returns how many moved.
+    private static func transferAll(
+        _ count: Int, path: String, operation: String, _ transfer: (Int, Int) -> Int
+    ) throws(SystemCallError) -> Int {
+        var done = 0
+        while done < count {
+            let result = transfer(done, count - done)
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw SystemCallError(path: path, operation: operation)
+            }
+            if result == 0 { break }
+            done += result
+        }
+        return done
     }
 
     /// `fsync`, retrying on `EINTR`. On Apple platforms `fsync` leaves the data in the drive's cache, so it is

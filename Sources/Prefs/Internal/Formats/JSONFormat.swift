@@ -583,26 +583,35 @@ extension JSONFormat {
             position += 1  // [
             var elements: [Node] = []
             skipWhitespace()
-            if position < bytes.count, bytes[position] == ASCII.closeBracket {
+            if try !closes(with: ASCII.closeBracket) {
+                repeat {
+                    elements.append(try parseValue())
+                } while try continues(closingWith: ASCII.closeBracket, in: "array", expected: "']'")
+            }
+            return elements
+        }
+
+        /// Whether the next byte is `close`, which is then consumed and ends the current array or object.
+        private mutating func closes(with close: UInt8) throws(SyntaxError) -> Bool {
+            guard position < bytes.count, bytes[position] == close else { return false }
+            position += 1
+            depth -= 1
+            return true
+        }
+
+        /// After an element or member: true past a comma (another follows), false past `close`; anything else is
+        /// an error.
+        private mutating func continues(
+            closingWith close: UInt8, in context: String, expected: String
+        ) throws(SyntaxError) -> Bool {
+            skipWhitespace()
+            guard position < bytes.count else { throw fail("unterminated \(context)") }
+            if bytes[position] == ASCII.comma {
                 position += 1
-                depth -= 1
-                return elements
+                return true
             }
-            while true {
-                elements.append(try parseValue())
-                skipWhitespace()
-                guard position < bytes.count else { throw fail("unterminated array") }
-                if bytes[position] == ASCII.comma {
-                    position += 1
-                    continue
-                }
-                if bytes[position] == ASCII.closeBracket {
-                    position += 1
-                    depth -= 1
-                    return elements
-                }
-                throw fail(describeCurrent() + " in array, expected ',' or ']'")
-            }
+            if try closes(with: close) { return false }
+            throw fail(describeCurrent() + " in \(context), expected ',' or \(expected)")
         }
 
         private mutating func parseObjectMembers() throws(SyntaxError) -> [String: Node] {
@@ -610,12 +619,8 @@ extension JSONFormat {
             position += 1  // {
             var members: [String: Node] = [:]
             skipWhitespace()
-            if position < bytes.count, bytes[position] == ASCII.closeBrace {
-                position += 1
-                depth -= 1
-                return members
-            }
-            while true {
+            if try closes(with: ASCII.closeBrace) { return members }
+            repeat {
                 skipWhitespace()
                 guard position < bytes.count, bytes[position] == ASCII.quote else {
                     throw fail(describeCurrent() + " in object, expected a string key")
@@ -631,19 +636,8 @@ extension JSONFormat {
                 guard members.updateValue(value, forKey: key) == nil else {
                     throw fail("duplicate key \(String(reflecting: key))", at: keyOffset)
                 }
-                skipWhitespace()
-                guard position < bytes.count else { throw fail("unterminated object") }
-                if bytes[position] == ASCII.comma {
-                    position += 1
-                    continue
-                }
-                if bytes[position] == ASCII.closeBrace {
-                    position += 1
-                    depth -= 1
-                    return members
-                }
-                throw fail(describeCurrent() + " in object, expected ',' or '}'")
-            }
+            } while try continues(closingWith: ASCII.closeBrace, in: "object", expected: "'}'")
+            return members
         }
 
         /// Turns a parsed node into the value it stands for. An object with exactly one `$`-prefixed key is a tag
