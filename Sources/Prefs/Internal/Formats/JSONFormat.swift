@@ -27,12 +27,9 @@ enum JSONFormat {
     static func encode(_ values: [String: PrefValue], tagsNonFiniteDates: Bool = false) throws(PrefsError) -> Data {
         var writer = Writer(pretty: true)
         writer.tagsNonFiniteDates = tagsNonFiniteDates
-        // One allocation of about the final size: growing a buffer of large values by doubling copied each byte
-        // about twice and faulted in fresh pages at every step.
-        _ = writer.output.reserve(Writer.estimatedSize(of: values))
         try writer.writeObject(values, indent: 0, topLevelKey: nil)
         writer.append("\n")
-        return writer.output.takeData()
+        return writer.output
     }
 
     /// One value as single-line JSON text, as the CLI prints it: `[1, 2]`, `{"$float": 0.5}`, `"dark"`.
@@ -45,7 +42,7 @@ enum JSONFormat {
         var writer = Writer(pretty: false)
         writer.plainDecimals = plainDecimals
         try writer.write(value, indent: 0, key: key)
-        return writer.output.string
+        return String(decoding: writer.output, as: UTF8.self)
     }
 
     // MARK: Decoding
@@ -98,94 +95,21 @@ extension JSONFormat {
         let pretty: Bool
         var plainDecimals = false
         var tagsNonFiniteDates = false
-        /// The UTF-8 bytes written so far (bytes, not a `String`, so base64 is encoded straight into them).
-        let output = OutputBuffer()
+        /// The UTF-8 bytes written so far.
+        var output = Data()
         var depth = 0
 
         init(pretty: Bool) {
             self.pretty = pretty
         }
 
-        func append(_ text: String) { output.append(text) }
+        mutating func append(_ text: String) { output.append(contentsOf: text.utf8) }
 
-        /// Roughly how many bytes `values` take as a document: exact for base64, close for the rest.
-        static func estimatedSize(of values: [String: PrefValue]) -> Int {
-            values.reduce(16) { total, entry in total + entry.key.utf8.count + 16 + estimatedSize(of: entry.value) }
-        }
-
-        private static func estimatedSize(of value: PrefValue) -> Int {
-            switch value {
-            case .data(let bytes): (bytes.count + 2) / 3 * 4 + 32
-            case .string(let text): text.utf8.count + 8
-            case .array(let elements): elements.reduce(8) { $0 + 8 + estimatedSize(of: $1) }
-            case .dictionary(let members): estimatedSize(of: members)
-            default: 32
-            }
-        }
-
-        private static let base64Alphabet = Array(
-            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-
-        /// The two base64 characters of every 12-bit group, the first in the low byte: half the look-ups of one
-        /// character per 6 bits.
-        private static let base64Pairs: [UInt16] = (0..<4096).map { group in
-            UInt16(base64Alphabet[group >> 6]) | UInt16(base64Alphabet[group & 63]) << 8
-        }
-
-        /// Writes `bytes` as a quoted base64 string (standard alphabet, padded), encoded straight into `output`:
-        /// no intermediate `String`, and no scan for characters to escape, which base64 never has.
-        ///
-        /// Large `Data` values are most of what a document of them costs to write, so the loop reads six bytes and
-        /// writes eight characters at a time, through unchecked pointers (every offset stays within the lengths
-        /// computed here).
-        func appendBase64String(_ bytes: Data) {
-            let length = (bytes.count + 2) / 3 * 4 + 2
-            let start = output.reserve(length)
-            start.initialize(to: 0x22)
-            (start + length - 1).initialize(to: 0x22)
-            output.commit(length)
-            bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
-                guard let input = raw.baseAddress else { return }
-                let count = raw.count
-                Self.base64Pairs.withUnsafeBufferPointer { pairs in
-                    let pairs = pairs.baseAddress!
-                    var out = UnsafeMutableRawPointer(start + 1)  // after the opening quote
-                    var index = 0
-                    // Six bytes per step, loaded as eight: the last two belong to the next step.
-                    while index + 8 <= count {
-                        let word = UInt64(bigEndian: input.loadUnaligned(fromByteOffset: index, as: UInt64.self))
-                        let packed =
-                            UInt64(pairs[Int(truncatingIfNeeded: word >> 52 & 0xFFF)])
-                            | UInt64(pairs[Int(truncatingIfNeeded: word >> 40 & 0xFFF)]) << 16
-                            | UInt64(pairs[Int(truncatingIfNeeded: word >> 28 & 0xFFF)]) << 32
-                            | UInt64(pairs[Int(truncatingIfNeeded: word >> 16 & 0xFFF)]) << 48
-                        out.storeBytes(of: packed.littleEndian, as: UInt64.self)
-                        index += 6
-                        out += 8
-                    }
-                    while index + 3 <= count {
-                        let chunk =
-                            UInt32(input.load(fromByteOffset: index, as: UInt8.self)) << 16
-                            | UInt32(input.load(fromByteOffset: index + 1, as: UInt8.self)) << 8
-                            | UInt32(input.load(fromByteOffset: index + 2, as: UInt8.self))
-                        let packed = UInt32(pairs[Int(chunk >> 12)]) | UInt32(pairs[Int(chunk & 0xFFF)]) << 16
-                        out.storeBytes(of: packed.littleEndian, as: UInt32.self)
-                        index += 3
-                        out += 4
-                    }
-                    let rest = count - index
-                    if rest > 0 {
-                        let second = rest == 2 ? UInt32(input.load(fromByteOffset: index + 1, as: UInt8.self)) : 0
-                        let chunk = UInt32(input.load(fromByteOffset: index, as: UInt8.self)) << 16 | second << 8
-                        let first = pairs[Int(chunk >> 12)]
-                        out.storeBytes(of: UInt8(truncatingIfNeeded: first), as: UInt8.self)
-                        (out + 1).storeBytes(of: UInt8(truncatingIfNeeded: first >> 8), as: UInt8.self)
-                        let third = rest == 2 ? Self.base64Alphabet[Int(chunk >> 6 & 63)] : 0x3D
-                        (out + 2).storeBytes(of: third, as: UInt8.self)
-                        (out + 3).storeBytes(of: 0x3D, as: UInt8.self)
-                    }
-                }
-            }
+        /// Writes `bytes` as a quoted base64 string (standard alphabet, padded).
+        mutating func appendBase64String(_ bytes: Data) {
+            output.append(0x22)
+            output.append(bytes.base64EncodedData())
+            output.append(0x22)
         }
 
         /// Counts one more level of `{` or `[`, refusing documents the parser would reject as too deep.
@@ -347,64 +271,6 @@ extension JSONFormat {
             }
             append("\"")
         }
-    }
-
-    /// The bytes a ``Writer`` produces: a growable buffer of its own, so a document becomes `Data` without being
-    /// copied (an array copied into `Data` was a tenth of writing a store of large values), and base64 is written
-    /// into reserved space without filling it first.
-    private final class OutputBuffer {
-        private var base: UnsafeMutablePointer<UInt8>
-        private(set) var count = 0
-        private var capacity: Int
-
-        init() {
-            capacity = 256
-            base = Self.allocate(capacity)
-        }
-
-        deinit { free(base) }
-
-        private static func allocate(_ capacity: Int) -> UnsafeMutablePointer<UInt8> {
-            guard let memory = malloc(capacity) else { fatalError("malloc(\(capacity)) failed: out of memory") }
-            return memory.assumingMemoryBound(to: UInt8.self)
-        }
-
-        /// Makes room for `additional` more bytes and returns where they go; ``commit(_:)`` counts them once
-        /// written.
-        func reserve(_ additional: Int) -> UnsafeMutablePointer<UInt8> {
-            let needed = count + additional
-            if needed > capacity {
-                let grown = max(needed, capacity * 2)
-                guard let memory = realloc(base, grown) else { fatalError("realloc(\(grown)) failed: out of memory") }
-                base = memory.assumingMemoryBound(to: UInt8.self)
-                capacity = grown
-            }
-            return base + count
-        }
-
-        /// Counts `written` bytes written at the pointer ``reserve(_:)`` returned.
-        func commit(_ written: Int) { count += written }
-
-        func append(_ text: String) {
-            var text = text
-            text.withUTF8 { utf8 in
-                guard let source = utf8.baseAddress, utf8.count > 0 else { return }
-                reserve(utf8.count).update(from: source, count: utf8.count)
-                count += utf8.count
-            }
-        }
-
-        /// The bytes as `Data`, which takes the memory over; the buffer is left empty.
-        func takeData() -> Data {
-            let data = Data(bytesNoCopy: base, count: count, deallocator: .free)
-            capacity = 64
-            count = 0
-            base = Self.allocate(capacity)
-            return data
-        }
-
-        /// The bytes as a `String`.
-        var string: String { String(decoding: UnsafeBufferPointer(start: base, count: count), as: UTF8.self) }
     }
 
     /// Whether `text` holds a quote, a backslash or a control character, which JSON strings must escape. Scans the
