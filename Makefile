@@ -29,16 +29,18 @@ docs: deps
 coverage: deps
 	scripts/coverage.sh
 
-# `make bench` runs every benchmark (about 25 s), `make bench-quick` the CI smoke run (a few seconds).
+# `make bench` runs every benchmark (about 25 s), `make bench-quick` the CI smoke run (a few seconds). prefs-bench is
+# a package of its own, Benchmarks/, so that no package depending on Prefs sees it.
 .PHONY: bench bench-quick bench-scaling
+BENCH = swift run --package-path Benchmarks -c release prefs-bench
 bench: deps
-	swift run -c release prefs-bench
+	$(BENCH)
 
 bench-quick: deps
-	swift run -c release prefs-bench --quick --json
+	$(BENCH) --quick --json
 
 bench-scaling: deps
-	swift run -c release prefs-bench --scaling
+	$(BENCH) --scaling
 
 # Reliability: `make reliability` is the CI-sized suite, `make soak` the same ten times longer (figures in
 # docs/RELIABILITY.md), `make tsan` the tests under ThreadSanitizer, `make fuzz` libFuzzer over the store decoders
