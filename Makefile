@@ -11,7 +11,7 @@ test: deps
 	scripts/test.sh
 
 format:
-	swift format -i -r Sources Tests Package.swift
+	swift format -i -r Sources Tests Package.swift Benchmarks/Package.swift Benchmarks/Sources/PrefsBench
 
 # `make cli` builds the `prefs` command-line tool: .build/release/prefs
 .PHONY: cli
