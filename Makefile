@@ -11,7 +11,7 @@ test: deps
 	scripts/test.sh
 
 format:
-	swift format -i -r Sources Tests Package.swift
+	swift format -i -r Sources Tests Package.swift Benchmarks/Package.swift Benchmarks/Sources/PrefsBench
 
 # `make cli` builds the `prefs` command-line tool: .build/release/prefs
 .PHONY: cli
@@ -29,16 +29,18 @@ docs: deps
 coverage: deps
 	scripts/coverage.sh
 
-# `make bench` runs every benchmark (about 25 s), `make bench-quick` the CI smoke run (a few seconds).
+# `make bench` runs every benchmark (about 25 s), `make bench-quick` the CI smoke run (a few seconds). prefs-bench is
+# a package of its own, Benchmarks/, so that no package depending on Prefs sees it.
 .PHONY: bench bench-quick bench-scaling
+BENCH = swift run --package-path Benchmarks -c release prefs-bench
 bench: deps
-	swift run -c release prefs-bench
+	$(BENCH)
 
 bench-quick: deps
-	swift run -c release prefs-bench --quick --json
+	$(BENCH) --quick --json
 
 bench-scaling: deps
-	swift run -c release prefs-bench --scaling
+	$(BENCH) --scaling
 
 # Reliability: `make reliability` is the CI-sized suite, `make soak` the same ten times longer (figures in
 # docs/RELIABILITY.md), `make tsan` the tests under ThreadSanitizer, `make fuzz` libFuzzer over the store decoders

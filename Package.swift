@@ -10,7 +10,6 @@ let package = Package(
         .library(name: "PrefsPostgres", targets: ["PrefsPostgres"]),
         .executable(name: "prefs-demo", targets: ["PrefsDemo"]),
         .executable(name: "prefs", targets: ["PrefsCLI"]),
-        .executable(name: "prefs-bench", targets: ["PrefsBench"]),
     ],
     targets: [
         .systemLibrary(
@@ -40,7 +39,7 @@ let package = Package(
             name: "PrefsPostgres",
             dependencies: ["Prefs", "CLibPQ"]
         ),
-        // Starts a throwaway PostgreSQL server (initdb + pg_ctl on a unix socket) for tests and prefs-bench.
+        // Starts a throwaway PostgreSQL server (initdb + pg_ctl on a unix socket) for the tests and for Benchmarks/.
         .target(
             name: "PostgresTestServer",
             dependencies: ["CLibPQ"],
@@ -87,10 +86,6 @@ let package = Package(
         .testTarget(
             name: "PrefsCLITests",
             dependencies: ["Prefs", "PrefsCLICore", "PrefsCLI", "PrefsTestSupport", "PostgresTestServer"]
-        ),
-        .executableTarget(
-            name: "PrefsBench",
-            dependencies: ["Prefs", "CSodium", "PrefsPostgres", "CLibPQ", "PostgresTestServer", "PrefsTestSupport"]
         ),
         .testTarget(
             name: "PrefsReliabilityTests",

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 swift build --build-tests -Xswiftc -warnings-as-errors
-swift format lint --strict -r Sources Tests Package.swift
+swift format lint --strict -r Sources Tests Package.swift Benchmarks/Package.swift Benchmarks/Sources/PrefsBench
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 XDG_CONFIG_HOME="$scratch/config" XDG_DATA_HOME="$scratch/data" XDG_STATE_HOME="$scratch/state" \

@@ -1,5 +1,6 @@
 import Foundation
 import PostgresTestServer
+import PrefsTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -70,7 +71,7 @@ import Testing
             try PrefsProcess.start(["watch", "com.example.app", "--postgres-env", "PG"], environment: environment)
         }
         defer { for watcher in watchers { watcher.signal(SIGKILL) } }
-        let streams = watchers.map { $0.lines() }
+        let streams = watchers.map { $0.linesWithErrors() }
         let ready = ReadyCount()
         let expected = ["theme = dark (string)", "count = 5 (int)", "theme removed"]
         let printed = try await withTimeout {

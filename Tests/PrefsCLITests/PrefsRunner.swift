@@ -1,6 +1,5 @@
 import Foundation
 import PrefsTestSupport
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -50,9 +49,7 @@ struct Sandbox {
     /// Runs `prefs` with standard input read from the file at `path` (raw bytes, `/dev/zero`, …).
     @discardableResult
     func prefs(_ arguments: [String], stdinFrom path: String) throws -> PrefsResult {
-        let input = try FileHandle(forReadingFrom: URL(filePath: path))
-        defer { try? input.close() }
-        return try PrefsProcess.run(arguments, input: input, environment: environment)
+        try PrefsProcess.run(arguments, inputPath: path, environment: environment)
     }
 }
 
@@ -61,6 +58,10 @@ struct PrefsResult: CustomStringConvertible {
     let status: Int32
     let output: String
     let error: String
+
+    init(_ exit: ChildProcess.Exit) {
+        (status, output, error) = (exit.status, exit.output, exit.error)
+    }
 
     var description: String { "status \(status)\nstdout: \(output)\nstderr: \(error)" }
 
@@ -72,95 +73,23 @@ struct PrefsResult: CustomStringConvertible {
 }
 
 /// The real `prefs` binary run as a child process.
-struct PrefsProcess {
+enum PrefsProcess {
     /// The `prefs` binary, built next to the test bundle (the test target depends on it).
     static let binary = builtExecutable(named: "prefs")
 
-    let process: Process
-    let output: Pipe
-    let errors: Pipe
-
+    /// Starts `prefs` with `environment` added to this process's; standard input is `stdin`, the file at
+    /// `inputPath`, or nothing.
     static func start(
-        _ arguments: [String], stdin: String? = nil, input file: FileHandle? = nil, environment: [String: String]
-    ) throws -> PrefsProcess {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        let input = Pipe()
-        process.standardInput = file ?? (stdin == nil ? FileHandle.nullDevice : input)
-        try process.run()
-        if let stdin {
-            input.fileHandleForWriting.write(Data(stdin.utf8))
-            try input.fileHandleForWriting.close()
-        }
-        return PrefsProcess(process: process, output: output, errors: errors)
+        _ arguments: [String], stdin: String? = nil, inputPath: String? = nil, environment: [String: String]
+    ) throws -> ChildProcess {
+        let input = inputPath.map { ChildProcess.Input.file($0) } ?? stdin.map { .text($0) } ?? .none
+        return try ChildProcess(binary, arguments, environment: environment, input: input)
     }
 
     static func run(
-        _ arguments: [String], stdin: String? = nil, input: FileHandle? = nil, environment: [String: String]
+        _ arguments: [String], stdin: String? = nil, inputPath: String? = nil, environment: [String: String]
     ) throws -> PrefsResult {
-        let child = try start(arguments, stdin: stdin, input: input, environment: environment)
-        // Read standard error on another thread so that neither pipe can fill up and block the child.
-        let errorData = ErrorCollector(child.errors.fileHandleForReading)
-        let output = child.output.fileHandleForReading.readDataToEndOfFile()
-        child.process.waitUntilExit()
-        return PrefsResult(
-            status: child.process.terminationStatus, output: String(decoding: output, as: UTF8.self),
-            error: String(decoding: errorData.wait(), as: UTF8.self))
-    }
-
-    /// Standard output and standard error, line by line as `(isError, line)`, until the child closes both.
-    func lines() -> AsyncStream<(isError: Bool, line: String)> {
-        let (stream, continuation) = AsyncStream.makeStream(of: (isError: Bool, line: String).self)
-        let open = Mutex(2)
-        for (isError, pipe) in [(false, output), (true, errors)] {
-            let handle = pipe.fileHandleForReading
-            Thread {
-                var buffer = Data()
-                while true {
-                    let chunk = handle.availableData
-                    if chunk.isEmpty { break }
-                    buffer.append(chunk)
-                    while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                        let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                        continuation.yield((isError, line))
-                        buffer = Data(buffer[(newline + 1)...])
-                    }
-                }
-                if open.withLock({ count in
-                    count -= 1
-                    return count == 0
-                }) {
-                    continuation.finish()
-                }
-            }.start()
-        }
-        return stream
-    }
-
-    func signal(_ number: Int32) { _ = kill(process.processIdentifier, number) }
-}
-
-/// Reads a pipe to its end on a thread of its own.
-private final class ErrorCollector: @unchecked Sendable {
-    private var data = Data()
-    private let done = DispatchSemaphore(value: 0)
-
-    init(_ handle: FileHandle) {
-        Thread { [self] in
-            data = handle.readDataToEndOfFile()
-            done.signal()
-        }.start()
-    }
-
-    func wait() -> Data {
-        done.wait()
-        return data
+        PrefsResult(try start(arguments, stdin: stdin, inputPath: inputPath, environment: environment).wait())
     }
 }
 

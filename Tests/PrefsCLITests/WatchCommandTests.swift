@@ -1,4 +1,5 @@
 import Foundation
+import PrefsTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -20,7 +21,7 @@ struct CommandFailed: Error {
         try sandbox.prefs("write", "app", "theme", "light")
         let watcher = try PrefsProcess.start(["watch", "app", "theme", "count"], environment: sandbox.environment)
         defer { watcher.signal(SIGKILL) }
-        let lines = watcher.lines()
+        let lines = watcher.linesWithErrors()
         let steps: [([String], String)] = [
             (["write", "app", "theme", "dark"], "theme = dark (string)"),
             (["write", "app", "other", "ignored"], ""),  // not watched: must not print anything
@@ -62,9 +63,9 @@ struct CommandFailed: Error {
         #expect(printed.0 == printed.1)
 
         watcher.signal(SIGTERM)
-        watcher.process.waitUntilExit()
-        #expect(watcher.process.terminationReason == .exit)
-        #expect(watcher.process.terminationStatus == 0)
+        let exit = watcher.wait()
+        #expect(exit.signal == nil)
+        #expect(exit.status == 0)
     }
 
     @Test func watchingEveryKeyPrintsEachChange() async throws {
@@ -73,7 +74,7 @@ struct CommandFailed: Error {
         try sandbox.prefs("write", "app", "a", "1")
         let watcher = try PrefsProcess.start(["watch", "app"], environment: sandbox.environment)
         defer { watcher.signal(SIGKILL) }
-        let lines = watcher.lines()
+        let lines = watcher.linesWithErrors()
         let seen = try await withTimeout {
             var seen = [String]()
             for await (isError, line) in lines {
@@ -90,7 +91,6 @@ struct CommandFailed: Error {
         }
         #expect(seen == ["flag = true (bool)", "a removed"])
         watcher.signal(SIGINT)
-        watcher.process.waitUntilExit()
-        #expect(watcher.process.terminationStatus == 0)
+        #expect(watcher.wait().status == 0)
     }
 }

@@ -99,8 +99,9 @@ struct BadInputTests {
             let reopened = try open(directory)
             #expect(Fixtures.mismatches(in: reopened) == [], "\(name) after reopening")
             for key in odd { #expect(try reopened.value(for: PrefKey(key, default: -1)) == key.utf8.count) }
-            let verify = try Child.run(["verify-fixtures", directory.specs[index - 1].spec])
-            #expect(verify.lines == ["ok"], "\(name): \(verify.exit.description)")
+            let verify = try ChildProcess.run(
+                ["verify-fixtures", directory.specs[index - 1].spec], timeLimit: Reliability.timeLimit)
+            #expect(verify.lines == ["ok"], "\(name): \(verify.description)")
         }
         Reliability.report("bad-input keys-values \(name) crashes=0 lost=0")
     }
@@ -112,7 +113,9 @@ struct BadInputTests {
         defer { directory.cleanup() }
         let depths = [1, 100, 505, 508, 509, 510, 511, 512, 513, 1_000, 5_000]
         for (name, spec, _) in directory.specs {
-            let (lines, exit) = try Child.run(["deep", spec, depths.map(String.init).joined(separator: ",")])
+            let exit = try ChildProcess.run(
+                ["deep", spec, depths.map(String.init).joined(separator: ",")], timeLimit: Reliability.timeLimit)
+            let lines = exit.lines
             #expect(exit.succeeded, "\(name): \(exit.description)")
             let stored = lines.filter { $0.hasSuffix(" stored") }.compactMap { Int($0.split(separator: " ")[0]) }
             #expect(lines.count == depths.count, "\(name): \(lines)")
@@ -177,14 +180,15 @@ struct BadInputTests {
         let directory = try TempDir()
         defer { directory.cleanup() }
         for (name, spec, file) in directory.specs {
-            try #require(try Child.run(["write-fixtures", spec]).exit.succeeded)
+            try #require(try ChildProcess.run(["write-fixtures", spec], timeLimit: Reliability.timeLimit).succeeded)
             let before = FileManager.default.contents(atPath: file)
-            let (lines, exit) = try Child.run(["fsize", spec, "big", String(2 << 20), String(1 << 20)])
+            let exit = try ChildProcess.run(
+                ["fsize", spec, "big", String(2 << 20), String(1 << 20)], timeLimit: Reliability.timeLimit)
             #expect(exit.succeeded, "\(name): \(exit.description)")
-            #expect(lines == ["refused write \(EFBIG)", "kept \(Fixtures.names.count)", "small ok"], "\(name)")
+            #expect(exit.lines == ["refused write \(EFBIG)", "kept \(Fixtures.names.count)", "small ok"], "\(name)")
             #expect(directory.temporaryFiles() == [], "\(name)")
-            let verify = try Child.run(["verify-fixtures", spec])
-            #expect(verify.lines == ["ok"], "\(name): \(verify.exit.description)")
+            let verify = try ChildProcess.run(["verify-fixtures", spec], timeLimit: Reliability.timeLimit)
+            #expect(verify.lines == ["ok"], "\(name): \(verify.description)")
             #expect(FileManager.default.contents(atPath: file) != before, "\(name): the small write must land")
             Reliability.report("bad-input full-disk \(name) refused=EFBIG lost=0")
         }

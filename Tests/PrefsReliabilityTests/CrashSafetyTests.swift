@@ -31,15 +31,15 @@ struct CrashSafetyTests {
         let spec = try #require(directory.specs.first { $0.name == name }).spec
         let kills = Reliability.scaled(200)
         let seed = Reliability.seed &+ UInt64(name.utf8.count)
-        let setup = try Child.run(["write-fixtures", spec])
-        try #require(setup.exit.succeeded, "\(setup.exit.description)")
+        let setup = try ChildProcess.run(["write-fixtures", spec], timeLimit: Reliability.timeLimit)
+        try #require(setup.succeeded, "\(setup.description)")
 
         let tally = try await onThread { () throws -> Tally in
             var random = SplitMix64(seed: seed)
             var tally = Tally()
             var lastAcknowledged: Int?
             for round in 0..<kills {
-                let child = try Child(["count-on", spec, "n"])
+                let child = try ChildProcess.start(["count-on", spec, "n"], timeLimit: Reliability.timeLimit)
                 // The new child's first line is what a fresh process reads after the previous kill.
                 guard let first = child.readLine(), first.hasPrefix("start "), let start = Int(first.dropFirst(6))
                 else {
@@ -71,7 +71,7 @@ struct CrashSafetyTests {
                 child.kill()
                 for line in child.remainingLines() { last = Int(line) ?? last }
                 let exit = child.wait()
-                if !exit.signalled {
+                if exit.signal == nil {
                     Issue.record("round \(round): the writer ended before the kill: \(exit.description)")
                 }
                 tally.kills += 1
@@ -80,7 +80,7 @@ struct CrashSafetyTests {
                 tally.mostTemporaryFiles = max(tally.mostTemporaryFiles, directory.temporaryFiles().count)
             }
             // The final state, read by a fresh process.
-            let final = try Child.run(["get-int", spec, "n"])
+            let final = try ChildProcess.run(["get-int", spec, "n"], timeLimit: Reliability.timeLimit)
             if let value = final.lines.first.flatMap({ Int($0) }), let last = lastAcknowledged {
                 if value < last { tally.lost += last - value }
                 if value > last + 1 { tally.impossible += 1 }
@@ -89,7 +89,7 @@ struct CrashSafetyTests {
             }
             return tally
         }
-        let fixtures = try Child.run(["verify-fixtures", spec])
+        let fixtures = try ChildProcess.run(["verify-fixtures", spec], timeLimit: Reliability.timeLimit)
         Reliability.report("crash \(name) seed=\(seed) \(tally)")
         #expect(tally.kills == kills)
         #expect(tally.corrupt == 0)

@@ -56,8 +56,8 @@ struct DeferredCrashTests {
         let spec = try #require(directory.specs.first { $0.name == name }).spec
         let kills = Reliability.scaled(30)
         let seed = Reliability.seed &+ UInt64(name.utf8.count) &+ 7
-        let setup = try Child.run(["write-fixtures", spec])
-        try #require(setup.exit.succeeded, "\(setup.exit.description)")
+        let setup = try ChildProcess.run(["write-fixtures", spec], timeLimit: Reliability.timeLimit)
+        try #require(setup.succeeded, "\(setup.description)")
 
         let tally = try await onThread { () throws -> Tally in
             var random = SplitMix64(seed: seed)
@@ -68,9 +68,9 @@ struct DeferredCrashTests {
             var acknowledgedAt: [Int: UInt64] = [:]
             var killedAt: UInt64 = 0
             for round in 0..<kills {
-                let child = try Child([
-                    "deferred-count-on", spec, "n", String(Self.windowMilliseconds), "500",
-                ])
+                let child = try ChildProcess.start(
+                    ["deferred-count-on", spec, "n", String(Self.windowMilliseconds), "500"],
+                    timeLimit: Reliability.timeLimit)
                 let first = child.readLine()?.split(separator: " ") ?? []
                 guard first.count == 3, first[0] == "start", let start = Int(first[1]), let after = Int(first[2])
                 else {
@@ -118,7 +118,7 @@ struct DeferredCrashTests {
                 child.kill()
                 for line in child.remainingLines() { take(line) }
                 let exit = child.wait()
-                if !exit.signalled {
+                if exit.signal == nil {
                     Issue.record("round \(round): the writer ended before the kill: \(exit.description)")
                 }
                 tally.kills += 1
@@ -126,7 +126,7 @@ struct DeferredCrashTests {
                 tally.mostTemporaryFiles = max(tally.mostTemporaryFiles, directory.temporaryFiles().count)
             }
             // The final state, read by a fresh process.
-            let final = try Child.run(["get-int", spec, "n"])
+            let final = try ChildProcess.run(["get-int", spec, "n"], timeLimit: Reliability.timeLimit)
             guard let value = final.lines.first.flatMap({ Int($0) }) else {
                 tally.corrupt += 1
                 return tally
@@ -140,7 +140,7 @@ struct DeferredCrashTests {
             }
             return tally
         }
-        let fixtures = try Child.run(["verify-fixtures", spec])
+        let fixtures = try ChildProcess.run(["verify-fixtures", spec], timeLimit: Reliability.timeLimit)
         Reliability.report("deferred-crash \(name) window-ms=\(Self.windowMilliseconds) seed=\(seed) \(tally)")
         #expect(tally.kills == kills)
         #expect(tally.corrupt == 0)

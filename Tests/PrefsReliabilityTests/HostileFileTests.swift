@@ -16,9 +16,10 @@ struct HostileFileTests {
         let seed = Reliability.seed &+ UInt64(kind.utf8.count)
         let arguments = ["fuzz-open", kind, directory.path, String(seed), String(cases)]
         let started = ContinuousClock.now
-        let (lines, exit) = try await onThread { try Child.run(arguments) }
+        let exit = try await onThread { try ChildProcess.run(arguments, timeLimit: Reliability.timeLimit) }
+        let lines = exit.lines
         let elapsed = ContinuousClock.now - started
-        let crashes = exit.signalled ? 1 : 0
+        let crashes = exit.signal == nil ? 0 : 1
         Reliability.report(
             "fuzz \(name) seed=\(seed) \(lines.last ?? "no summary") crashes=\(crashes) time=\(elapsed)")
         #expect(exit.succeeded, "replay with PREFS_SEED: \(exit.description)")

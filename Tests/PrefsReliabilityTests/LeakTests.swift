@@ -12,9 +12,11 @@ struct LeakTests {
         defer { directory.cleanup() }
         let spec = try #require(directory.specs.first { $0.name == name }).spec
         let rounds = Reliability.scaled(2_000)
-        let (lines, exit) = try await onThread { try Child.run(["leak-loop", spec, String(rounds)]) }
+        let exit = try await onThread {
+            try ChildProcess.run(["leak-loop", spec, String(rounds)], timeLimit: Reliability.timeLimit)
+        }
         try #require(exit.succeeded, "\(exit.description)")
-        let fields = try #require(lines.last?.split(separator: " ").compactMap { Int($0) })
+        let fields = try #require(exit.lines.last?.split(separator: " ").compactMap { Int($0) })
         try #require(fields.count == 2)
         let growth = fields[1] - fields[0]
         Reliability.report(

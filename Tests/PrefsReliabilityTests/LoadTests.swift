@@ -16,10 +16,12 @@ struct LoadTests {
         let count = Reliability.scaled(250)
         let specs = directory.specs
         let started = ContinuousClock.now
-        let exits = try await withThrowingTaskGroup(of: Child.Exit.self) { group in
+        let exits = try await withThrowingTaskGroup(of: ChildProcess.Exit.self) { group in
             for index in 0..<processes {
                 let arguments = ["rmw", "p\(index)", String(count)] + specs.map(\.spec)
-                group.addTask { try await onThread { try Child.run(arguments).exit } }
+                group.addTask {
+                    try await onThread { try ChildProcess.run(arguments, timeLimit: Reliability.timeLimit) }
+                }
             }
             return try await group.reduce(into: []) { $0.append($1) }
         }

@@ -28,28 +28,15 @@ struct LockFileDeletionTests {
         defer { running.store(false, ordering: .relaxed) }
         let started = ContinuousClock.now
         let children = try (0..<4).map { index in
-            let process = Process()
-            process.executableURL = URL(filePath: Child.helperPath)
-            process.arguments = ["append-on-go", "json:\(path)", "list", String(count), "p\(index)"]
-            let input = Pipe()
-            let errors = Pipe()
-            process.standardInput = input
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = errors
-            try process.run()
-            return (process: process, input: input, errors: errors)
+            try ChildProcess.start(
+                ["append-on-go", "json:\(path)", "list", String(count), "p\(index)"], input: .pipe,
+                timeLimit: Reliability.timeLimit)
         }
-        for child in children { child.input.fileHandleForWriting.write(Data("go\n".utf8)) }
-        let exits = try await onThread {
-            children.map { child in
-                let text = String(decoding: child.errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                child.process.waitUntilExit()
-                return (child.process.terminationStatus, text)
-            }
-        }
+        for child in children { child.write("go\n") }
+        let exits = try await onThread { children.map { $0.wait() } }
         running.store(false, ordering: .relaxed)
         let elapsed = ContinuousClock.now - started
-        for (status, errors) in exits { #expect(status == 0, "\(errors)") }
+        for exit in exits { #expect(exit.status == 0, "\(exit.error)") }
         let text = try String(contentsOfFile: path, encoding: .utf8)
         let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
         let list = object?["list"] as? [String] ?? []

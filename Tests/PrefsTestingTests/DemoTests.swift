@@ -22,7 +22,10 @@ import Testing
         // until exit) as leaks and ends the process before standard output is flushed; this test reads the output.
         environment["ASAN_OPTIONS"] = "detect_leaks=0"
 
-        let (status, output) = try runToCompletion(builtExecutable(named: "prefs-demo"), environment: environment)
+        let demo = try ChildProcess.run(
+            builtExecutable(named: "prefs-demo"), environment: environment, inheritingEnvironment: false,
+            mergingErrors: true)
+        let (status, output) = (demo.status, demo.output)
         #expect(status == 0, "\(output)")
 
         for name in ["home", "config", "data", "state"] {

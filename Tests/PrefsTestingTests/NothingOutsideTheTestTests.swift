@@ -44,5 +44,7 @@ import Testing
 /// Runs the running test binary itself with `arguments`, to completion; standard error is merged into the output.
 func runThisTestBinary(_ arguments: [String], environment: [String: String]) throws -> (status: Int32, output: String) {
     let binary = URL(filePath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-    return try runToCompletion(binary, arguments, environment: environment)
+    let exit = try ChildProcess.run(
+        binary, arguments, environment: environment, inheritingEnvironment: false, mergingErrors: true)
+    return (exit.status, exit.output)
 }

@@ -79,7 +79,7 @@ import Testing
         environment["XDG_DATA_HOME"] = nil
         environment["XDG_STATE_HOME"] = nil
         environment["HOME"] = directory.url.path
-        let result = try ChildProcess.run(["launch"], replacingEnvironment: environment)
+        let result = try ChildProcess.run(["launch"], environment: environment, inheritingEnvironment: false)
 
         #expect(result.status == 0, "stderr: \(result.error)")
         let plist = directory.file(".config/PrefsTestHelper.plist")

@@ -184,13 +184,12 @@ struct BatchTests {
             child.withLock { $0 = started }
             // Neither may finish while the batch runs (each would take milliseconds otherwise).
             #expect(
-                !holds(within: 0.5) { threadDone.load(ordering: .sequentiallyConsistent) || !started.process.isRunning }
+                !holds(within: 0.5) { threadDone.load(ordering: .sequentiallyConsistent) || !started.isRunning }
             )
         }
 
         let process = try #require(child.withLock { $0 })
-        process.process.waitUntilExit()
-        #expect(process.process.terminationStatus == 0)
+        #expect(process.wait().status == 0)
         #expect(holds(within: 10) { threadDone.load(ordering: .sequentiallyConsistent) })
         // Both wrote after the batch's commit, so their values are the ones that stay.
         #expect(holds(within: 10) { (try? store.value(forKey: "process")) == .int(2) })

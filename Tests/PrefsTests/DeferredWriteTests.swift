@@ -203,8 +203,7 @@ import Testing
         let count = 60
         let children = try ["a", "b"].map { try ChildProcess.start(["deferred-mix", spec, $0, String(count)]) }
         for child in children {
-            child.process.waitUntilExit()
-            #expect(child.process.terminationStatus == 0)
+            #expect(child.wait().status == 0)
         }
         let store = try backend.open(in: directory)
         let list = try store.value(for: PrefKey("list", default: [String]()))

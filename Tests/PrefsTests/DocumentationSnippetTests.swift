@@ -61,7 +61,7 @@ import Testing
 
     /// Runs a tool found on `PATH` to completion.
     static func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let (status, output) = try runToCompletion(URL(filePath: "/usr/bin/env"), arguments)
-        return (status, output.trimmingCharacters(in: .whitespacesAndNewlines))
+        let exit = try ChildProcess.run(URL(filePath: "/usr/bin/env"), arguments, mergingErrors: true)
+        return (exit.status, exit.output.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }

@@ -35,39 +35,23 @@ struct FoundationWriterTests {
 
     /// A child process running `foundation-loop` on `suite` in `directory` until its standard input closes.
     private struct FoundationChild {
-        let process = Process()
-        let input = Pipe()
-        let output = Pipe()
+        let child: ChildProcess
 
         init(suite: String, key: String, pauseMicroseconds: Int, directory: TempDir) throws {
-            process.executableURL = ChildProcess.helperURL
-            process.arguments = ["foundation-loop", suite, key, String(pauseMicroseconds)]
-            process.environment = ProcessInfo.processInfo.environment.merging(["XDG_CONFIG_HOME": directory.path]) {
-                $1
-            }
-            process.standardInput = input
-            process.standardOutput = output
-            try process.run()
+            child = try ChildProcess.start(
+                ["foundation-loop", suite, key, String(pauseMicroseconds)],
+                environment: ["XDG_CONFIG_HOME": directory.path], input: .pipe)
         }
 
-        /// Blocks until the child printed its first line ("started").
-        func waitUntilStarted() -> String {
-            var line = Data()
-            while true {
-                let byte = output.fileHandleForReading.readData(ofLength: 1)
-                if byte.isEmpty || byte == Data("\n".utf8) { break }
-                line.append(byte)
-            }
-            return String(decoding: line, as: UTF8.self)
-        }
+        /// Waits until the child printed its first line ("started").
+        func waitUntilStarted() -> String { child.readLine() ?? "" }
 
         /// Tells the child to stop and returns the last value it set.
         func stop() -> Int? {
-            input.fileHandleForWriting.closeFile()
-            let rest = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            guard process.terminationStatus == 0, rest.hasPrefix("last ") else { return nil }
-            return Int(rest.dropFirst(5).trimmingCharacters(in: .whitespacesAndNewlines))
+            child.closeInput()
+            let rest = child.remainingLines()
+            guard child.wait().status == 0, let line = rest.first, line.hasPrefix("last ") else { return nil }
+            return Int(line.dropFirst(5).trimmingCharacters(in: .whitespacesAndNewlines))
         }
     }
 
@@ -172,9 +156,8 @@ struct FoundationWriterTests {
         try Self.fillBusySuite(in: directory)
         // Rewrites in place, pausing 10 ms halfway through each write: as Foundation does when descheduled mid-write.
         let child = try ChildProcess.start(["rewrite-in-place", directory.path("busy.plist"), "theirs", "30", "10"])
-        let outcome = Self.openRepeatedly(directory) { child.process.isRunning }
-        child.process.waitUntilExit()
-        #expect(child.process.terminationStatus == 0)
+        let outcome = Self.openRepeatedly(directory) { child.isRunning }
+        #expect(child.wait().status == 0)
         let failed = outcome.failures.count
         #expect(failed == 0, "\(failed) of \(outcome.opens) opens failed: \(outcome.failures.prefix(2))")
     }

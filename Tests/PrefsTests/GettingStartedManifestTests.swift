@@ -46,16 +46,12 @@ import Testing
             """
         try manifest.write(to: app.appending(path: "Package.swift"), atomically: true, encoding: .utf8)
 
-        let process = Process()
-        process.executableURL = URL(filePath: "/usr/bin/env")
-        process.arguments = ["swift", "package", "--package-path", app.path, "describe", "--type", "json"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(manifest)\n\(text)")
+        let described = try ChildProcess.run(
+            URL(filePath: "/usr/bin/env"),
+            ["swift", "package", "--package-path", app.path, "describe", "--type", "json"],
+            mergingErrors: true)
+        let text = described.output
+        #expect(described.status == 0, "\(manifest)\n\(text)")
         #expect(text.contains("\"product_dependencies\""), "\(text)")
     }
 }

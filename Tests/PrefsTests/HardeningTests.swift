@@ -13,20 +13,10 @@ import Testing
 
 /// Runs the helper as a child that must finish within `seconds`; a child still running then is killed and the test
 /// fails, so a hang is a failure and not a stuck suite.
-private func runChild(_ arguments: [String], within seconds: Double = 20) throws -> ChildProcess.Result {
-    let child = try ChildProcess.start(arguments)
-    let deadline = ContinuousClock.now + .seconds(seconds)
-    while child.process.isRunning, ContinuousClock.now < deadline { usleep(10_000) }
-    if child.process.isRunning {
-        child.kill()
-        Issue.record("\(arguments) still running after \(seconds) s: killed")
-    }
-    let output = child.output.fileHandleForReading.readDataToEndOfFile()
-    let error = child.errors.fileHandleForReading.readDataToEndOfFile()
-    child.process.waitUntilExit()
-    return ChildProcess.Result(
-        status: child.process.terminationStatus, output: String(decoding: output, as: UTF8.self),
-        error: String(decoding: error, as: UTF8.self))
+private func runChild(_ arguments: [String], within seconds: Int = 20) throws -> ChildProcess.Exit {
+    let exit = try ChildProcess.run(arguments, timeLimit: .seconds(seconds))
+    if exit.timedOut { Issue.record("\(arguments) still running after \(seconds) s: killed") }
+    return exit
 }
 
 /// Polls `condition` every 10 ms until it holds or `seconds` pass; returns whether it held.
@@ -431,30 +421,20 @@ private struct APICredentials: Codable, Sendable, Equatable { var token: String 
         defer { directory.cleanup() }
         let path = directory.file("store.json").path(percentEncoded: false)
         let count = 60
-        var children: [(process: Process, input: Pipe, output: Pipe)] = []
-        defer { for child in children where child.process.isRunning { child.process.terminate() } }
+        var children: [ChildProcess] = []
+        defer { for child in children { child.kill() } }
         for index in 0..<3 {
-            let process = Process()
-            process.executableURL = ChildProcess.helperURL
-            process.arguments = ["append-on-go", "json:\(path)", "list", String(count), "p\(index)"]
-            let input = Pipe()
-            let output = Pipe()
-            process.standardInput = input
-            process.standardOutput = output
-            try process.run()
-            children.append((process, input, output))
-            let ready = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
-            #expect(ready == "ready\n")
+            let child = try ChildProcess.start(
+                ["append-on-go", "json:\(path)", "list", String(count), "p\(index)"], input: .pipe,
+                timeLimit: .seconds(60))
+            children.append(child)
+            #expect(child.readLine() == "ready")
             #expect(unlink(path + ".lock") == 0)
         }
-        for child in children { child.input.fileHandleForWriting.write(Data("go\n".utf8)) }
-        let deadline = ContinuousClock.now + .seconds(60)
-        while children.contains(where: { $0.process.isRunning }), ContinuousClock.now < deadline { usleep(10_000) }
+        for child in children { child.write("go\n") }
         for child in children {
-            if child.process.isRunning { child.process.terminate() }
-            child.process.waitUntilExit()
-            let rest = String(decoding: child.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            #expect(child.process.terminationStatus == 0 && rest == "done\n", "\(rest)")
+            let exit = child.wait()
+            #expect(exit.status == 0 && exit.lines == ["ready", "done"], "\(exit)")
         }
         let list = try FileStore(url: URL(filePath: path)).value(forKey: "list")
         guard case .array(let elements)? = list else {

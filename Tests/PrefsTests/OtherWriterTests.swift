@@ -29,15 +29,14 @@ struct OtherWriterTests {
         var writeErrors: [String] = []
         var readErrors: [String] = []
         var mine = 0
-        while child.process.isRunning {
+        while child.isRunning {
             mine += 1
             do { try store.setValue(.int(Int64(mine)), forKey: "mine") } catch { writeErrors.append("\(error)") }
             do {
                 if try store.value(forKey: "theirs") == nil { readErrors.append("theirs read as absent") }
             } catch { readErrors.append("\(error)") }
         }
-        child.process.waitUntilExit()
-        #expect(child.process.terminationStatus == 0)
+        #expect(child.wait().status == 0)
         #expect(writeErrors.isEmpty, "\(writeErrors.prefix(3))")
         #expect(readErrors.isEmpty, "\(readErrors.prefix(3))")
         // Their last round is read eventually (their last rewrite may have replaced one of ours, or the reverse,

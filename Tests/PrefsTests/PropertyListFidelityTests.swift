@@ -9,19 +9,9 @@ import Testing
 struct PropertyListFidelityTests {
     /// Runs `python3` with `arguments`; returns its standard output.
     private static func python(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(filePath: "/usr/bin/env")
-        process.arguments = ["python3"] + arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let problems = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(problems)")
-        return text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let exit = try ChildProcess.run(URL(filePath: "/usr/bin/env"), ["python3"] + arguments)
+        #expect(exit.status == 0, "\(exit.error)")
+        return exit.output.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     @Test func everyFilePlistlibWritesIsReadAndWrittenBackAsPlistlibReadsIt() throws {

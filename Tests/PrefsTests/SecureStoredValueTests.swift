@@ -195,7 +195,7 @@ struct SecureStoredValueTests {
         let spec = Backend.vault.spec(in: directory)
         _ = try ChildProcess.run(["set-string", spec, "init", "x"])  // creates the key file first
         let children = try (0..<2).map { try ChildProcess.start(["set-string", spec, "secret\($0)", "value\($0)"]) }
-        for child in children { child.process.waitUntilExit() }
+        for child in children { _ = child.wait() }
         let store = try Backend.vault.open(in: directory)
         #expect(try store.value(forKey: "secret0") == .string("value0"))
         #expect(try store.value(forKey: "secret1") == .string("value1"))

@@ -147,8 +147,7 @@ struct StoreTests {
             try ChildProcess.start(["append", spec, "tags", "25", "p\(index)"])
         }
         for child in children {
-            child.process.waitUntilExit()
-            #expect(child.process.terminationStatus == 0)
+            #expect(child.wait().status == 0)
         }
         let store = try backend.open(in: directory)
         let tags = try store.value(for: PrefKey("tags", default: [String]()))
@@ -352,7 +351,6 @@ struct CrossProcessObservationTests {
         #expect(await lines.next() == "1")
         try store.set(2, for: PrefKey("n", default: 0))
         #expect(await lines.next() == "2")
-        child.process.waitUntilExit()
-        #expect(child.process.terminationStatus == 0)
+        #expect(child.wait().status == 0)
     }
 }

@@ -1,7 +1,7 @@
 // prefs-bench: Prefs against raw Foundation, Synchronization and libsodium, measured side by side in one run.
 //
-//   swift run -c release prefs-bench [--quick] [--json] [--scaling] [--latency] [--only NAME[,NAME…]]
-//                                    [--side ours|baseline] [--sizes N,N…]
+//   swift run --package-path Benchmarks -c release prefs-bench [--quick] [--json] [--scaling] [--latency]
+//                                    [--only NAME[,NAME…]] [--side ours|baseline] [--sizes N,N…]
 //
 // The process first re-launches itself with XDG_CONFIG_HOME, XDG_DATA_HOME and XDG_STATE_HOME pointing into a fresh
 // scratch folder (Foundation reads them once at start-up), so no benchmark ever touches the user's real preferences. The
