@@ -35,12 +35,12 @@ public import Foundation
 @propertyWrapper
 public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     /// The state this wrapper was created with.
-    @usableFromInline let declared: StoredValueBox<Value>
+    let declared: StoredValueBox<Value>
     /// Declared without `store:`: inside a `withDefaultStore` scope the wrapper uses that scope's store.
-    @usableFromInline let followsDefaultScope: Bool
+    let followsDefaultScope: Bool
 
     /// The state in use: the declared one, or for a wrapper without `store:` its stand-in in the current scope.
-    @inlinable var box: StoredValueBox<Value> {
+    var box: StoredValueBox<Value> {
         followsDefaultScope ? declared.inCurrentDefaultScope() : declared
     }
 
@@ -102,7 +102,7 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
 
     /// `theme` reads the current value; `theme = .dark` stores a new one.
     public var wrappedValue: Value {
-        @inlinable get { box.value }
+        get { box.value }
         nonmutating set { set(newValue) }
     }
 
