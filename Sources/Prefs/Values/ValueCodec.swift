@@ -126,12 +126,3 @@ extension Optional: _OptionalPrefValue {
     /// `Optional(_wrapped: x)` is `x`.
     public init(_wrapped: Wrapped?) { self = _wrapped }
 }
-
-/// Lets Foundation-bridged code see through an `Optional` held as `Any`.
-protocol OptionalCodable {
-    var wrappedAny: Any? { get }
-}
-
-extension Optional: OptionalCodable {
-    var wrappedAny: Any? { self.map { $0 as Any } }
-}

@@ -104,7 +104,8 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
 
     /// `theme` reads the current value; `theme = .dark` stores a new one.
     public var wrappedValue: Value {
-        get { box.value }
+        // Not through `box`, whose result the reader would retain and release.
+        get { followsDefaultScope ? declared.inCurrentDefaultScope().value : declared.value }
         nonmutating set { set(newValue) }
     }
 

@@ -38,8 +38,13 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         var listening = false
     }
 
-    /// The decoded value and the key version it was decoded at (0: never).
-    private let cache: Mutex<(version: UInt64, value: Value)>
+    /// The key version `cachedValue` was decoded at (0: never), under the lock that guards both.
+    ///
+    /// A lock of a concrete type beside a plain stored value, not a `Mutex` of a (version, value) pair: a read in
+    /// unspecialized generic code then looks up no metadata of the pair's type, which cost more than the rest of it.
+    private let cachedVersion = Mutex<UInt64>(0)
+    /// Only read or written while holding `cachedVersion`'s lock, which makes the accesses exclusive.
+    @exclusivity(unchecked) private nonisolated(unsafe) var cachedValue: Value
     private let subscribers = Mutex(Subscribers())
     /// Whether the store is a ``FoundationUserDefaultsStore``, which cannot tell when other code changes the
     /// instance: each read first looks at the instance, so such a change is seen (and announced) at once.
@@ -56,7 +61,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         self.migrations = migrations
         self.cell = store.changes.cell(for: key)
         self.looksBeforeReading = store is FoundationUserDefaultsStore
-        self.cache = Mutex((0, defaultValue))
+        self.cachedValue = defaultValue
         if let conflict = cell.declare(KeyDeclaration(type: Value.self, defaultValue: defaultValue)) {
             ErrorReporter.report(
                 PrefsError.conflictingDeclarations(key: key, first: conflict.first, second: conflict.second),
@@ -99,10 +104,18 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     /// and cached unless a newer one was cached meanwhile.
     private func currentValue() -> Value {
         let version = cell.version
-        let cached = cache.withLock { $0 }
-        if cached.version == version { return cached.value }
+        var isCurrent = false
+        let cached = cachedVersion.withLock { cachedVersion -> Value in
+            isCurrent = cachedVersion == version
+            return cachedValue
+        }
+        if isCurrent { return cached }
         let fresh = load()
-        cache.withLock { if version > $0.version { $0 = (version, fresh) } }
+        cachedVersion.withLock { cachedVersion in
+            guard version > cachedVersion else { return }
+            cachedVersion = version
+            cachedValue = fresh
+        }
         return fresh
     }
 
