@@ -12,18 +12,36 @@ import Testing
 
     @Test func everyDeclarationWithAStoreStoresTheNativeForm() throws {
         let store = InMemoryStore()
-        let forms = try declarations(store: store, storage: nil)
+        @StoredValue(key: "flag", store: store) var flag = false
+        @StoredValue(key: "when", store: store) var when: Date? = nil
+        @StoredValue(key: "maybeTheme", store: store) var maybeTheme: Theme? = nil
+        @StoredValue(key: "optionalDate", store: store) var optionalDate: Date?
+        let forms = write(
+            $flag, StoredValue(key: "count", default: 0, store: store), $when,
+            StoredValue(key: "limit", default: nil, store: store),
+            StoredValue(key: "theme", default: .light, store: store),
+            $maybeTheme, StoredValue(key: "optionalTheme", default: nil, store: store), $optionalDate)
         for (key, form) in forms { #expect(try store.value(forKey: key) == form, "\(key)") }
     }
 
     @Test func everyDeclarationWithAUserDefaultsInstanceStoresTheNativeForm() throws {
         let suite = FoundationSuite("forms")
         defer { suite.cleanup() }
-        let forms = try declarations(store: nil, storage: suite.defaults)
-        let store = FoundationUserDefaultsStore(suite.defaults)
+        let defaults = suite.defaults
+        // The same overloads as above, called without property syntax.
+        let forms = write(
+            StoredValue(wrappedValue: false, key: "flag", storage: defaults),
+            StoredValue(key: "count", default: 0, storage: defaults),
+            StoredValue(wrappedValue: nil, key: "when", storage: defaults),
+            StoredValue(key: "limit", default: nil, storage: defaults),
+            StoredValue(key: "theme", default: .light, storage: defaults),
+            StoredValue(wrappedValue: nil, key: "maybeTheme", storage: defaults),
+            StoredValue(key: "optionalTheme", default: nil, storage: defaults),
+            StoredValue(key: "optionalDate", storage: defaults))
+        let store = FoundationUserDefaultsStore(defaults)
         for (key, form) in forms { #expect(try store.value(forKey: key) == form, "\(key)") }
-        #expect(suite.defaults.object(forKey: "flag") as? Bool == true)
-        #expect(suite.defaults.object(forKey: "theme") as? String == "dark")
+        #expect(defaults.object(forKey: "flag") as? Bool == true)
+        #expect(defaults.object(forKey: "theme") as? String == "dark")
     }
 
     @Test func anOptionalOfAnyKindRemovesTheKeyWhenSetToNil() throws {
@@ -58,36 +76,12 @@ import Testing
         #expect(try store.value(for: key("count", 0)) == 4)
     }
 
-    /// Declares one wrapper per overload, in `store` or in `storage`, writes a value through each and returns the
-    /// stored form each must have.
-    private func declarations(store: (any KeyValueStore)?, storage: UserDefaults?) throws -> [String: PrefValue] {
-        let flag: StoredValue<Bool>
-        let count: StoredValue<Int>
-        let when: StoredValue<Date?>
-        let limit: StoredValue<Int?>
-        let theme: StoredValue<Theme>
-        let maybeTheme: StoredValue<Theme?>
-        let optionalTheme: StoredValue<Theme?>
-        let optionalDate: StoredValue<Date?>
-        if let storage {
-            flag = StoredValue(wrappedValue: false, key: "flag", storage: storage)
-            count = StoredValue(key: "count", default: 0, storage: storage)
-            when = StoredValue(wrappedValue: nil, key: "when", storage: storage)
-            limit = StoredValue(key: "limit", default: nil, storage: storage)
-            theme = StoredValue(key: "theme", default: .light, storage: storage)
-            maybeTheme = StoredValue(wrappedValue: nil, key: "maybeTheme", storage: storage)
-            optionalTheme = StoredValue(key: "optionalTheme", default: nil, storage: storage)
-            optionalDate = StoredValue(key: "optionalDate", storage: storage)
-        } else {
-            flag = StoredValue(wrappedValue: false, key: "flag", store: store)
-            count = StoredValue(key: "count", default: 0, store: store)
-            when = StoredValue(wrappedValue: nil, key: "when", store: store)
-            limit = StoredValue(key: "limit", default: nil, store: store)
-            theme = StoredValue(key: "theme", default: .light, store: store)
-            maybeTheme = StoredValue(wrappedValue: nil, key: "maybeTheme", store: store)
-            optionalTheme = StoredValue(key: "optionalTheme", default: nil, store: store)
-            optionalDate = StoredValue(key: "optionalDate", store: store)
-        }
+    /// Writes a value through one wrapper of each overload and returns the stored form each must have.
+    private func write(
+        _ flag: StoredValue<Bool>, _ count: StoredValue<Int>, _ when: StoredValue<Date?>, _ limit: StoredValue<Int?>,
+        _ theme: StoredValue<Theme>, _ maybeTheme: StoredValue<Theme?>, _ optionalTheme: StoredValue<Theme?>,
+        _ optionalDate: StoredValue<Date?>
+    ) -> [String: PrefValue] {
         flag.set(true)
         count.set(3)
         when.set(date)
