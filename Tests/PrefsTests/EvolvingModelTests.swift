@@ -50,6 +50,29 @@ private enum Version2 {
         #expect(decoded.wrapLines && decoded.colors.contrast == 1.0)
     }
 
+    @Test func filledFieldsKeepEveryStoredNumberAndFlagExactly() throws {
+        struct Counters: Codable, Sendable, Equatable {
+            var big: Int64 = 0
+            var huge: UInt64 = 0
+            var flag = false
+            var ratio = 0.0
+            var inner = Inner()
+            var added = [7]
+        }
+        struct Inner: Codable, Sendable, Equatable {
+            var count = 0
+            var label = "new"
+        }
+        let store = InMemoryStore()
+        let stored =
+            #"{"big":9007199254740993,"huge":18446744073709551615,"flag":true,"ratio":0.1,"inner":{"count":1}}"#
+        try store.setValue(.string(stored), forKey: "counters")
+        let read = try store.value(for: PrefKey("counters", default: Counters()))
+        let expected = Counters(
+            big: 9_007_199_254_740_993, huge: .max, flag: true, ratio: 0.1, inner: Inner(count: 1), added: [7])
+        #expect(read == expected)
+    }
+
     @Test func aValueThatIsNotTheTypeStillReadsAsTheDefaultAndIsLeftAlone() throws {
         Reports.install()
         let key = uniqueKey("editor")

@@ -25,13 +25,14 @@ struct MigrationFormTests {
             @Sendable (any KeyValueStore, String) throws -> (matches: Bool, rewritten: PrefValue?, native: PrefValue?)
         var testDescription: String { name }
 
-        init<T: Codable & Sendable & Equatable>(
-            _ name: String, _ stored: @autoclosure @escaping @Sendable () -> Any, as default: T, reads expected: T
+        /// `prefKey` is built where its type is known, so it has the codec a declaration of that type has.
+        init<T: Sendable & Equatable>(
+            _ name: String, _ stored: @autoclosure @escaping @Sendable () -> Any, as prefKey: PrefKey<T>,
+            reads expected: T
         ) {
             self.name = name
             self.stored = stored
             self.check = { store, key in
-                let prefKey = PrefKey(key, default: `default`)
                 let read = try store.value(for: prefKey)
                 try store.set(read, for: prefKey)
                 let native = InMemoryStore()
@@ -48,60 +49,87 @@ struct MigrationFormTests {
     static let prefsJSON = #"{"hasHapticsEnabled":false,"prefersDarkMode":true,"fontScale":1.5}"#
 
     static let defaults: [Cell] = [
-        Cell("Defaults Bool", true, as: false, reads: true),
-        Cell("Defaults Int", 42, as: 0, reads: 42),
-        Cell("Defaults Double", 0.5, as: 0.0, reads: 0.5),
-        Cell("Defaults String", "dark", as: "", reads: "dark"),
-        Cell("Defaults Date", date, as: Date.distantPast, reads: date),
-        Cell("Defaults Data", Data([1, 2]), as: Data(), reads: Data([1, 2])),
-        Cell("Defaults URL", #""https:\/\/example.com\/a?b=c""#, as: URL(string: "about:blank")!, reads: url),
-        Cell("Defaults String enum", #""dark""#, as: Theme.light, reads: .dark),
-        Cell("Defaults Int enum", "2", as: Level.one, reads: .two),
-        Cell("Defaults RawRepresentable struct", #""swift""#, as: Tag(rawValue: ""), reads: Tag(rawValue: "swift")),
-        Cell("Defaults Codable struct", prefsJSON, as: UserPreferences(), reads: prefs),
-        Cell("Defaults [String]", ["a", "b"], as: [String](), reads: ["a", "b"]),
-        Cell("Defaults [enum]", [#""light""#, #""dark""#], as: [Theme](), reads: [.light, .dark]),
-        Cell("Defaults [struct]", [prefsJSON], as: [UserPreferences](), reads: [prefs]),
-        Cell("Defaults [String: Int]", ["a": 1], as: [String: Int](), reads: ["a": 1]),
-        Cell("Defaults [String: enum]", ["a": #""dark""#], as: [String: Theme](), reads: ["a": .dark]),
-        Cell("Defaults Set<String>", ["b", "a"], as: Set<String>(), reads: ["a", "b"]),
-        Cell("Defaults Set<enum>", [#""dark""#, #""light""#], as: Set<Theme>(), reads: [.light, .dark]),
-        Cell("Defaults Optional enum", #""dark""#, as: Theme?.none, reads: .dark),
+        Cell("Defaults Bool", true, as: PrefKey("value", default: false), reads: true),
+        Cell("Defaults Int", 42, as: PrefKey("value", default: 0), reads: 42),
+        Cell("Defaults Double", 0.5, as: PrefKey("value", default: 0.0), reads: 0.5),
+        Cell("Defaults String", "dark", as: PrefKey("value", default: ""), reads: "dark"),
+        Cell("Defaults Date", date, as: PrefKey("value", default: Date.distantPast), reads: date),
+        Cell("Defaults Data", Data([1, 2]), as: PrefKey("value", default: Data()), reads: Data([1, 2])),
+        Cell(
+            "Defaults URL", #""https:\/\/example.com\/a?b=c""#,
+            as: PrefKey("value", default: URL(string: "about:blank")!), reads: url),
+        Cell("Defaults String enum", #""dark""#, as: PrefKey("value", default: Theme.light), reads: .dark),
+        Cell("Defaults Int enum", "2", as: PrefKey("value", default: Level.one), reads: .two),
+        Cell(
+            "Defaults RawRepresentable struct", #""swift""#, as: PrefKey("value", default: Tag(rawValue: "")),
+            reads: Tag(rawValue: "swift")),
+        Cell("Defaults Codable struct", prefsJSON, as: PrefKey("value", default: UserPreferences()), reads: prefs),
+        Cell("Defaults [String]", ["a", "b"], as: PrefKey("value", default: [String]()), reads: ["a", "b"]),
+        Cell(
+            "Defaults [enum]", [#""light""#, #""dark""#], as: PrefKey("value", default: [Theme]()),
+            reads: [.light, .dark]),
+        Cell("Defaults [struct]", [prefsJSON], as: PrefKey("value", default: [UserPreferences]()), reads: [prefs]),
+        Cell("Defaults [String: Int]", ["a": 1], as: PrefKey("value", default: [String: Int]()), reads: ["a": 1]),
+        Cell(
+            "Defaults [String: enum]", ["a": #""dark""#], as: PrefKey("value", default: [String: Theme]()),
+            reads: ["a": .dark]),
+        Cell("Defaults Set<String>", ["b", "a"], as: PrefKey("value", default: Set<String>()), reads: ["a", "b"]),
+        Cell(
+            "Defaults Set<enum>", [#""dark""#, #""light""#], as: PrefKey("value", default: Set<Theme>()),
+            reads: [.light, .dark]),
+        Cell("Defaults Optional enum", #""dark""#, as: PrefKey("value", default: Theme?.none), reads: .dark),
     ]
 
     static let boutique: [Cell] = [
-        Cell("Boutique Bool", json(#"{"value":true}"#), as: false, reads: true),
-        Cell("Boutique Int", json(#"{"value":42}"#), as: 0, reads: 42),
-        Cell("Boutique Double", json(#"{"value":0.5}"#), as: 0.0, reads: 0.5),
-        Cell("Boutique String", json(#"{"value":"dark"}"#), as: "", reads: "dark"),
+        Cell("Boutique Bool", json(#"{"value":true}"#), as: PrefKey("value", default: false), reads: true),
+        Cell("Boutique Int", json(#"{"value":42}"#), as: PrefKey("value", default: 0), reads: 42),
+        Cell("Boutique Double", json(#"{"value":0.5}"#), as: PrefKey("value", default: 0.0), reads: 0.5),
+        Cell("Boutique String", json(#"{"value":"dark"}"#), as: PrefKey("value", default: ""), reads: "dark"),
         Cell(
-            "Boutique Date", json(#"{"value":786123456.789}"#), as: Date.distantPast,
+            "Boutique Date", json(#"{"value":786123456.789}"#), as: PrefKey("value", default: Date.distantPast),
             reads: Date(timeIntervalSinceReferenceDate: 786_123_456.789)),
-        Cell("Boutique Data", json(#"{"value":"AQI="}"#), as: Data(), reads: Data([1, 2])),
+        Cell("Boutique Data", json(#"{"value":"AQI="}"#), as: PrefKey("value", default: Data()), reads: Data([1, 2])),
         Cell(
-            "Boutique URL", json(#"{"value":"https:\/\/example.com\/a?b=c"}"#), as: URL(string: "about:blank")!,
+            "Boutique URL", json(#"{"value":"https:\/\/example.com\/a?b=c"}"#),
+            as: PrefKey("value", default: URL(string: "about:blank")!),
             reads: url),
-        Cell("Boutique enum", json(#"{"value":"dark"}"#), as: Theme.light, reads: .dark),
-        Cell("Boutique Codable struct", json(#"{"value":\#(prefsJSON)}"#), as: UserPreferences(), reads: prefs),
-        Cell("Boutique [String]", json(#"{"value":["a","b"]}"#), as: [String](), reads: ["a", "b"]),
-        Cell("Boutique [String: Int]", json(#"{"value":{"a":1}}"#), as: [String: Int](), reads: ["a": 1]),
-        Cell("Boutique Set<String>", json(#"{"value":["b","a"]}"#), as: Set<String>(), reads: ["a", "b"]),
-        Cell("Boutique Optional nil", json(#"{"value":null}"#), as: Theme?.some(.light), reads: nil),
-        Cell("Boutique Optional value", json(#"{"value":"dark"}"#), as: Theme?.none, reads: .dark),
+        Cell("Boutique enum", json(#"{"value":"dark"}"#), as: PrefKey("value", default: Theme.light), reads: .dark),
+        Cell(
+            "Boutique Codable struct", json(#"{"value":\#(prefsJSON)}"#),
+            as: PrefKey("value", default: UserPreferences()), reads: prefs),
+        Cell(
+            "Boutique [String]", json(#"{"value":["a","b"]}"#), as: PrefKey("value", default: [String]()),
+            reads: ["a", "b"]),
+        Cell(
+            "Boutique [String: Int]", json(#"{"value":{"a":1}}"#), as: PrefKey("value", default: [String: Int]()),
+            reads: ["a": 1]),
+        Cell(
+            "Boutique Set<String>", json(#"{"value":["b","a"]}"#), as: PrefKey("value", default: Set<String>()),
+            reads: ["a", "b"]),
+        Cell(
+            "Boutique Optional nil", json(#"{"value":null}"#), as: PrefKey("value", default: Theme?.some(.light)),
+            reads: nil),
+        Cell(
+            "Boutique Optional value", json(#"{"value":"dark"}"#), as: PrefKey("value", default: Theme?.none),
+            reads: .dark),
     ]
 
     static let appStorage: [Cell] = [
-        Cell("AppStorage Bool", true, as: false, reads: true),
-        Cell("AppStorage Int", 42, as: 0, reads: 42),
-        Cell("AppStorage Double", 0.5, as: 0.0, reads: 0.5),
-        Cell("AppStorage String", "dark", as: "", reads: "dark"),
-        Cell("AppStorage Data", Data([1, 2]), as: Data(), reads: Data([1, 2])),
-        Cell("AppStorage Date", date, as: Date.distantPast, reads: date),
-        Cell("AppStorage String enum", "dark", as: Theme.light, reads: .dark),
-        Cell("AppStorage Int enum", 2, as: Level.one, reads: .two),
-        Cell("AppStorage Codable as JSON text", #"["a","b"]"#, as: [String](), reads: ["a", "b"]),
-        Cell("AppStorage Codable as JSON data", json(prefsJSON), as: UserPreferences(), reads: prefs),
-        Cell("AppStorage Optional String", "dark", as: String?.none, reads: "dark"),
+        Cell("AppStorage Bool", true, as: PrefKey("value", default: false), reads: true),
+        Cell("AppStorage Int", 42, as: PrefKey("value", default: 0), reads: 42),
+        Cell("AppStorage Double", 0.5, as: PrefKey("value", default: 0.0), reads: 0.5),
+        Cell("AppStorage String", "dark", as: PrefKey("value", default: ""), reads: "dark"),
+        Cell("AppStorage Data", Data([1, 2]), as: PrefKey("value", default: Data()), reads: Data([1, 2])),
+        Cell("AppStorage Date", date, as: PrefKey("value", default: Date.distantPast), reads: date),
+        Cell("AppStorage String enum", "dark", as: PrefKey("value", default: Theme.light), reads: .dark),
+        Cell("AppStorage Int enum", 2, as: PrefKey("value", default: Level.one), reads: .two),
+        Cell(
+            "AppStorage Codable as JSON text", #"["a","b"]"#, as: PrefKey("value", default: [String]()),
+            reads: ["a", "b"]),
+        Cell(
+            "AppStorage Codable as JSON data", json(prefsJSON), as: PrefKey("value", default: UserPreferences()),
+            reads: prefs),
+        Cell("AppStorage Optional String", "dark", as: PrefKey("value", default: String?.none), reads: "dark"),
     ]
 
     @Test(arguments: defaults + boutique + appStorage)

@@ -360,7 +360,7 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     /// `object` without the optionals Foundation wraps around it.
     private static func unwrapped(_ object: Any?) -> Any? {
         guard let object else { return nil }
-        if let optional = object as? any OptionalCodable { return unwrapped(optional.wrappedAny) }
+        if let optional = object as? any _OptionalPrefValue { return unwrapped(optional._wrapped) }
         return object
     }
 }

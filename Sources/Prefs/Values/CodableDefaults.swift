@@ -35,108 +35,55 @@ enum MissingFields {
         case .data(let bytes) where bytes.first == UInt8(ascii: "{"): json = bytes
         default: return nil
         }
-        let decoder = ForeignForms.decoder
-        guard var tree = try? decoder.decode(JSONTree.self, from: json), case .object = tree,
-            let defaults = try? decoder.decode(JSONTree.self, from: ForeignForms.encoder.encode(defaultValue))
+        guard var tree = try? JSONSerialization.jsonObject(with: json) as? [String: Any],
+            let encodedDefault = try? ForeignForms.encoder.encode(defaultValue),
+            let defaults = try? JSONSerialization.jsonObject(with: encodedDefault, options: [.fragmentsAllowed])
         else { return nil }
         // Each round fills one field; a type has finitely many, and a field that cannot be filled ends the loop.
         for _ in 0..<1024 {
             do {
-                return try decoder.decode(T.self, from: ForeignForms.encoder.encode(tree))
+                return try ForeignForms.decoder.decode(T.self, from: JSONSerialization.data(withJSONObject: tree))
             } catch DecodingError.keyNotFound(let key, let context) {
                 let path = context.codingPath + [key]
-                guard let value = defaults.member(at: path), tree.setMember(value, at: path) else { return nil }
+                guard let value = member(of: defaults, at: path[...]),
+                    let filled = setting(value, at: path[...], in: tree) as? [String: Any]
+                else { return nil }
+                tree = filled
             } catch {
                 return nil
             }
         }
         return nil
     }
-}
-
-/// A JSON document as `JSONDecoder` reads it, numbers kept exactly (integers as integers), for filling in fields.
-enum JSONTree: Codable, Equatable {
-    case null
-    case bool(Bool)
-    case int(Int64)
-    case unsignedInt(UInt64)
-    case double(Double)
-    case string(String)
-    case array([JSONTree])
-    case object([String: JSONTree])
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() {
-            self = .null
-        } else if let flag = try? container.decode(Bool.self) {
-            self = .bool(flag)
-        } else if let number = try? container.decode(Int64.self) {
-            self = .int(number)
-        } else if let number = try? container.decode(UInt64.self) {
-            self = .unsignedInt(number)
-        } else if let number = try? container.decode(Double.self) {
-            self = .double(number)
-        } else if let text = try? container.decode(String.self) {
-            self = .string(text)
-        } else if let elements = try? container.decode([JSONTree].self) {
-            self = .array(elements)
-        } else {
-            self = .object(try container.decode([String: JSONTree].self))
-        }
-    }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        switch self {
-        case .null: try container.encodeNil()
-        case .bool(let flag): try container.encode(flag)
-        case .int(let number): try container.encode(number)
-        case .unsignedInt(let number): try container.encode(number)
-        case .double(let number): try container.encode(number)
-        case .string(let text): try container.encode(text)
-        case .array(let elements): try container.encode(elements)
-        case .object(let members): try container.encode(members)
-        }
-    }
 
     /// The value at a `JSONDecoder` coding path: object members by name, array elements by index.
-    func member(at path: some Collection<any CodingKey>) -> JSONTree? {
-        guard let first = path.first else { return self }
-        switch self {
-        case .object(let members): return members[first.stringValue]?.member(at: path.dropFirst())
-        case .array(let elements):
-            guard let index = first.intValue, elements.indices.contains(index) else { return nil }
-            return elements[index].member(at: path.dropFirst())
-        default: return nil
+    private static func member(of tree: Any, at path: ArraySlice<any CodingKey>) -> Any? {
+        guard let first = path.first else { return tree }
+        if let object = tree as? [String: Any], let child = object[first.stringValue] {
+            return member(of: child, at: path.dropFirst())
         }
+        if let array = tree as? [Any], let index = first.intValue, array.indices.contains(index) {
+            return member(of: array[index], at: path.dropFirst())
+        }
+        return nil
     }
 
-    /// Sets the value at a coding path whose containers all exist; false when one does not.
-    mutating func setMember(_ value: JSONTree, at path: some Collection<any CodingKey>) -> Bool {
-        guard let first = path.first else {
-            self = value
-            return true
+    /// `tree` with the value at a coding path set, the last member added if missing; nil when a container on the
+    /// way does not exist.
+    private static func setting(_ value: Any, at path: ArraySlice<any CodingKey>, in tree: Any) -> Any? {
+        guard let first = path.first else { return value }
+        if var object = tree as? [String: Any] {
+            let child = object[first.stringValue] ?? (path.count == 1 ? value : nil)
+            guard let child, let updated = setting(value, at: path.dropFirst(), in: child) else { return nil }
+            object[first.stringValue] = updated
+            return object
         }
-        switch self {
-        case .object(var members):
-            let rest = path.dropFirst()
-            if rest.isEmpty {
-                members[first.stringValue] = value
-            } else {
-                guard var child = members[first.stringValue], child.setMember(value, at: rest) else { return false }
-                members[first.stringValue] = child
-            }
-            self = .object(members)
-            return true
-        case .array(var elements):
-            guard let index = first.intValue, elements.indices.contains(index),
-                elements[index].setMember(value, at: path.dropFirst())
-            else { return false }
-            self = .array(elements)
-            return true
-        default:
-            return false
+        if var array = tree as? [Any], let index = first.intValue, array.indices.contains(index),
+            let updated = setting(value, at: path.dropFirst(), in: array[index])
+        {
+            array[index] = updated
+            return array
         }
+        return nil
     }
 }

@@ -1,15 +1,15 @@
 import Foundation
 
-/// The stored forms other libraries write, read back as the declared type.
-///
-/// A `Codable` type is read first in Prefs' own form; when that fails, or when the stored text is plainly another
-/// library's JSON, these forms are tried:
+/// The stored forms other libraries write, read back as the declared type by
+/// `ValueCodec.readingForeignForms(hasNativeForm:)`, apart from the type's own form:
 /// - sindresorhus/Defaults keeps a `Codable` value (a `Codable` enum with a raw value included) as JSON text: the
 ///   enum `.dark` as the string `"\"dark\""`, a URL as `"\"https:\/\/example.com\""`, a struct as `{"name":…}`;
 ///   arrays and dictionaries of such values as arrays and dictionaries of JSON texts.
 /// - Boutique's `@StoredValue` keeps every value as the JSON-encoded data of `{"value": …}`, nil as
 ///   `{"value":null}`.
 /// - `@AppStorage` users keep `Codable` values as JSON text or JSON data.
+///
+/// A type read as JSON also reads Prefs' native forms of its values this way (an `.int` as a JSON number).
 enum ForeignForms {
     /// The JSON coders of Prefs' own JSON text: sorted keys, and non-finite numbers named, so they round-trip.
     static let encoder: JSONEncoder = {
@@ -33,6 +33,15 @@ enum ForeignForms {
         return String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 
+    /// Prefs' own JSON form: JSON text, or JSON data as `@AppStorage` users store it.
+    static func decodeJSON<T: Decodable>(_ stored: PrefValue, as type: T.Type) throws -> T {
+        switch stored {
+        case .string(let text): try decoder.decode(T.self, from: Data(text.utf8))
+        case .data(let bytes): try decoder.decode(T.self, from: bytes)
+        default: throw mismatch("JSON text for \(T.self)", stored)
+        }
+    }
+
     /// Boutique's envelope.
     private struct Envelope<Value: Decodable>: Decodable {
         let value: Value
@@ -47,46 +56,41 @@ enum ForeignForms {
         return true
     }
 
-    /// Decodes `stored` as `T`: with `primary` (Prefs' own form), then with the other libraries' forms.
-    static func decode<T: Decodable>(
-        _ stored: PrefValue, as type: T.Type, _ primary: (PrefValue) throws -> Any
-    ) throws -> Any {
+    /// `stored` as `T` when it is plainly another library's form, tried before the type's own: Boutique's envelope,
+    /// and for a type without a form of its own Defaults' JSON text of a string (so a type whose `init(rawValue:)`
+    /// accepts anything does not take the quotes as content).
+    static func plainlyForeign<T: Decodable>(_ stored: PrefValue, as type: T.Type, hasNativeForm: Bool) -> T? {
         switch stored {
-        case .string(let text) where T.self != String.self && text.hasPrefix("\""):
-            // Defaults' JSON text of a value that encodes as a JSON string: a raw-value enum, a URL, a tag.
-            // Read first, so a type whose init(rawValue:) accepts anything does not take the quotes as content.
-            if let value = try? decoder.decode(T.self, from: Data(text.utf8)) { return value }
-        case .data(let bytes) where T.self == Data.self:
-            // Boutique's envelope around Data; plain bytes that are not one stay as they are.
-            if let value = envelope(bytes, as: T.self) { return value }
-        default:
-            break
+        case .data(let bytes): envelope(bytes, as: T.self)
+        case .string(let text) where !hasNativeForm && text.hasPrefix("\""):
+            try? decoder.decode(T.self, from: Data(text.utf8))
+        default: nil
         }
-        let primaryError: any Error
-        do { return try primary(stored) } catch { primaryError = error }
+    }
+
+    /// `stored` as `T` in another library's form, tried once the type's own form failed; nil when none fits.
+    static func decode<T: Decodable>(_ stored: PrefValue, as type: T.Type, hasNativeForm: Bool) -> T? {
         switch stored {
-        case .data(let bytes):
-            if let value = envelope(bytes, as: T.self) { return value }
-        case .string(let text)
-        where !(T.self is any PrefValueConvertible.Type) || text.first == "[" || text.first == "{":
-            // JSON text of a Codable value (Defaults keeps an `Int` enum as "2"), or of an array or dictionary
-            // (AppStorage users). A type with a native form is never kept as bare JSON text ("3" for an `Int`),
-            // so such text stays a type mismatch.
+        case .string(let text):
+            // JSON text of a Codable value (Defaults keeps an `Int` enum as "2", a URL as quoted text), or of an array
+            // or dictionary (AppStorage users). A type with a native form is never kept as bare JSON text ("3" for
+            // an `Int`), so such text stays a type mismatch.
+            guard !hasNativeForm || ["[", "{", "\""].contains(text.first) else { return nil }
             if let value = try? decoder.decode(T.self, from: Data(text.utf8)) { return value }
-        case .array, .dictionary:
-            // Defaults' collections of Codable values hold each element as JSON text.
-            for expanding in [false, true] {
-                let tree = jsonObject(stored, expandingJSONText: expanding)
-                if let data = try? JSONSerialization.data(withJSONObject: tree, options: [.fragmentsAllowed]),
-                    let value = try? decoder.decode(T.self, from: data)
-                {
-                    return value
-                }
+            if hasNativeForm { return nil }
+        case .array, .dictionary: break
+        default: if hasNativeForm { return nil }
+        }
+        // Defaults' collections of Codable values hold each element as JSON text; a JSON-read type's native values.
+        for expanding in [false, true] {
+            let tree = jsonObject(stored, expandingJSONText: expanding)
+            if let data = try? JSONSerialization.data(withJSONObject: tree, options: [.fragmentsAllowed]),
+                let value = try? decoder.decode(T.self, from: data)
+            {
+                return value
             }
-        default:
-            break
         }
-        throw primaryError
+        return nil
     }
 
     private static func envelope<T: Decodable>(_ bytes: Data, as type: T.Type) -> T? {

@@ -1,28 +1,3 @@
-extension ValueCodec where Value: RawRepresentable, Value.RawValue: PrefValueConvertible & Codable {
-    /// A `RawRepresentable` value stored as its raw value (a `String` or an `Int`, as `@AppStorage` stores it), read
-    /// back through `init(rawValue:)`; a raw value the type refuses is a type mismatch.
-    static var rawValue: ValueCodec {
-        let raw = ValueCodec<Value.RawValue>(codable: Value.RawValue.self)
-        return ValueCodec(
-            encode: { try raw.encode($0.rawValue) },
-            decode: { stored in
-                let rawValue = try raw.decode(stored)
-                guard let value = Value(rawValue: rawValue) else {
-                    throw PrefsError.typeMismatch(
-                        key: "", expected: "a raw value of \(Value.self)", found: String(describing: rawValue))
-                }
-                return value
-            })
-    }
-
-    /// The same for an optional: nil removes the key.
-    static var optionalRawValue: ValueCodec<Value?> {
-        let codec = rawValue
-        return ValueCodec<Value?>(
-            encode: { value in try value.flatMap { try codec.encode($0) } }, decode: { try codec.decode($0) })
-    }
-}
-
 extension PrefKey {
     /// `PrefKey("sort", default: SortOrder.name)` declares a key for a `RawRepresentable` type, such as an enum with
     /// `String` or `Int` raw values, that need not be `Codable`: it is stored as its raw value, as `@AppStorage`
@@ -36,22 +11,28 @@ extension PrefKey {
     /// raw value, and the forms other libraries wrote for it read too, as for any `Codable` type.
     public init(_ name: String, default defaultValue: Value)
     where Value: RawRepresentable & Codable, Value.RawValue: PrefValueConvertible & Codable {
-        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(codable: Value.self))
+        self.init(
+            name: name, defaultValue: defaultValue, codec: ValueCodec.rawValue.readingForeignForms(hasNativeForm: false)
+        )
     }
 
     /// `PrefKey<SortOrder?>("sort")` declares an optional key for a `RawRepresentable` type: nil until something is
     /// stored, and storing nil removes the key.
-    public init<Wrapped>(_ name: String, default defaultValue: Value = nil)
-    where Value == Wrapped?, Wrapped: RawRepresentable & Sendable, Wrapped.RawValue: PrefValueConvertible & Codable {
-        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec<Wrapped>.optionalRawValue)
+    public init(_ name: String, default defaultValue: Value = nil)
+    where
+        Value: _OptionalPrefValue, Value.Wrapped: RawRepresentable & Sendable,
+        Value.Wrapped.RawValue: PrefValueConvertible & Codable
+    {
+        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(wrapping: .rawValue))
     }
 
     /// `PrefKey<Theme?>("theme")` for an optional of a `RawRepresentable` type that is `Codable` too.
-    public init<Wrapped>(_ name: String, default defaultValue: Value = nil)
+    public init(_ name: String, default defaultValue: Value = nil)
     where
-        Value == Wrapped?, Wrapped: RawRepresentable & Codable & Sendable,
-        Wrapped.RawValue: PrefValueConvertible & Codable
+        Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
+        Value.Wrapped.RawValue: PrefValueConvertible & Codable
     {
-        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(codable: Value.self))
+        let wrapped = ValueCodec<Value.Wrapped>.rawValue.readingForeignForms(hasNativeForm: false)
+        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(wrapping: wrapped))
     }
 }

@@ -28,37 +28,36 @@ public struct PrefKey<Value: Sendable & Equatable>: Sendable {
     ///   - name: The name the value is stored under.
     ///   - defaultValue: The value read while nothing is stored.
     public init(_ name: String, default defaultValue: Value) where Value: Codable {
-        let codec = ValueCodec(codable: Value.self).fillingMissingFields(from: defaultValue)
-        self.init(name: name, defaultValue: defaultValue, codec: codec)
+        self.init(
+            name: name, defaultValue: defaultValue, codec: ValueCodec.json.fillingMissingFields(from: defaultValue))
     }
 
     /// `PrefKey("version", default: Version(1, 0))` declares a key for a type that chooses its own stored form
     /// through ``PrefValueConvertible`` and need not be `Codable`.
     public init(_ name: String, default defaultValue: Value) where Value: PrefValueConvertible {
-        let codec = ValueCodec<Value>(encode: { try $0.prefValue }, decode: { try Value(prefValue: $0) })
-        self.init(name: name, defaultValue: defaultValue, codec: codec)
+        self.init(name: name, defaultValue: defaultValue, codec: .native)
     }
 
     /// `PrefKey("count", default: 0)` for a type that is both `Codable` and ``PrefValueConvertible`` (every
     /// built-in type): its own stored form wins.
     public init(_ name: String, default defaultValue: Value) where Value: PrefValueConvertible & Codable {
-        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(codable: Value.self))
+        self.init(
+            name: name, defaultValue: defaultValue, codec: ValueCodec.native.readingForeignForms(hasNativeForm: true))
     }
 
     /// `PrefKey<User?>("owner")` declares an optional key for a ``PrefValueConvertible`` type: it reads nil until
     /// something is stored, and storing nil removes the key.
-    public init<Wrapped>(_ name: String, default defaultValue: Value = nil)
-    where Value == Wrapped?, Wrapped: PrefValueConvertible {
-        let codec = ValueCodec<Value>(
-            encode: { value in try value.map { try $0.prefValue } }, decode: { try Wrapped(prefValue: $0) })
-        self.init(name: name, defaultValue: defaultValue, codec: codec)
+    public init(_ name: String, default defaultValue: Value = nil)
+    where Value: _OptionalPrefValue, Value.Wrapped: PrefValueConvertible {
+        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(wrapping: .native))
     }
 
     /// `PrefKey<Int?>("limit")` for an optional of a type that is both `Codable` and ``PrefValueConvertible``:
     /// its own stored form wins.
-    public init<Wrapped>(_ name: String, default defaultValue: Value = nil)
-    where Value == Wrapped?, Wrapped: PrefValueConvertible & Codable {
-        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(codable: Value.self))
+    public init(_ name: String, default defaultValue: Value = nil)
+    where Value: _OptionalPrefValue & Codable, Value.Wrapped: PrefValueConvertible & Codable {
+        let wrapped = ValueCodec<Value.Wrapped>.native.readingForeignForms(hasNativeForm: true)
+        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(wrapping: wrapped))
     }
 
     init(name: String, defaultValue: Value, codec: ValueCodec<Value>) {

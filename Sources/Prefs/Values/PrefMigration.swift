@@ -35,7 +35,7 @@ public struct PrefMigration<Value: Sendable & Equatable>: Sendable {
     public static func converted<Old: Codable & Sendable>(
         from oldKey: String, as old: Old.Type, _ convert: @escaping @Sendable (Old) -> Value
     ) -> Self {
-        let codec = ValueCodec(codable: Old.self)
+        let codec = ValueCodec<Old>.json
         return Self(
             oldKey: oldKey, oldForm: "\(Old.self)",
             convert: { stored, _ in convert(try codec.decode(stored, key: oldKey)) })
@@ -46,7 +46,7 @@ public struct PrefMigration<Value: Sendable & Equatable>: Sendable {
     public static func converted<Old: Codable & Sendable>(
         as old: Old.Type, _ convert: @escaping @Sendable (Old) -> Value
     ) -> Self {
-        let codec = ValueCodec(codable: Old.self)
+        let codec = ValueCodec<Old>.json
         return Self(oldKey: nil, oldForm: "\(Old.self)", convert: { stored, _ in convert(try codec.decode(stored)) })
     }
 }

@@ -28,16 +28,11 @@ extension PrefValue {
     ///
     /// - Throws: ``PrefsError/decodingFailed(key:reason:)`` when no form decodes as `T`.
     public func decoded<T: Decodable>(as type: T.Type) throws -> T {
+        if let value = ForeignForms.plainlyForeign(self, as: T.self, hasNativeForm: false) { return value }
         do {
-            let value = try ForeignForms.decode(self, as: T.self) { stored in
-                switch stored {
-                case .string(let text): return try ForeignForms.decoder.decode(T.self, from: Data(text.utf8))
-                case .data(let bytes): return try ForeignForms.decoder.decode(T.self, from: bytes)
-                default: throw mismatch("JSON text for \(T.self)", stored)
-                }
-            }
-            return value as! T
+            return try ForeignForms.decodeJSON(self, as: T.self)
         } catch {
+            if let value = ForeignForms.decode(self, as: T.self, hasNativeForm: false) { return value }
             throw PrefsError.decodingFailed(key: "", reason: String(describing: error))
         }
     }

@@ -30,7 +30,8 @@ public struct SecureStoredValue<Value: Codable & Sendable & Equatable>: Sendable
     /// The state in use: the declared one, or for a wrapper without `store:` its stand-in in the current scope.
     var box: StoredValueBox<Value?> { followsSecureScope ? declared.inCurrentSecureScope() : declared }
 
-    /// `@SecureStoredValue<String>(key: "authToken") var authToken` stores a secret under `key`.
+    /// `@SecureStoredValue<Credentials>(key: "credentials") var credentials` stores a `Codable` secret under `key`,
+    /// as JSON text.
     ///
     /// - Parameters:
     ///   - key: The secret's name inside the vault (names are encrypted too).
@@ -38,10 +39,30 @@ public struct SecureStoredValue<Value: Codable & Sendable & Equatable>: Sendable
     ///     services can use the same key names.
     ///   - store: The vault to use; ``PrefsConfig/secureStore`` when nil.
     public init(key: String, service: String? = nil, store: (any KeyValueStore)? = nil) {
+        self.init(key: key, service: service, store: store, codec: .json)
+    }
+
+    /// `@SecureStoredValue<String>(key: "authToken") var authToken` stores a secret of a type with its own stored
+    /// form (`String`, `Bool`, `[String]`, …) in that form.
+    public init(key: String, service: String? = nil, store: (any KeyValueStore)? = nil)
+    where Value: PrefValueConvertible {
+        self.init(
+            key: key, service: service, store: store, codec: ValueCodec.native.readingForeignForms(hasNativeForm: true))
+    }
+
+    /// `@SecureStoredValue<Theme>(key: "theme") var theme` stores a `RawRepresentable` secret as its raw value.
+    public init(key: String, service: String? = nil, store: (any KeyValueStore)? = nil)
+    where Value: RawRepresentable, Value.RawValue: PrefValueConvertible {
+        self.init(
+            key: key, service: service, store: store,
+            codec: ValueCodec.rawValue.readingForeignForms(hasNativeForm: false))
+    }
+
+    private init(key: String, service: String?, store: (any KeyValueStore)?, codec: ValueCodec<Value>) {
         let name = service.map { "\($0).\(key)" } ?? key
         followsSecureScope = store == nil
         declared = StoredValueBox(
-            key: name, defaultValue: nil, codec: ValueCodec(redactingErrorsOf: ValueCodec(codable: Value?.self)),
+            key: name, defaultValue: nil, codec: ValueCodec(redactingErrorsOf: ValueCodec<Value?>(wrapping: codec)),
             store: store ?? DefaultStores.secureStore)
     }
 

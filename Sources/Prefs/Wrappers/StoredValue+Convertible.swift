@@ -1,3 +1,7 @@
+public import Foundation
+
+// A type with its own stored form (``PrefValueConvertible``: every built-in type), or an optional of one: stored in
+// that form, whichever way the wrapper is declared. Each overload names the static type, so the codec is chosen here.
 extension StoredValue {
     /// `@StoredValue(key: "owner") var owner = User(name: "Ada")` stores a ``PrefValueConvertible`` type that need
     /// not be `Codable`, in the form it chooses.
@@ -12,17 +16,67 @@ extension StoredValue {
         self.init(PrefKey(key, default: wrappedValue), store: store)
     }
 
+    /// `@StoredValue(key: "enabled", storage: defaults) var enabled = false`: the same, in a `UserDefaults` instance.
+    public init(wrappedValue: Value, key: String, storage: UserDefaults) where Value: PrefValueConvertible & Codable {
+        self.init(PrefKey(key, default: wrappedValue), store: UserDefaultsStore.store(for: storage))
+    }
+
+    /// `StoredValue(key: "volume", default: 5)` creates the wrapper of a built-in type without property syntax.
+    public init(key: String, default defaultValue: Value, store: (any KeyValueStore)? = nil)
+    where Value: PrefValueConvertible & Codable {
+        self.init(PrefKey(key, default: defaultValue), store: store)
+    }
+
+    /// `StoredValue(key: "volume", default: 5, storage: defaults)`: the same, in a `UserDefaults` instance.
+    public init(key: String, default defaultValue: Value, storage: UserDefaults)
+    where Value: PrefValueConvertible & Codable {
+        self.init(PrefKey(key, default: defaultValue), store: UserDefaultsStore.store(for: storage))
+    }
+
     /// `@StoredValue(key: "owner") var owner: User?` declares an optional ``PrefValueConvertible`` preference that
     /// reads nil until something is stored.
-    public init<Wrapped>(key: String, store: (any KeyValueStore)? = nil)
-    where Value == Wrapped?, Wrapped: PrefValueConvertible {
-        self.init(PrefKey<Wrapped?>(key), store: store)
+    public init(key: String, store: (any KeyValueStore)? = nil)
+    where Value: _OptionalPrefValue, Value.Wrapped: PrefValueConvertible {
+        self.init(PrefKey(key), store: store)
     }
 
     /// `@StoredValue(key: "limit") var limit: Int?` for an optional of a type that is both `Codable` and
     /// ``PrefValueConvertible``: its own stored form wins.
-    public init<Wrapped>(key: String, store: (any KeyValueStore)? = nil)
-    where Value == Wrapped?, Wrapped: PrefValueConvertible & Codable {
-        self.init(PrefKey<Wrapped?>(key), store: store)
+    public init(key: String, store: (any KeyValueStore)? = nil)
+    where Value: _OptionalPrefValue & Codable, Value.Wrapped: PrefValueConvertible & Codable {
+        self.init(PrefKey(key), store: store)
+    }
+
+    /// `@StoredValue(key: "limit", storage: defaults) var limit: Int?`: the same, in a `UserDefaults` instance.
+    public init(key: String, storage: UserDefaults)
+    where Value: _OptionalPrefValue & Codable, Value.Wrapped: PrefValueConvertible & Codable {
+        self.init(PrefKey(key), store: UserDefaultsStore.store(for: storage))
+    }
+
+    /// `@StoredValue(key: "lastOpenedDate") var lastOpenedDate: Date? = nil`: an optional of a built-in type, nil
+    /// removing the key.
+    public init(wrappedValue: Value, key: String, store: (any KeyValueStore)? = nil)
+    where Value: _OptionalPrefValue & Codable, Value.Wrapped: PrefValueConvertible & Codable {
+        self.init(PrefKey(key, default: wrappedValue), store: store)
+    }
+
+    /// `@StoredValue(key: "lastOpenedDate", storage: defaults) var lastOpenedDate: Date? = nil`: the same, in a
+    /// `UserDefaults` instance.
+    public init(wrappedValue: Value, key: String, storage: UserDefaults)
+    where Value: _OptionalPrefValue & Codable, Value.Wrapped: PrefValueConvertible & Codable {
+        self.init(PrefKey(key, default: wrappedValue), store: UserDefaultsStore.store(for: storage))
+    }
+
+    /// `StoredValue(key: "limit", default: Int?(5))` creates the wrapper of an optional built-in type without
+    /// property syntax.
+    public init(key: String, default defaultValue: Value, store: (any KeyValueStore)? = nil)
+    where Value: _OptionalPrefValue & Codable, Value.Wrapped: PrefValueConvertible & Codable {
+        self.init(PrefKey(key, default: defaultValue), store: store)
+    }
+
+    /// `StoredValue(key: "limit", default: Int?(5), storage: defaults)`: the same, in a `UserDefaults` instance.
+    public init(key: String, default defaultValue: Value, storage: UserDefaults)
+    where Value: _OptionalPrefValue & Codable, Value.Wrapped: PrefValueConvertible & Codable {
+        self.init(PrefKey(key, default: defaultValue), store: UserDefaultsStore.store(for: storage))
     }
 }

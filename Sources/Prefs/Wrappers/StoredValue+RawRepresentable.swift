@@ -1,5 +1,8 @@
 public import Foundation
 
+// A `RawRepresentable` type (an enum with `String` or `Int` raw values), or an optional of one: stored as its raw
+// value, as `@AppStorage` stores it, whichever way the wrapper is declared. A `Codable` one reads the forms other
+// libraries wrote for it too.
 extension StoredValue where Value: RawRepresentable, Value.RawValue: PrefValueConvertible & Codable {
     /// `@StoredValue(key: "sort") var sort: SortOrder = .name` stores a `RawRepresentable` value, such as an enum with
     /// `String` or `Int` raw values, as its raw value; the type need not be `Codable` (as with `@AppStorage`).
@@ -28,22 +31,82 @@ extension StoredValue where Value: RawRepresentable & Codable, Value.RawValue: P
     public init(wrappedValue: Value, key: String, storage: UserDefaults) {
         self.init(PrefKey(key, default: wrappedValue), store: UserDefaultsStore.store(for: storage))
     }
+
+    /// `StoredValue(key: "theme", default: Theme.light)` creates the wrapper without property syntax.
+    public init(key: String, default defaultValue: Value, store: (any KeyValueStore)? = nil) {
+        self.init(PrefKey(key, default: defaultValue), store: store)
+    }
+
+    /// `StoredValue(key: "theme", default: Theme.light, storage: defaults)`: the same, in a `UserDefaults` instance.
+    public init(key: String, default defaultValue: Value, storage: UserDefaults) {
+        self.init(PrefKey(key, default: defaultValue), store: UserDefaultsStore.store(for: storage))
+    }
 }
 
 extension StoredValue {
     /// `@StoredValue(key: "sort") var sort: SortOrder?` declares an optional `RawRepresentable` preference, nil until
     /// something is stored.
-    public init<Wrapped>(key: String, store: (any KeyValueStore)? = nil)
-    where Value == Wrapped?, Wrapped: RawRepresentable & Sendable, Wrapped.RawValue: PrefValueConvertible & Codable {
-        self.init(PrefKey(name: key, defaultValue: nil, codec: ValueCodec<Wrapped>.optionalRawValue), store: store)
+    public init(key: String, store: (any KeyValueStore)? = nil)
+    where
+        Value: _OptionalPrefValue, Value.Wrapped: RawRepresentable & Sendable,
+        Value.Wrapped.RawValue: PrefValueConvertible & Codable
+    {
+        self.init(PrefKey(key), store: store)
     }
 
     /// `@StoredValue(key: "theme") var theme: Theme?` for an optional `RawRepresentable` type that is `Codable` too.
-    public init<Wrapped>(key: String, store: (any KeyValueStore)? = nil)
+    public init(key: String, store: (any KeyValueStore)? = nil)
     where
-        Value == Wrapped?, Wrapped: RawRepresentable & Codable & Sendable,
-        Wrapped.RawValue: PrefValueConvertible & Codable
+        Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
+        Value.Wrapped.RawValue: PrefValueConvertible & Codable
     {
-        self.init(PrefKey(key, default: nil), store: store)
+        self.init(PrefKey(key), store: store)
+    }
+
+    /// `@StoredValue(key: "theme", storage: defaults) var theme: Theme?`: the same, in a `UserDefaults` instance.
+    public init(key: String, storage: UserDefaults)
+    where
+        Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
+        Value.Wrapped.RawValue: PrefValueConvertible & Codable
+    {
+        self.init(PrefKey(key), store: UserDefaultsStore.store(for: storage))
+    }
+
+    /// `@StoredValue(key: "theme") var theme: Theme? = nil`: an optional raw-value type, nil removing the key.
+    public init(wrappedValue: Value, key: String, store: (any KeyValueStore)? = nil)
+    where
+        Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
+        Value.Wrapped.RawValue: PrefValueConvertible & Codable
+    {
+        self.init(PrefKey(key, default: wrappedValue), store: store)
+    }
+
+    /// `@StoredValue(key: "theme", storage: defaults) var theme: Theme? = nil`: the same, in a `UserDefaults`
+    /// instance.
+    public init(wrappedValue: Value, key: String, storage: UserDefaults)
+    where
+        Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
+        Value.Wrapped.RawValue: PrefValueConvertible & Codable
+    {
+        self.init(PrefKey(key, default: wrappedValue), store: UserDefaultsStore.store(for: storage))
+    }
+
+    /// `StoredValue(key: "theme", default: Theme?.none)` creates the wrapper of an optional raw-value type without
+    /// property syntax.
+    public init(key: String, default defaultValue: Value, store: (any KeyValueStore)? = nil)
+    where
+        Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
+        Value.Wrapped.RawValue: PrefValueConvertible & Codable
+    {
+        self.init(PrefKey(key, default: defaultValue), store: store)
+    }
+
+    /// `StoredValue(key: "theme", default: Theme?.none, storage: defaults)`: the same, in a `UserDefaults` instance.
+    public init(key: String, default defaultValue: Value, storage: UserDefaults)
+    where
+        Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
+        Value.Wrapped.RawValue: PrefValueConvertible & Codable
+    {
+        self.init(PrefKey(key, default: defaultValue), store: UserDefaultsStore.store(for: storage))
     }
 }

@@ -35,16 +35,18 @@ public import Foundation
 @propertyWrapper
 public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     /// The state this wrapper was created with.
-    @usableFromInline let declared: StoredValueBox<Value>
+    let declared: StoredValueBox<Value>
     /// Declared without `store:`: inside a `withDefaultStore` scope the wrapper uses that scope's store.
-    @usableFromInline let followsDefaultScope: Bool
+    let followsDefaultScope: Bool
 
     /// The state in use: the declared one, or for a wrapper without `store:` its stand-in in the current scope.
-    @inlinable var box: StoredValueBox<Value> {
+    var box: StoredValueBox<Value> {
         followsDefaultScope ? declared.inCurrentDefaultScope() : declared
     }
 
-    /// `@StoredValue(key: "theme") var theme: Theme = .light` stores under `key`, defaulting to the initial value.
+    /// `@StoredValue(key: "editor") var editor = EditorSettings()` stores a `Codable` value under `key` as JSON text,
+    /// defaulting to the initial value. Built-in types, `RawRepresentable` types and optionals of them have
+    /// overloads of their own that store them natively.
     ///
     /// - Parameters:
     ///   - wrappedValue: The default, read while nothing is stored.
@@ -54,8 +56,8 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
         self.init(PrefKey(key, default: wrappedValue), store: store)
     }
 
-    /// `@StoredValue(key: "shared", storage: UserDefaults(suiteName: "group.x")!) var shared = false` stores in that
-    /// `UserDefaults` instance, given the way Boutique and `@AppStorage` take it.
+    /// `@StoredValue(key: "shared", storage: UserDefaults(suiteName: "group.x")!) var shared = Shared()` stores in
+    /// that `UserDefaults` instance, given the way Boutique and `@AppStorage` take it.
     ///
     /// Reads and writes go through the instance's own API (see ``FoundationUserDefaultsStore``), so code that
     /// calls the instance directly sees the wrapper's writes at once, and the wrapper sees that code's writes at
@@ -65,25 +67,25 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
         self.init(PrefKey(key, default: wrappedValue), store: UserDefaultsStore.store(for: storage))
     }
 
-    /// `@StoredValue(key: "lastSync", storage: defaults) var lastSync: Date?` declares an optional preference kept in
-    /// a `UserDefaults` instance, nil until something is stored.
-    public init<Wrapped>(key: String, storage: UserDefaults) where Value == Wrapped?, Wrapped: Codable {
+    /// `@StoredValue(key: "profile", storage: defaults) var profile: Profile?` declares an optional preference kept
+    /// in a `UserDefaults` instance, nil until something is stored.
+    public init(key: String, storage: UserDefaults) where Value: _OptionalPrefValue & Codable {
         self.init(PrefKey(key, default: nil), store: UserDefaultsStore.store(for: storage))
     }
 
-    /// `StoredValue(key: "volume", default: 5, storage: defaults)` creates a wrapper over a `UserDefaults` instance
-    /// without property syntax.
+    /// `StoredValue(key: "editor", default: EditorSettings(), storage: defaults)` creates a wrapper over a
+    /// `UserDefaults` instance without property syntax.
     public init(key: String, default defaultValue: Value, storage: UserDefaults) where Value: Codable {
         self.init(PrefKey(key, default: defaultValue), store: UserDefaultsStore.store(for: storage))
     }
 
-    /// `@StoredValue(key: "lastExport") var lastExport: Date?` declares an optional preference without `= nil`: it
-    /// reads nil until something is stored, as with `@AppStorage`.
-    public init<Wrapped>(key: String, store: (any KeyValueStore)? = nil) where Value == Wrapped?, Wrapped: Codable {
+    /// `@StoredValue(key: "profile") var profile: Profile?` declares an optional preference without `= nil`: it reads
+    /// nil until something is stored, as with `@AppStorage`.
+    public init(key: String, store: (any KeyValueStore)? = nil) where Value: _OptionalPrefValue & Codable {
         self.init(PrefKey(key, default: nil), store: store)
     }
 
-    /// `StoredValue(key: "hasHapticsEnabled", default: false)` creates the wrapper without property syntax.
+    /// `StoredValue(key: "editor", default: EditorSettings())` creates the wrapper without property syntax.
     public init(key: String, default defaultValue: Value, store: (any KeyValueStore)? = nil) where Value: Codable {
         self.init(PrefKey(key, default: defaultValue), store: store)
     }
@@ -102,7 +104,8 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
 
     /// `theme` reads the current value; `theme = .dark` stores a new one.
     public var wrappedValue: Value {
-        @inlinable get { box.value }
+        // Not through `box`, whose result the reader would retain and release.
+        get { followsDefaultScope ? declared.inCurrentDefaultScope().value : declared.value }
         nonmutating set { set(newValue) }
     }
 

@@ -1,17 +1,16 @@
 // ThreadSanitizer builds lock with Prefs' own annotated Mutex (Internal/Concurrency/TSanMutex.swift), which shadows
-// this module's; the inlinable read path uses its `Atomic` in every build.
-public import Synchronization
+// this module's.
+import Synchronization
 
 /// The shared state behind a `StoredValue`: its key, codec and store, the decoded value cached against the key's
 /// version, and the subscribers of its `values` streams.
-@usableFromInline
 final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     let key: String
     let defaultValue: Value
     let codec: ValueCodec<Value>
     let store: any KeyValueStore
     let migrations: [PrefMigration<Value>]
-    @usableFromInline let cell: KeyCell
+    let cell: KeyCell
 
     /// A `values` subscriber (yields each new value) or a `changes` subscriber (yields the old and new value).
     ///
@@ -39,27 +38,17 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         var listening = false
     }
 
-    /// The key version `cachedValue` was decoded at (0: never), and the lock that guards `cachedValue`.
+    /// The key version `cachedValue` was decoded at (0: never), under the lock that guards both.
     ///
-    /// The read path (`value`) is inlinable, so it is specialized for `Value` in the module that reads: the copy
-    /// of the value is then a plain load, not a call through the type's value witnesses. The value lives behind a
-    /// pointer rather than in a stored `var`, whose every access the runtime checked for exclusivity
-    /// (`swift_beginAccess`): the lock already makes the accesses exclusive.
-    @usableFromInline let cachedVersion = Mutex<UInt64>(0)
-    /// Only read or written while holding `cachedVersion`.
-    @usableFromInline nonisolated(unsafe) let cachedValue: UnsafeMutablePointer<Value>
-    /// For a value of plain bits that fit in 8 bytes (`Int`, `Bool`, `Double`, an enum without payloads), the cached
-    /// value's bits and the version they were decoded at (0: none), read without a lock: the version is read before
-    /// and after the bits, and a writer clears it before changing the bits, so equal versions mean the bits belong
-    /// to them.
-    @usableFromInline let cachedBits = Atomic<UInt64>(0)
-    @usableFromInline let cachedBitsVersion = Atomic<UInt64>(0)
-    /// Whether `Value` is cached in `cachedBits` as well.
-    @usableFromInline static var fitsInBits: Bool { _isPOD(Value.self) && MemoryLayout<Value>.size <= 8 }
+    /// A lock of a concrete type beside a plain stored value, not a `Mutex` of a (version, value) pair: a read in
+    /// unspecialized generic code then looks up no metadata of the pair's type, which cost more than the rest of it.
+    private let cachedVersion = Mutex<UInt64>(0)
+    /// Only read or written while holding `cachedVersion`'s lock, which makes the accesses exclusive.
+    @exclusivity(unchecked) private nonisolated(unsafe) var cachedValue: Value
     private let subscribers = Mutex(Subscribers())
     /// Whether the store is a ``FoundationUserDefaultsStore``, which cannot tell when other code changes the
     /// instance: each read first looks at the instance, so such a change is seen (and announced) at once.
-    @usableFromInline let looksBeforeReading: Bool
+    let looksBeforeReading: Bool
 
     init(
         key: String, defaultValue: Value, codec: ValueCodec<Value>, store: any KeyValueStore,
@@ -72,8 +61,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         self.migrations = migrations
         self.cell = store.changes.cell(for: key)
         self.looksBeforeReading = store is FoundationUserDefaultsStore
-        self.cachedValue = .allocate(capacity: 1)
-        self.cachedValue.initialize(to: defaultValue)
+        self.cachedValue = defaultValue
         if let conflict = cell.declare(KeyDeclaration(type: Value.self, defaultValue: defaultValue)) {
             ErrorReporter.report(
                 PrefsError.conflictingDeclarations(key: key, first: conflict.first, second: conflict.second),
@@ -88,7 +76,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     /// The state a wrapper declared without `store:` uses now: inside a `withDefaultStore` scope of another store
     /// (a test under `.isolatedPreferences`), this declaration's state on the scope's store, so a global or static
     /// wrapper follows each test; elsewhere this one.
-    @usableFromInline func inCurrentDefaultScope() -> StoredValueBox { standingIn(for: DefaultStores.scopedDefault) }
+    func inCurrentDefaultScope() -> StoredValueBox { standingIn(for: DefaultStores.scopedDefault) }
 
     /// The same for a secure wrapper declared without `store:`, in a `withDefaultSecureStore` scope.
     func inCurrentSecureScope() -> StoredValueBox { standingIn(for: DefaultStores.scopedSecure) }
@@ -103,74 +91,30 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
 
     deinit {
         cell.removeListener(ObjectIdentifier(self))
-        cachedValue.deinitialize(count: 1)
-        cachedValue.deallocate()
     }
 
     /// The current value: served from the cache unless the key changed since it was decoded.
-    @inlinable
     var value: Value {
-        if looksBeforeReading { lookAtStore() }
+        if looksBeforeReading { (store as? FoundationUserDefaultsStore)?.noticeChange(forKey: key) }
         cell.trackAccess()
         return currentValue()
     }
 
-    @usableFromInline @inline(never)
-    func lookAtStore() {
-        (store as? FoundationUserDefaultsStore)?.noticeChange(forKey: key)
-    }
-
-    /// Inlined into the reader: for small plain values a read is then three atomic loads and a compare, with no
-    /// call; everything else goes through ``lockedCurrentValue(at:)``.
-    @inlinable @inline(__always)
-    func currentValue() -> Value {
+    /// The cached value when it belongs to the key's current version, else a fresh one, decoded outside the lock
+    /// and cached unless a newer one was cached meanwhile.
+    private func currentValue() -> Value {
         let version = cell.version
-        if Self.fitsInBits {
-            let before = cachedBitsVersion.load(ordering: .acquiring)
-            if before == version {
-                let bits = cachedBits.load(ordering: .acquiring)
-                if cachedBitsVersion.load(ordering: .acquiring) == before {
-                    return withUnsafeBytes(of: bits) { $0.load(as: Value.self) }
-                }
-            }
-            return refresh(at: version)
-        }
-        return lockedCurrentValue(at: version)
-    }
-
-    /// The cached value under its lock when it belongs to `version`, else a fresh one.
-    @inlinable @inline(never)
-    func lockedCurrentValue(at version: UInt64) -> Value {
-        // No `Optional<Value>` here: where this is not specialized, forming one costs a metadata lookup.
         var isCurrent = false
         let cached = cachedVersion.withLock { cachedVersion -> Value in
             isCurrent = cachedVersion == version
-            return cachedValue.pointee
+            return cachedValue
         }
         if isCurrent { return cached }
-        return refresh(at: version)
-    }
-
-    /// Decodes the value of `version` from the store and caches it (unless a newer one was cached meanwhile).
-    @usableFromInline
-    func refresh(at version: UInt64) -> Value {
         let fresh = load()
         cachedVersion.withLock { cachedVersion in
-            if version > cachedVersion {
-                cachedVersion = version
-                cachedValue.pointee = fresh
-                if Self.fitsInBits {
-                    // Under the lock: one writer at a time. Clearing the version first makes a reader that saw
-                    // the old version before the new bits see a different version after them, and retry.
-                    var bits: UInt64 = 0
-                    withUnsafeMutableBytes(of: &bits) { destination in
-                        withUnsafeBytes(of: fresh) { destination.copyMemory(from: $0) }
-                    }
-                    cachedBitsVersion.store(0, ordering: .releasing)
-                    cachedBits.store(bits, ordering: .releasing)
-                    cachedBitsVersion.store(version, ordering: .releasing)
-                }
-            }
+            guard version > cachedVersion else { return }
+            cachedVersion = version
+            cachedValue = fresh
         }
         return fresh
     }

@@ -1,24 +1,23 @@
-public import Observation
-public import Synchronization
+import Observation
+import Synchronization
 
 /// One key of one store: a version counter advanced on every announced change, the Observation registrar that lets
 /// `withObservationTracking` see reads of this key, and the listeners that feed `values` streams.
-@usableFromInline
 final class KeyCell: Observable, Sendable {
     let key: String
-    @usableFromInline let versionCounter = Atomic<UInt64>(1)
-    @usableFromInline let registrar = ObservationRegistrar()
+    let versionCounter = Atomic<UInt64>(1)
+    let registrar = ObservationRegistrar()
     private let listeners = Mutex<[ObjectIdentifier: @Sendable (UInt64, ChangeFeed.Update) -> Void]>([:])
     /// The first declaration of the key by a wrapper, and the conflicting ones already reported.
     let declarations = Mutex<(first: KeyDeclaration?, reported: Set<String>)>((nil, []))
     // Key paths are immutable; the stored one only avoids re-forming it on every read. An instance constant, not a
     // static one, whose every read went through `swift_once` (7% of a cached read).
-    @usableFromInline nonisolated(unsafe) let versionPath: KeyPath<KeyCell, UInt64> = \KeyCell.version
+    nonisolated(unsafe) let versionPath: KeyPath<KeyCell, UInt64> = \KeyCell.version
 
     init(key: String) { self.key = key }
 
     /// Increases with every change of the key's value; starts at 1.
-    @inlinable var version: UInt64 { versionCounter.load(ordering: .acquiring) }
+    var version: UInt64 { versionCounter.load(ordering: .acquiring) }
 
     /// The version a failed read of this key was last reported at (0: never), so a failure of the same stored
     /// value is reported once, however often it is read.
@@ -30,7 +29,7 @@ final class KeyCell: Observable, Sendable {
     }
 
     /// Tells Observation that the current tracking scope read this key.
-    @inlinable func trackAccess() { registrar.access(self, keyPath: versionPath) }
+    func trackAccess() { registrar.access(self, keyPath: versionPath) }
 
     /// Moves to the next version when a change is announced, while the store still holds the lock under which
     /// it applied the change: a read after the write returns sees the new version and decodes the new value.

@@ -1,0 +1,101 @@
+import Foundation
+import PrefsTestSupport
+import Testing
+
+@testable import Prefs
+
+/// Each way of declaring a preference chooses the stored form from the type written there: a built-in type and a
+/// raw-value enum are stored natively, an Optional's nil removes the key, any other `Codable` type is JSON text.
+/// Every overload is pinned here, so one that picked the JSON form by mistake is caught.
+@Suite struct DeclarationFormTests {
+    private let date = Date(timeIntervalSinceReferenceDate: 123_456)
+
+    @Test func everyDeclarationWithAStoreStoresTheNativeForm() throws {
+        let store = InMemoryStore()
+        @StoredValue(key: "flag", store: store) var flag = false
+        @StoredValue(key: "when", store: store) var when: Date? = nil
+        @StoredValue(key: "maybeTheme", store: store) var maybeTheme: Theme? = nil
+        @StoredValue(key: "optionalDate", store: store) var optionalDate: Date?
+        let forms = write(
+            $flag, StoredValue(key: "count", default: 0, store: store), $when,
+            StoredValue(key: "limit", default: nil, store: store),
+            StoredValue(key: "theme", default: .light, store: store),
+            $maybeTheme, StoredValue(key: "optionalTheme", default: nil, store: store), $optionalDate)
+        for (key, form) in forms { #expect(try store.value(forKey: key) == form, "\(key)") }
+    }
+
+    @Test func everyDeclarationWithAUserDefaultsInstanceStoresTheNativeForm() throws {
+        let suite = FoundationSuite("forms")
+        defer { suite.cleanup() }
+        let defaults = suite.defaults
+        // The same overloads as above, called without property syntax.
+        let forms = write(
+            StoredValue(wrappedValue: false, key: "flag", storage: defaults),
+            StoredValue(key: "count", default: 0, storage: defaults),
+            StoredValue(wrappedValue: nil, key: "when", storage: defaults),
+            StoredValue(key: "limit", default: nil, storage: defaults),
+            StoredValue(key: "theme", default: .light, storage: defaults),
+            StoredValue(wrappedValue: nil, key: "maybeTheme", storage: defaults),
+            StoredValue(key: "optionalTheme", default: nil, storage: defaults),
+            StoredValue(key: "optionalDate", storage: defaults))
+        let store = FoundationUserDefaultsStore(defaults)
+        for (key, form) in forms { #expect(try store.value(forKey: key) == form, "\(key)") }
+        #expect(defaults.object(forKey: "flag") as? Bool == true)
+        #expect(defaults.object(forKey: "theme") as? String == "dark")
+    }
+
+    @Test func anOptionalOfAnyKindRemovesTheKeyWhenSetToNil() throws {
+        let store = InMemoryStore()
+        @StoredValue(key: "date", store: store) var date: Date? = nil
+        @StoredValue(key: "theme", store: store) var theme: Theme? = nil
+        @StoredValue(key: "coordinates", store: store) var coordinates: Coordinates? = nil
+        date = self.date
+        theme = .dark
+        coordinates = Coordinates(latitude: 1.5, longitude: 2.5)
+        #expect(try store.value(forKey: "coordinates") == .string(#"{"latitude":1.5,"longitude":2.5}"#))
+        date = nil
+        theme = nil
+        coordinates = nil
+        #expect(try store.allValues().isEmpty)
+        #expect(date == nil && theme == nil && coordinates == nil)
+    }
+
+    @Test func genericCodeThatKnowsOnlyCodableWritesJSONAndReadsTheNativeForms() throws {
+        func key<T: Codable & Sendable & Equatable>(_ name: String, _ value: T) -> PrefKey<T> {
+            PrefKey(name, default: value)
+        }
+        let store = InMemoryStore()
+        try store.setValue(.int(3), forKey: "count")
+        try store.setValue(.date(date), forKey: "when")
+        try store.setValue(.string("dark"), forKey: "name")
+        #expect(try store.value(for: key("count", 0)) == 3)
+        #expect(try store.value(for: key("when", Date.distantPast)) == date)
+        #expect(try store.value(for: key("name", "")) == "dark")
+        try store.set(4, for: key("count", 0))
+        #expect(try store.value(forKey: "count") == .string("4"))
+        #expect(try store.value(for: key("count", 0)) == 4)
+    }
+
+    /// Writes a value through one wrapper of each overload and returns the stored form each must have.
+    private func write(
+        _ flag: StoredValue<Bool>, _ count: StoredValue<Int>, _ when: StoredValue<Date?>, _ limit: StoredValue<Int?>,
+        _ theme: StoredValue<Theme>, _ maybeTheme: StoredValue<Theme?>, _ optionalTheme: StoredValue<Theme?>,
+        _ optionalDate: StoredValue<Date?>
+    ) -> [String: PrefValue] {
+        flag.set(true)
+        count.set(3)
+        when.set(date)
+        limit.set(7)
+        theme.set(.dark)
+        maybeTheme.set(.dark)
+        optionalTheme.set(.system)
+        optionalDate.set(date)
+        #expect(flag.wrappedValue && count.wrappedValue == 3 && when.wrappedValue == date && limit.wrappedValue == 7)
+        #expect(theme.wrappedValue == .dark && maybeTheme.wrappedValue == .dark)
+        #expect(optionalTheme.wrappedValue == .system && optionalDate.wrappedValue == date)
+        return [
+            "flag": .bool(true), "count": .int(3), "when": .date(date), "limit": .int(7), "theme": .string("dark"),
+            "maybeTheme": .string("dark"), "optionalTheme": .string("system"), "optionalDate": .date(date),
+        ]
+    }
+}
