@@ -288,7 +288,7 @@ struct PostgresStoreTests {
         let database = try Database()
         try database.store().setValue(.int(1), forKey: "kept")
         try database.sql("UPDATE prefs_schema SET version = 99")
-        #expect(throws: PostgresStoreError.unsupportedSchemaVersion(found: 99, supported: 2)) {
+        #expect(throws: PostgresStoreError.unsupportedSchemaVersion(found: 99, supported: 3)) {
             _ = try database.store()
         }
         #expect(try database.sql("SELECT version FROM prefs_schema") == [["99"]])
@@ -296,7 +296,7 @@ struct PostgresStoreTests {
 
         let foreign = try Database()
         try foreign.sql("CREATE TABLE prefs_values (id integer)")
-        #expect(throws: PostgresStoreError.unsupportedSchemaVersion(found: nil, supported: 2)) {
+        #expect(throws: PostgresStoreError.unsupportedSchemaVersion(found: nil, supported: 3)) {
             _ = try foreign.store()
         }
         #expect(try foreign.sql("SELECT to_regclass('prefs_schema') IS NULL") == [["t"]])

@@ -84,10 +84,11 @@ struct ServerAwayTests {
     }
 }
 
-/// The server killed (`pg_ctl stop -m immediate`) while a writer runs: every error tells the truth.
+/// The server killed (`pg_ctl stop -m immediate`) and started again while a writer runs: every write that was in
+/// flight is settled once the server is back, and what the writer was told matches the table.
 @Suite("PostgresStore across server crashes")
 struct CrashTests {
-    @Test func crashesLoseNoAcknowledgedWriteAndNeverClaimAWrittenOneWasNot() async throws {
+    @Test func crashesLoseNoAcknowledgedWriteAndEveryOutcomeIsKnown() async throws {
         let server = try PostgresServer.start()
         defer { try? server.destroy() }
         let database = try Database(on: server)
@@ -99,7 +100,6 @@ struct CrashTests {
             let acknowledged = count("ack ")
             try await eventually("30 more acknowledged writes in round \(round)") { count("ack ") >= acknowledged + 30 }
             try server.crash()
-            try await eventually("the writer to see the crash") { count("not ") + count("unknown ") >= round }
             try server.restart()
         }
         try await eventually("writes to work again") { count("ack ") >= 100 }
@@ -114,6 +114,7 @@ struct CrashTests {
         let falselyNotWritten = numbers("not ").filter { stored.contains($0) }
         #expect(lost == [], "acknowledged writes lost")
         #expect(falselyNotWritten == [], "reported as not written but committed")
-        #expect(numbers("not ").count + numbers("unknown ").count >= 3)
+        // The server came back within the writes' deadline, so no outcome was left unknown.
+        #expect(numbers("unknown ") == [])
     }
 }
