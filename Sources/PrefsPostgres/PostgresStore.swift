@@ -192,9 +192,9 @@ public final class PostgresStore: KeyValueStore {
         try validateKey(key)
         return try transaction { transaction in
             let connection = transaction.connection
-            try connection.execute(Schema.placeholder, [namespace, key], deadline: transaction.deadline)
+            try connection.execute(Schema.placeholder, [namespace, key], prepare: true, deadline: transaction.deadline)
             let row = try connection.execute(
-                Schema.selectKeyForUpdate, [namespace, key], deadline: transaction.deadline
+                Schema.selectKeyForUpdate, [namespace, key], prepare: true, deadline: transaction.deadline
             ).first
             let current = try row?[0].map { text in
                 do { return try PrefValue(jsonText: text) } catch {
@@ -364,7 +364,7 @@ public final class PostgresStore: KeyValueStore {
             rows = try connection.execute(
                 text == nil ? Schema.remove : Schema.upsert,
                 [namespace, key, text, Schema.hint(namespace: namespace, key: key), writer?.uuidString],
-                deadline: deadline)
+                prepare: true, deadline: deadline)
         } catch {
             // 22P05: text jsonb cannot hold (NUL); 22P02: JSON it does not accept.
             guard case .serverError(let state, let message) = error, state == "22P05" || state == "22P02" else {

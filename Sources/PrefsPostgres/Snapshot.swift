@@ -110,9 +110,9 @@ final class Snapshot: Sendable {
         var found: [[String?]] = []
         if let keys {
             for key in keys.sorted() {
-                for row in try connection.execute(Schema.selectKey, [namespace, key], deadline: deadline) {
-                    found.append([key] + row)
-                }
+                let rows = try connection.execute(
+                    Schema.selectKey, [namespace, key], prepare: true, deadline: deadline)
+                found += rows.map { [key] + $0 }
             }
         } else {
             found = try connection.execute(Schema.selectNamespace, [namespace], deadline: deadline)
