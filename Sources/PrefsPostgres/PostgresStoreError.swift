@@ -22,8 +22,8 @@ public enum PostgresStoreError: Error, Sendable, Equatable {
     /// made within `connectTimeout`). Nothing was written.
     case timedOut(reason: String)
     /// `.outcomeUnknown(reason:)`: the connection was lost, or the write's deadline passed, after the write was
-    /// sent, and the store could not find out afterwards whether it committed. Read the value again before
-    /// retrying a change that must not be applied twice.
+    /// sent, and the store could not find out afterwards (within `writeDeadline`) whether it committed. Read the
+    /// value again before retrying a change that must not be applied twice.
     case outcomeUnknown(reason: String)
     /// `.damagedSchema(reason:)`: the database holds part of the Prefs schema (one of the two tables is missing).
     /// Nothing was changed.

@@ -25,6 +25,9 @@ final class Server: Sendable {
         /// Whether the listener is the one holding the primary: it gives it back within moments (it only takes
         /// what arrived and re-reads the rows it names), so a writer waits for it rather than opening a connection.
         var listenerHoldsPrimary = false
+        /// Set while the listener sleeps without watching the primary's socket (a writer held it): the writer
+        /// that gives it back wakes the listener.
+        var listenerWaits = false
         var snapshots: [ObjectIdentifier: Snapshot] = [:]
         /// Hints the writers took off the primary (libpq queues them while it reads a result).
         var hints: [String] = []
@@ -156,16 +159,16 @@ final class Server: Sendable {
     /// How long a write waits for the listener to give the primary back before it opens a connection of its own.
     static let listenerHandBack = 0.1
 
-    /// Gives the primary back and wakes the listener (waiting for it, or polling its socket) when it has work:
-    /// hints this writer took off the connection, or a broken connection to replace.
     private func giveBack(_ primary: Connection) {
         let hints = primary.takeNotifications(skippingOwn: true)
         let broken = primary.isBroken
-        state.withLockAndSignal { state in
+        let listenerWaits = state.withLock { state in
             state.primaryBusy = false
             state.hints += hints
+            defer { state.listenerWaits = false }
+            return state.listenerWaits
         }
-        if !hints.isEmpty || broken { wake() }
+        if !hints.isEmpty || broken || listenerWaits { wake() }
     }
 
     /// Gives what a write read back (its `RETURNING` rows) to every other snapshot of the namespace in this
@@ -188,7 +191,10 @@ final class Server: Sendable {
         state.withLock { state in
             let hints = state.hints
             state.hints = []
-            guard let primary = state.primary, !state.primaryBusy else { return (nil, hints) }
+            guard let primary = state.primary, !state.primaryBusy else {
+                state.listenerWaits = true
+                return (nil, hints)
+            }
             state.primaryBusy = true
             state.listenerHoldsPrimary = true
             return (primary, hints)
@@ -197,12 +203,9 @@ final class Server: Sendable {
 
     private func run() {
         var lastHeard = ContinuousClock.now
-        // The primary's socket, watched between turns; whether to take the primary (something arrived on the
-        // socket or the wake-up pipe, or the heartbeat is due).
-        var socket: Int32 = -1
-        var look = true
         while !isStopped {
-            let (taken, queued) = look ? takePrimary() : (nil, [])
+            let (taken, queued) = takePrimary()
+            var socket: Int32 = -1
             if let primary = taken {
                 if primary.isBroken {
                     state.withLock { $0.primary = nil }
@@ -236,14 +239,9 @@ final class Server: Sendable {
                     state.listenerHoldsPrimary = false
                 }
                 if primary.isBroken { continue }
-            } else if look {
-                // A writer holds the primary. It reads what arrives meanwhile and hands the hints over, so this
-                // thread waits for it to give the primary back instead of taking turns with it after every write;
-                // then input the writer left, hints or a broken connection wake the poll below at once.
-                let atMost = Double(limits.heartbeat.wholeMilliseconds) / 1_000
-                let writerIsDone: (State) -> Bool = { !$0.primaryBusy }
-                state.withLock(waitingUntil: writerIsDone, atMost: atMost) { $0.hints = queued + $0.hints }
-                if !queued.isEmpty { continue }
+            } else if !queued.isEmpty {
+                // The hints wait for the primary: the writer holding it wakes this thread when it gives it back.
+                state.withLock { $0.hints = queued + $0.hints }
             }
             var descriptors = [
                 pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
@@ -257,7 +255,6 @@ final class Server: Sendable {
                 _ = read(wakeRead, &buffer, buffer.count)
             }
             if descriptors[1].revents != 0 { lastHeard = ContinuousClock.now }
-            look = ready != 0 || ContinuousClock.now - lastHeard >= limits.heartbeat
         }
         state.withLock { $0.primary = nil }
         close(wakeRead)
