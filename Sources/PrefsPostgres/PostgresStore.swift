@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import Prefs
 import Synchronization
 
@@ -21,6 +21,7 @@ import Synchronization
 /// - When the server goes away, writes throw ``PostgresStoreError/connectionLost(reason:)`` and reads keep serving
 ///   the last known values; the store reconnects by itself, re-reads the namespace and announces every key that
 ///   changed meanwhile.
+/// - With a `cache` file, a store can start while the server is away, from the last values it saw.
 /// - All stores of a process on the same connection string share one server connection while idle.
 ///
 /// The schema (created when missing) is described in docs/PostgresStore.md.
@@ -86,26 +87,41 @@ public final class PostgresStore: KeyValueStore {
     ///     (`postgresql://user@host/app`). Its own `connect_timeout` or keepalive settings override `limits`.
     ///   - namespace: The name under which this app's keys are stored; any text without NUL.
     ///   - limits: How long the store waits for the server (``Limits``); the defaults suit most apps.
+    ///   - cache: A local file (a ``FileStore``) where the store keeps the last values it saw, rewritten after
+    ///     every change. When the server is away at open, the store starts from it: reads are served from it,
+    ///     writes throw ``PostgresStoreError/connectionLost(reason:)``, and once the server answers the store
+    ///     re-reads the namespace and announces what changed. Without it (the default), or before the file
+    ///     exists, an open throws then.
     /// - Throws: ``PostgresStoreError``: `.unreachable`, `.authenticationFailed`, `.connectionRefused`, `.timedOut`,
     ///   `.unsupportedSchemaVersion` or `.damagedSchema` (the tables are left untouched),
     ///   `.invalidConnectionString`, `.invalidNamespace`. Rows whose value is not Prefs JSON do not stop the store:
-    ///   each is reported to ``PrefsConfig/errorHandler`` and left as it is.
-    public init(connection: String, namespace: String, limits: Limits = Limits()) throws {
+    ///   each is reported to ``PrefsConfig/errorHandler`` and left as it is. ``PrefsError`` when `cache` cannot
+    ///   be read.
+    public init(connection: String, namespace: String, limits: Limits = Limits(), cache: URL? = nil) throws {
         if namespace.isEmpty { throw PostgresStoreError.invalidNamespace(namespace, reason: "it cannot be empty") }
         if namespace.utf8.contains(0) {
             throw PostgresStoreError.invalidNamespace(namespace, reason: "it cannot contain NUL")
         }
         self.namespace = namespace
         let secrets = try ConnectionSecrets(connection)
-        let snapshot = Snapshot(namespace: namespace)
+        let snapshot = Snapshot(namespace: namespace, cache: try cache.map { try FileStore(url: $0) })
         self.snapshot = snapshot
-        let server = try Server.attach(snapshot, secrets: secrets, limits: limits)
+        let server = try Server.attach(snapshot, secrets: secrets, limits: limits, mayStartAway: cache != nil)
         self.server = server
         do {
             let reading = try server.withConnection { connection in
                 try snapshot.load(from: connection, deadline: ContinuousClock.now + limits.writeDeadline)
             }
             _ = snapshot.merge(reading)
+            snapshot.saveCache()
+        } catch let error as PostgresStoreError
+            where error.meansAway && cache.map({ FileManager.default.fileExists(atPath: $0.path) }) == true
+        {
+            // The listener re-reads the namespace once it is connected; until then the cache file serves reads.
+            do { try snapshot.seed(from: snapshot.cache!) } catch {
+                server.detach(snapshot, wait: false)
+                throw error
+            }
         } catch {
             server.detach(snapshot, wait: false)
             throw error

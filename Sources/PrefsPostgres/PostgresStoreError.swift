@@ -62,3 +62,13 @@ extension PostgresStoreError: CustomStringConvertible {
         }
     }
 }
+
+extension PostgresStoreError {
+    /// Whether the error says the server is away for now (not that it refused this client or its schema).
+    var meansAway: Bool {
+        switch self {
+        case .unreachable, .connectionLost, .timedOut, .outcomeUnknown: true
+        default: false
+        }
+    }
+}

@@ -59,6 +59,18 @@ struct ProxiedDatabase {
     }
 }
 
+/// Restarts `database`'s server where no store of this process can reach it (another socket folder), lets `body`
+/// change things there through a store of its own, then stops the server again.
+func changeWhileUnreachable(_ database: Database, _ body: (PostgresStore) throws -> Void) throws {
+    let elsewhere = database.server.root + "/elsewhere"
+    try database.server.restart(socketDirectory: elsewhere)
+    let other = try PostgresStore(
+        connection: "postgresql:///\(database.name)?host=\(elsewhere)&user=postgres", namespace: "com.example.app")
+    try body(other)
+    other.close()
+    try database.server.stop()
+}
+
 struct TimedOut: Error, CustomStringConvertible {
     let what: String
     var description: String { "timed out waiting for \(what)" }
