@@ -61,10 +61,14 @@ final class Snapshot: Sendable {
         }
     }
 
+    /// Serialises the cache file's writes, so the last one written holds the newest values.
+    private let cacheWrites = Locked<Void>(())
+
     /// Writes every value to the cache file, if there is one; a failure is reported, and the next change retries.
     func saveCache() {
         guard let cache else { return }
-        do { try cache.replaceAll(allValues()) } catch { ErrorReporter.report(error, key: "", operation: .write) }
+        let failure = cacheWrites.withLock { _ in Result { try cache.replaceAll(allValues()) } }
+        if case .failure(let error) = failure { ErrorReporter.report(error, key: "", operation: .write) }
     }
 
     func value(forKey key: String) -> PrefValue? { entries.withLock { $0[key]?.entry.value } }

@@ -47,13 +47,16 @@ struct CommitOutcomeTests {
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' "
                     + "AND query LIKE '\(query)'")
         }
-        try await eventually("the COMMIT to wait at the gate") { try waitingForLocks("COMMIT").count == 1 }
+        try await eventually("the COMMIT to wait at the gate", within: 60) { try waitingForLocks("COMMIT").count == 1 }
         database.proxy.cut()
         // The store connects again and waits for the row's lock, which the unfinished transaction still holds.
-        try await eventually("the store to wait for the row's lock") {
-            try waitingForLocks("%prefs_values%").count == 1
+        try await eventually("the store to wait for the row's lock", within: 60) {
+            try waitingForLocks("%prefs_values%").count == 1 || outcome.withLock { $0 } != nil
         }
-        #expect(outcome.withLock { $0 } == nil)
+        if let early = outcome.withLock({ $0 }) {
+            Issue.record("updateValue ended before the transaction did: \(early)")
+            return
+        }
         if commits {
             try gate.execute("SELECT pg_advisory_unlock(4242)")
         } else {
