@@ -77,6 +77,8 @@ final class Connection: @unchecked Sendable {
     /// Set when a round trip ran past its deadline: the connection's protocol state is unknown, so it is never used
     /// again.
     private var abandoned = false
+    /// The statements prepared on this connection: their text and the name they were prepared under.
+    private var prepared: [String: String] = [:]
 
     /// Connects, waiting at most `limits.connectTimeout`, then runs `setup` and sets the session's bounds.
     init(secrets: ConnectionSecrets, limits: PostgresStore.Limits, applicationName: String, setup: [String] = [])
@@ -158,19 +160,43 @@ final class Connection: @unchecked Sendable {
     }
 
     /// Runs one statement with text parameters (`$1`, `$2`, …) and returns its rows as text (nil for NULL).
+    /// With `prepare`, the statement is prepared on this connection the first time and only bound and run after
+    /// that, which spares the server parsing and planning it again.
     ///
     /// - Throws: `.connectionLost` when the statement could not be sent (it did not run), `.outcomeUnknown` when
     ///   the connection was lost or `deadline` passed after it was sent (it may have run), `.timedOut` for the
     ///   server's `statement_timeout` or `lock_timeout` (it did not run), `.serverError` for anything else.
     @discardableResult
-    func execute(_ sql: String, _ parameters: [String?] = [], deadline: ContinuousClock.Instant)
-        throws(PostgresStoreError) -> [[String?]]
-    {
+    func execute(
+        _ sql: String, _ parameters: [String?] = [], prepare: Bool = false, deadline: ContinuousClock.Instant
+    ) throws(PostgresStoreError) -> [[String?]] {
         guard !isBroken else { throw .connectionLost(reason: lastError) }
+        var name = prepare ? prepared[sql] : nil
+        if prepare, name == nil {
+            let fresh = "prefs_\(prepared.count)"
+            guard PQsendPrepare(handle, fresh, sql, Int32(parameters.count), nil) != 0 else {
+                throw .connectionLost(reason: lastError)
+            }
+            do { try results(sql, deadline: deadline) } catch .outcomeUnknown(let reason) {
+                throw .connectionLost(reason: reason)  // preparing writes nothing
+            }
+            prepared[sql] = fresh
+            name = fresh
+        }
         let sent = withOptionalCStrings(parameters) { pointers in
-            PQsendQueryParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
+            if let name {
+                PQsendQueryPrepared(handle, name, Int32(parameters.count), pointers, nil, nil, 0)
+            } else {
+                PQsendQueryParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
+            }
         }
         guard sent != 0 else { throw .connectionLost(reason: lastError) }
+        return try results(sql, deadline: deadline)
+    }
+
+    /// Waits for the results of the statement just sent and returns the rows of the last one.
+    @discardableResult
+    private func results(_ sql: String, deadline: ContinuousClock.Instant) throws(PostgresStoreError) -> [[String?]] {
         try awaitResult(sql, deadline: deadline)
         var rows: [[String?]] = []
         var failure: PostgresStoreError? = nil

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import Prefs
 import Synchronization
 
@@ -21,6 +21,7 @@ import Synchronization
 /// - When the server goes away, writes throw ``PostgresStoreError/connectionLost(reason:)`` and reads keep serving
 ///   the last known values; the store reconnects by itself, re-reads the namespace and announces every key that
 ///   changed meanwhile.
+/// - With a `cache` file, a store can start while the server is away, from the last values it saw.
 /// - All stores of a process on the same connection string share one server connection while idle.
 ///
 /// The schema (created when missing) is described in docs/PostgresStore.md.
@@ -86,26 +87,41 @@ public final class PostgresStore: KeyValueStore {
     ///     (`postgresql://user@host/app`). Its own `connect_timeout` or keepalive settings override `limits`.
     ///   - namespace: The name under which this app's keys are stored; any text without NUL.
     ///   - limits: How long the store waits for the server (``Limits``); the defaults suit most apps.
+    ///   - cache: A local file (a ``FileStore``) where the store keeps the last values it saw, rewritten after
+    ///     every change. When the server is away at open, the store starts from it: reads are served from it,
+    ///     writes throw ``PostgresStoreError/connectionLost(reason:)``, and once the server answers the store
+    ///     re-reads the namespace and announces what changed. Without it (the default), or before the file
+    ///     exists, an open throws then.
     /// - Throws: ``PostgresStoreError``: `.unreachable`, `.authenticationFailed`, `.connectionRefused`, `.timedOut`,
     ///   `.unsupportedSchemaVersion` or `.damagedSchema` (the tables are left untouched),
     ///   `.invalidConnectionString`, `.invalidNamespace`. Rows whose value is not Prefs JSON do not stop the store:
-    ///   each is reported to ``PrefsConfig/errorHandler`` and left as it is.
-    public init(connection: String, namespace: String, limits: Limits = Limits()) throws {
+    ///   each is reported to ``PrefsConfig/errorHandler`` and left as it is. ``PrefsError`` when `cache` cannot
+    ///   be read.
+    public init(connection: String, namespace: String, limits: Limits = Limits(), cache: URL? = nil) throws {
         if namespace.isEmpty { throw PostgresStoreError.invalidNamespace(namespace, reason: "it cannot be empty") }
         if namespace.utf8.contains(0) {
             throw PostgresStoreError.invalidNamespace(namespace, reason: "it cannot contain NUL")
         }
         self.namespace = namespace
         let secrets = try ConnectionSecrets(connection)
-        let snapshot = Snapshot(namespace: namespace)
+        let snapshot = Snapshot(namespace: namespace, cache: try cache.map { try FileStore(url: $0) })
         self.snapshot = snapshot
-        let server = try Server.attach(snapshot, secrets: secrets, limits: limits)
+        let server = try Server.attach(snapshot, secrets: secrets, limits: limits, mayStartAway: cache != nil)
         self.server = server
         do {
             let reading = try server.withConnection { connection in
                 try snapshot.load(from: connection, deadline: ContinuousClock.now + limits.writeDeadline)
             }
             _ = snapshot.merge(reading)
+            snapshot.saveCache()
+        } catch let error as PostgresStoreError
+            where error.meansAway && cache.map({ FileManager.default.fileExists(atPath: $0.path) }) == true
+        {
+            // The listener re-reads the namespace once it is connected; until then the cache file serves reads.
+            do { try snapshot.seed(from: snapshot.cache!) } catch {
+                server.detach(snapshot, wait: false)
+                throw error
+            }
         } catch {
             server.detach(snapshot, wait: false)
             throw error
@@ -140,8 +156,8 @@ public final class PostgresStore: KeyValueStore {
     /// `try store.setValue(.bool(true), forKey: "flag")` stores a value (nil removes it) and returns once the
     /// server has committed it.
     ///
-    /// A write whose connection was lost after it was sent is sent once more on a new connection (a set is
-    /// idempotent), so the caller learns whether it committed.
+    /// A write whose connection was lost after it was sent is sent again on a new connection (a set is
+    /// idempotent) until the server answers or `writeDeadline` has passed, so the caller learns that it committed.
     ///
     /// - Throws: ``PostgresStoreError/connectionLost(reason:)`` while the server is away and
     ///   ``PostgresStoreError/timedOut(reason:)`` when a bound was reached (nothing was written in either case),
@@ -162,16 +178,13 @@ public final class PostgresStore: KeyValueStore {
             reading = try server.withConnection { connection in
                 try write(text, value: value, key: key, on: connection, deadline: deadline)
             }
-        } catch let first as PostgresStoreError {
-            // Sent but unanswered: sending the same value again on a new connection settles the outcome. If that
-            // fails too, in any way, whether the first one committed is still unknown.
-            guard case .outcomeUnknown = first, ContinuousClock.now < deadline else { throw first }
-            do {
-                reading = try server.withConnection { connection in
+        } catch PostgresStoreError.outcomeUnknown(let reason) {
+            // Sent but unanswered: the same value sent again settles it (its upsert waits for the row lock the
+            // first one may still hold).
+            reading = try retrying(until: deadline, else: .outcomeUnknown(reason: reason)) {
+                try server.withConnection { connection in
                     try write(text, value: value, key: key, on: connection, deadline: deadline)
                 }
-            } catch {
-                throw first
             }
         }
         applyWritten([reading])
@@ -181,20 +194,23 @@ public final class PostgresStore: KeyValueStore {
     /// row's lock (`SELECT … FOR UPDATE`), so concurrent updates from any instance are applied one after another.
     ///
     /// The transform receives the value committed in the table, which may be newer than the one in memory. It runs
-    /// at most once: the store never retries it.
+    /// at most once: the store never retries it. When the answer to `COMMIT` is lost, the store reads the row's
+    /// writer id on a new connection once the row's lock is free, so the call returns if it committed and throws
+    /// `connectionLost` if it did not.
     ///
     /// - Throws: What the transform throws (nothing is written), ``PostgresStoreError/connectionLost(reason:)`` or
     ///   ``PostgresStoreError/timedOut(reason:)`` (nothing was written), ``PostgresStoreError/outcomeUnknown(reason:)``
-    ///   when the connection was lost while committing, ``PrefsError/decodingFailed(key:reason:)`` when the row's
-    ///   value is not Prefs JSON (it is left alone).
+    ///   when the connection was lost while committing and the outcome could not be read back within
+    ///   `writeDeadline`, ``PrefsError/decodingFailed(key:reason:)`` when the row's value is not Prefs JSON (it is
+    ///   left alone).
     @discardableResult
     public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try validateKey(key)
         return try transaction { transaction in
             let connection = transaction.connection
-            try connection.execute(Schema.placeholder, [namespace, key], deadline: transaction.deadline)
+            try connection.execute(Schema.placeholder, [namespace, key], prepare: true, deadline: transaction.deadline)
             let row = try connection.execute(
-                Schema.selectKeyForUpdate, [namespace, key], deadline: transaction.deadline
+                Schema.selectKeyForUpdate, [namespace, key], prepare: true, deadline: transaction.deadline
             ).first
             let current = try row?[0].map { text in
                 do { return try PrefValue(jsonText: text) } catch {
@@ -235,6 +251,8 @@ public final class PostgresStore: KeyValueStore {
         let snapshot: Snapshot
         let connection: Connection
         let deadline: ContinuousClock.Instant
+        /// Written in the `writer` column of every row it writes: finding it there later proves it committed.
+        let writer = UUID()
         /// What its writes read back, merged once it commits.
         var readings: [Reading] = []
 
@@ -253,26 +271,85 @@ public final class PostgresStore: KeyValueStore {
         try checkOpen()
         if let current = Transaction.current, current.snapshot === snapshot { return try body(current) }
         let deadline = ContinuousClock.now + server.limits.writeDeadline
-        let (result, readings) = try server.withConnection { connection in
-            let transaction = Transaction(snapshot: snapshot, connection: connection, deadline: deadline)
-            var committing = false
-            do {
-                try connection.execute("BEGIN", deadline: deadline)
-                let result = try Transaction.$current.withValue(transaction) { try body(transaction) }
-                committing = true
-                try connection.execute("COMMIT", deadline: deadline)
-                return (result, transaction.readings)
-            } catch {
-                if !connection.isBroken { _ = try? connection.execute("ROLLBACK", deadline: deadline) }
-                // A transaction is rolled back when its connection is lost before COMMIT: nothing was written.
-                if case .outcomeUnknown(let reason)? = error as? PostgresStoreError, !committing {
-                    throw PostgresStoreError.connectionLost(reason: reason)
+        // Set once the transaction is ready to commit: what it returns, what it wrote and its writer id.
+        var committing: (result: T, readings: [Reading], writer: UUID)? = nil
+        do {
+            try server.withConnection { connection in
+                let transaction = Transaction(snapshot: snapshot, connection: connection, deadline: deadline)
+                do {
+                    try connection.execute("BEGIN", deadline: deadline)
+                    let result = try Transaction.$current.withValue(transaction) { try body(transaction) }
+                    committing = (result, transaction.readings, transaction.writer)
+                } catch {
+                    if !connection.isBroken { _ = try? connection.execute("ROLLBACK", deadline: deadline) }
+                    // A transaction is rolled back when its connection is lost before COMMIT: nothing was written.
+                    if case .outcomeUnknown(let reason)? = error as? PostgresStoreError {
+                        throw PostgresStoreError.connectionLost(reason: reason)
+                    }
+                    throw error
                 }
-                throw error
+                try connection.execute("COMMIT", deadline: deadline)
+            }
+        } catch PostgresStoreError.outcomeUnknown(let reason) where committing != nil {
+            let (_, readings, writer) = committing!
+            let written = readings.lazy.compactMap { reading in reading.rows.first.map { ($0.key, $0.value.version) } }
+            // A transaction that wrote no row (a transform that changed nothing) has nothing to settle.
+            if let (key, version) = written.first {
+                switch try retrying(
+                    until: deadline, else: .outcomeUnknown(reason: reason),
+                    {
+                        try committed(key: key, version: version, writer: writer, deadline: deadline)
+                    })
+                {
+                case true?: break
+                case false?:
+                    throw PostgresStoreError.connectionLost(reason: reason + "; the transaction did not commit")
+                case nil:
+                    throw PostgresStoreError.outcomeUnknown(
+                        reason: reason + "; the row was written again before its outcome could be read")
+                }
             }
         }
-        applyWritten(readings)
-        return result
+        applyWritten(committing!.readings)
+        return committing!.result
+    }
+
+    /// Whether the transaction `writer` that wrote `key` at `version` committed, read from the row once its lock is
+    /// free (so that transaction has ended): true when the row names `writer`, false when the row has not reached
+    /// `version`, nil when it was written again since (the outcome stays unknown).
+    private func committed(key: String, version: Int64, writer: UUID, deadline: ContinuousClock.Instant) throws
+        -> Bool?
+    {
+        let row = try server.withConnection { connection in
+            try connection.execute("BEGIN", deadline: deadline)
+            defer { _ = try? connection.execute("ROLLBACK", deadline: deadline) }
+            // A row the transaction inserted is locked by inserting it again, not by `FOR UPDATE`.
+            try connection.execute(Schema.placeholder, [namespace, key], deadline: deadline)
+            return try connection.execute(Schema.selectWriterForUpdate, [namespace, key], deadline: deadline).first
+        }
+        if let found = row?[1].flatMap(UUID.init(uuidString:)), found == writer { return true }
+        if let found = row?[0].flatMap({ Int64($0) }), found < version { return false }
+        return nil
+    }
+
+    /// Runs `attempt` until it returns, again after each error that says the server is away or busy (waiting 50 ms,
+    /// 100 ms, … up to 1 s in between) while `deadline` allows; then throws `failure`. Other errors throw `failure`
+    /// at once.
+    private func retrying<T>(
+        until deadline: ContinuousClock.Instant, else failure: PostgresStoreError, _ attempt: () throws -> T
+    ) throws -> T {
+        var delay = Duration.milliseconds(50)
+        while true {
+            do {
+                return try attempt()
+            } catch PostgresStoreError.connectionLost, PostgresStoreError.outcomeUnknown, PostgresStoreError.timedOut {
+                guard ContinuousClock.now + delay < deadline else { throw failure }
+                Thread.sleep(forTimeInterval: Double(delay.wholeMilliseconds) / 1_000)
+                delay = min(delay * 2, .seconds(1))
+            } catch {
+                throw failure
+            }
+        }
     }
 
     private func applyWritten(_ readings: [Reading]) {
@@ -286,19 +363,24 @@ public final class PostgresStore: KeyValueStore {
     }
 
     private func write(_ text: String?, value: PrefValue?, key: String, in transaction: Transaction) throws -> Reading {
-        try write(text, value: value, key: key, on: transaction.connection, deadline: transaction.deadline)
+        try write(
+            text, value: value, key: key, on: transaction.connection, deadline: transaction.deadline,
+            writer: transaction.writer)
     }
 
-    /// One upsert (or removal) on `connection`; returns what it read back, to merge once committed.
+    /// One upsert (or removal) on `connection`, naming `writer` in the row; returns what it read back, to merge
+    /// once committed.
     private func write(
-        _ text: String?, value: PrefValue?, key: String, on connection: Connection, deadline: ContinuousClock.Instant
+        _ text: String?, value: PrefValue?, key: String, on connection: Connection, deadline: ContinuousClock.Instant,
+        writer: UUID? = nil
     ) throws -> Reading {
         var reading = Reading(keys: [key], startedAt: snapshot.startRead())
         let rows: [[String?]]
         do {
             rows = try connection.execute(
                 text == nil ? Schema.remove : Schema.upsert,
-                [namespace, key, text, Schema.hint(namespace: namespace, key: key)], deadline: deadline)
+                [namespace, key, text, Schema.hint(namespace: namespace, key: key), writer?.uuidString],
+                prepare: true, deadline: deadline)
         } catch {
             // 22P05: text jsonb cannot hold (NUL); 22P02: JSON it does not accept.
             guard case .serverError(let state, let message) = error, state == "22P05" || state == "22P02" else {

@@ -22,8 +22,8 @@ public enum PostgresStoreError: Error, Sendable, Equatable {
     /// made within `connectTimeout`). Nothing was written.
     case timedOut(reason: String)
     /// `.outcomeUnknown(reason:)`: the connection was lost, or the write's deadline passed, after the write was
-    /// sent, and the store could not find out afterwards whether it committed. Read the value again before
-    /// retrying a change that must not be applied twice.
+    /// sent, and the store could not find out afterwards (within `writeDeadline`) whether it committed. Read the
+    /// value again before retrying a change that must not be applied twice.
     case outcomeUnknown(reason: String)
     /// `.damagedSchema(reason:)`: the database holds part of the Prefs schema (one of the two tables is missing).
     /// Nothing was changed.
@@ -59,6 +59,16 @@ extension PostgresStoreError: CustomStringConvertible {
                 + "supports version \(supported); nothing was changed"
         case .serverError(let state, let message): "PostgreSQL error \(state): \(message)"
         case .closed: "the PostgresStore was closed"
+        }
+    }
+}
+
+extension PostgresStoreError {
+    /// Whether the error says the server is away for now (not that it refused this client or its schema).
+    var meansAway: Bool {
+        switch self {
+        case .unreachable, .connectionLost, .timedOut, .outcomeUnknown: true
+        default: false
         }
     }
 }

@@ -1,12 +1,12 @@
 import Foundation
 import Prefs
 
-/// The tables, triggers and statements of schema version 2 (documented in docs/PostgresStore.md).
+/// The tables, triggers and statements of schema version 3 (documented in docs/PostgresStore.md).
 ///
 /// Notifications carry hints only (which namespace and key changed), never values or versions: `NOTIFY` needs no
 /// privilege, so anything in a payload can be read or forged by any role that can connect.
 enum Schema {
-    static let version = 2
+    static let version = 3
     /// The `LISTEN`/`NOTIFY` channel.
     static let channel = "prefs_values"
     /// Serialises schema creation among instances that start at once (`pg_try_advisory_xact_lock` key).
@@ -72,13 +72,15 @@ enum Schema {
                 key text NOT NULL,
                 value jsonb,
                 version bigint NOT NULL DEFAULT 1,
+                writer uuid,
                 PRIMARY KEY (namespace, key)
             )
             """,
-            "COMMENT ON TABLE prefs_values IS 'Prefs PostgresStore, schema version 2: one row per key; "
-                + "value is the FileStore JSON form, NULL once removed; version grows by one with every update'",
+            "COMMENT ON TABLE prefs_values IS 'Prefs PostgresStore, schema version 3: one row per key; "
+                + "value is the FileStore JSON form, NULL once removed; version grows by one with every update; "
+                + "writer names the Prefs transaction that wrote it'",
             "CREATE TABLE prefs_schema (version integer NOT NULL)",
-            "INSERT INTO prefs_schema (version) VALUES (2)",
+            "INSERT INTO prefs_schema (version) VALUES (3)",
         ] + functions + [
             """
             CREATE TRIGGER prefs_values_bump BEFORE UPDATE ON prefs_values
@@ -93,8 +95,12 @@ enum Schema {
             """,
         ]
 
-    /// Version 1 sent values in its payloads; version 2 replaces its functions and adds the `TRUNCATE` trigger.
-    static let upgradeFromVersion1 = functions + ["UPDATE prefs_schema SET version = 2"]
+    /// Version 3 adds the `writer` column, which settles a transaction's outcome after its `COMMIT` went unanswered.
+    static let upgradeFromVersion2 = [
+        "ALTER TABLE prefs_values ADD COLUMN IF NOT EXISTS writer uuid", "UPDATE prefs_schema SET version = 3",
+    ]
+    /// Version 1 sent values in its payloads; version 2 replaced its functions and added the `TRUNCATE` trigger.
+    static let upgradeFromVersion1 = functions + upgradeFromVersion2
 
     /// What the database holds: the version rows of `prefs_schema` (nil without the table) and whether
     /// `prefs_values` exists.
@@ -113,7 +119,7 @@ enum Schema {
         return (rows.compactMap { $0[0].flatMap { Int($0) } }, hasValues)
     }
 
-    /// Creates the schema when the database has none, upgrades version 1, or checks the version of the one it
+    /// Creates the schema when the database has none, upgrades versions 1 and 2, or checks the version of the one it
     /// has.
     ///
     /// A database already at this version is only read: no lock is taken. Creating or upgrading takes a
@@ -141,6 +147,8 @@ enum Schema {
             case ([version]?, true): break
             case ([1]?, true):
                 for statement in upgradeFromVersion1 { try connection.execute(statement, deadline: deadline) }
+            case ([2]?, true):
+                for statement in upgradeFromVersion2 { try connection.execute(statement, deadline: deadline) }
             case (nil, false):
                 for statement in create { try connection.execute(statement, deadline: deadline) }
             case (nil, true):
@@ -161,9 +169,13 @@ enum Schema {
     static let selectNamespace = "SELECT key, value::text, version FROM prefs_values WHERE namespace = $1"
     static let selectKey = "SELECT value::text, version FROM prefs_values WHERE namespace = $1 AND key = $2"
     static let selectKeyForUpdate = selectKey + " FOR UPDATE"
+    /// The row's version and writer, once the row's lock is free (every transaction that wrote it has ended).
+    static let selectWriterForUpdate =
+        "SELECT version, writer::text FROM prefs_values WHERE namespace = $1 AND key = $2 FOR UPDATE"
     /// Run on the writing connection: its statements notify by themselves (see `notifyWritten`).
     static let notifyInline = "SET prefs.notify_inline = 'on'"
     /// Returns each written row's version and sends its hint (parameter `$4`, from ``hint(namespace:key:)``).
+    /// Parameter `$5` is the writing transaction's id (NULL for a single `set`).
     private static let notifyWritten = """
         SELECT version, pg_notify('prefs_values', $4) FROM written
         """
@@ -179,15 +191,16 @@ enum Schema {
     }
     static let upsert = """
         WITH written AS (
-            INSERT INTO prefs_values (namespace, key, value, version) VALUES ($1, $2, $3::jsonb, 1)
+            INSERT INTO prefs_values (namespace, key, value, version, writer) VALUES ($1, $2, $3::jsonb, 1, $5::uuid)
             ON CONFLICT (namespace, key) DO UPDATE
-                SET value = EXCLUDED.value, version = LEAST(prefs_values.version, 9223372036854775806) + 1
+                SET value = EXCLUDED.value, writer = EXCLUDED.writer,
+                    version = LEAST(prefs_values.version, 9223372036854775806) + 1
             RETURNING version
         )
         """ + notifyWritten
     static let remove = """
         WITH written AS (
-            UPDATE prefs_values SET value = NULL, version = LEAST(version, 9223372036854775806) + 1
+            UPDATE prefs_values SET value = NULL, writer = $5::uuid, version = LEAST(version, 9223372036854775806) + 1
             WHERE namespace = $1 AND key = $2 AND value IS NOT NULL AND $3::text IS NULL
             RETURNING version
         )

@@ -51,15 +51,17 @@ final class Server: Sendable {
 
     /// The server for `secrets` and `limits`, connected and listening (created on first use); `snapshot` is
     /// registered with it before this returns, so it receives every hint from now on.
-    static func attach(_ snapshot: Snapshot, secrets: ConnectionSecrets, limits: PostgresStore.Limits) throws -> Server
-    {
+    /// With `mayStartAway`, a server that cannot be reached does not stop this: the listener connects once it can.
+    static func attach(
+        _ snapshot: Snapshot, secrets: ConnectionSecrets, limits: PostgresStore.Limits, mayStartAway: Bool = false
+    ) throws -> Server {
         let key = secrets.connectionString + "\u{0}" + String(describing: limits)
         return try registry.withLock { servers in
             if let server = servers[key], !server.isStopped {
                 server.state.withLock { $0.snapshots[ObjectIdentifier(snapshot)] = snapshot }
                 return server
             }
-            let server = try Server(secrets: secrets, limits: limits, registryKey: key)
+            let server = try Server(secrets: secrets, limits: limits, registryKey: key, mayStartAway: mayStartAway)
             server.state.withLock { $0.snapshots[ObjectIdentifier(snapshot)] = snapshot }
             servers[key] = server
             server.start()
@@ -87,13 +89,18 @@ final class Server: Sendable {
         }
     }
 
-    private init(secrets: ConnectionSecrets, limits: PostgresStore.Limits, registryKey: String) throws {
+    private init(
+        secrets: ConnectionSecrets, limits: PostgresStore.Limits, registryKey: String, mayStartAway: Bool
+    ) throws {
         self.secrets = secrets
         self.limits = limits
         self.registryKey = registryKey
-        let primary = try Self.connect(secrets: secrets, limits: limits)
-        try Schema.prepare(on: primary)
-        try primary.execute("LISTEN " + Schema.channel, deadline: ContinuousClock.now + limits.writeDeadline)
+        var primary: Connection? = nil
+        do {
+            primary = try Self.connectAndListen(secrets: secrets, limits: limits)
+        } catch let error as PostgresStoreError where mayStartAway && error.meansAway {
+            // Without a primary, the listener thread connects as soon as the server answers.
+        }
         state = Locked(State(primary: primary))
         var ends: [Int32] = [-1, -1]
         guard pipe(&ends) == 0 else {
@@ -109,6 +116,15 @@ final class Server: Sendable {
     {
         try Connection(
             secrets: secrets, limits: limits, applicationName: applicationName, setup: [Schema.notifyInline])
+    }
+
+    /// A connection that has checked the schema (creating it when missing) and listens for hints.
+    private static func connectAndListen(secrets: ConnectionSecrets, limits: PostgresStore.Limits) throws -> Connection
+    {
+        let connection = try connect(secrets: secrets, limits: limits)
+        try Schema.prepare(on: connection)
+        try connection.execute("LISTEN " + Schema.channel, deadline: ContinuousClock.now + limits.writeDeadline)
+        return connection
     }
 
     private var isStopped: Bool { stopped.load(ordering: .acquiring) }
@@ -204,6 +220,10 @@ final class Server: Sendable {
     private func run() {
         var lastHeard = ContinuousClock.now
         while !isStopped {
+            if state.withLock({ $0.primary == nil && !$0.primaryBusy }) {
+                reconnect()  // started while the server was away
+                continue
+            }
             let (taken, queued) = takePrimary()
             var socket: Int32 = -1
             if let primary = taken {
@@ -269,8 +289,7 @@ final class Server: Sendable {
         var delay: Int32 = 50
         while !isStopped {
             do {
-                let connection = try Self.connect(secrets: secrets, limits: limits)
-                try connection.execute("LISTEN " + Schema.channel, deadline: ContinuousClock.now + limits.writeDeadline)
+                let connection = try Self.connectAndListen(secrets: secrets, limits: limits)
                 try reloadAll(on: connection)
                 reconnections.add(1, ordering: .relaxed)
                 ErrorReporter.forgetIncidents(of: reportSource)

@@ -37,7 +37,39 @@ final class Snapshot: Sendable {
     /// Rows already reported as unreadable, by key and version, so each is reported once.
     private let reported = Locked<Set<String>>([])
 
-    init(namespace: String) { self.namespace = namespace }
+    /// The local file that keeps the last values seen, when the store was opened with one.
+    let cache: FileStore?
+
+    init(namespace: String, cache: FileStore? = nil) {
+        self.namespace = namespace
+        self.cache = cache
+    }
+
+    /// Set (under the entries' lock) once a read of the whole namespace was merged.
+    private let loaded = Atomic<Bool>(false)
+
+    /// Starts from what the cache file holds (the server being away), unless the namespace was read meanwhile; the
+    /// first read of the table replaces it all.
+    func seed(from cache: FileStore) throws {
+        let values = try cache.allValues()
+        entries.withLock { entries in
+            guard !loaded.load(ordering: .relaxed) else { return }
+            let learnedAt = clock.add(1, ordering: .sequentiallyConsistent).newValue
+            for (key, value) in values {
+                entries[key] = Held(entry: Entry(value: value, version: 0), learnedAt: learnedAt)
+            }
+        }
+    }
+
+    /// Serialises the cache file's writes, so the last one written holds the newest values.
+    private let cacheWrites = Locked<Void>(())
+
+    /// Writes every value to the cache file, if there is one; a failure is reported, and the next change retries.
+    func saveCache() {
+        guard let cache else { return }
+        let failure = cacheWrites.withLock { _ in Result { try cache.replaceAll(allValues()) } }
+        if case .failure(let error) = failure { ErrorReporter.report(error, key: "", operation: .write) }
+    }
 
     func value(forKey key: String) -> PrefValue? { entries.withLock { $0[key]?.entry.value } }
 
@@ -50,6 +82,7 @@ final class Snapshot: Sendable {
     func merge(_ reading: Reading) -> [String] {
         entries.withLock { entries in
             let learnedAt = clock.add(1, ordering: .sequentiallyConsistent).newValue
+            if reading.keys == nil { loaded.store(true, ordering: .relaxed) }
             var changed: [String] = []
             let covered = reading.keys ?? Set(entries.keys).union(reading.rows.keys)
             for key in covered where !reading.unreadable.contains(key) {
@@ -71,7 +104,9 @@ final class Snapshot: Sendable {
     }
 
     func publish(_ keys: [String]) {
-        if !keys.isEmpty { changes.publish(changedKeys: keys) }
+        guard !keys.isEmpty else { return }
+        saveCache()
+        changes.publish(changedKeys: keys)
     }
 
     // MARK: Reading rows
@@ -110,9 +145,9 @@ final class Snapshot: Sendable {
         var found: [[String?]] = []
         if let keys {
             for key in keys.sorted() {
-                for row in try connection.execute(Schema.selectKey, [namespace, key], deadline: deadline) {
-                    found.append([key] + row)
-                }
+                let rows = try connection.execute(
+                    Schema.selectKey, [namespace, key], prepare: true, deadline: deadline)
+                found += rows.map { [key] + $0 }
             }
         } else {
             found = try connection.execute(Schema.selectNamespace, [namespace], deadline: deadline)

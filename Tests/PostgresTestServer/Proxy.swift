@@ -6,7 +6,9 @@ import Synchronization
 #endif
 
 /// `try Proxy(to: port)` forwards TCP connections from a port of its own on 127.0.0.1 to `port`; ``pause()`` stops
-/// forwarding without closing anything, like a network path that swallows packets, and ``resume()`` goes on.
+/// forwarding without closing anything, like a network path that swallows packets, and ``resume()`` goes on;
+/// ``cut()`` closes the connections open now, as a failing middlebox or a server's host going down does, and
+/// forwards new ones.
 public final class Proxy: Sendable {
     /// The port clients connect to.
     public let port: Int
@@ -14,6 +16,8 @@ public final class Proxy: Sendable {
     private let target: Int
     private let paused = Atomic<Bool>(false)
     private let stopped = Atomic<Bool>(false)
+    /// Bumped by ``cut()``: a forwarding thread started under an older value closes its sockets.
+    private let generation = Atomic<Int>(0)
 
     public init(to target: Int) throws {
         self.target = target
@@ -38,6 +42,9 @@ public final class Proxy: Sendable {
     public func pause() { paused.store(true, ordering: .releasing) }
     /// Forwards again.
     public func resume() { paused.store(false, ordering: .releasing) }
+
+    /// Closes every connection forwarded so far (within 50 ms), without sending or reading anything more on them.
+    public func cut() { generation.add(1, ordering: .acquiringAndReleasing) }
 
     /// Stops accepting and forwarding; the forwarding threads close their sockets.
     public func stop() {
@@ -72,25 +79,27 @@ public final class Proxy: Sendable {
                 close(server)
                 continue
             }
-            Thread { [self] in pump(client, server) }.start()
+            let born = generation.load(ordering: .acquiring)
+            Thread { [self] in pump(client, server, born: born) }.start()
         }
         close(listener)
     }
 
     /// Copies bytes both ways until either side closes; while paused it waits without reading.
-    private func pump(_ first: Int32, _ second: Int32) {
+    private func pump(_ first: Int32, _ second: Int32, born: Int) {
         defer {
             close(first)
             close(second)
         }
         var buffer = [UInt8](repeating: 0, count: 65_536)
-        while !stopped.load(ordering: .acquiring) {
+        while !stopped.load(ordering: .acquiring), generation.load(ordering: .acquiring) == born {
             var descriptors = [
                 pollfd(fd: first, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: second, events: Int16(POLLIN), revents: 0),
             ]
             // Woken every 50 ms to notice pause, resume and stop.
             guard poll(&descriptors, 2, 50) >= 0 || errno == EINTR else { return }
+            if generation.load(ordering: .acquiring) != born { return }
             if paused.load(ordering: .acquiring) { continue }
             for (from, to) in [(0, second), (1, first)] where descriptors[from].revents != 0 {
                 let count = read(descriptors[from].fd, &buffer, buffer.count)

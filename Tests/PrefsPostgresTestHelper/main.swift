@@ -83,13 +83,18 @@ do {
             }
         }
     case "distinct-keys":
-        // distinct-keys: sets key w-N to N for N = 1, 2, 3, … forever, each key once. Prints `ack N` once set
-        // returned, `not N` when the error says nothing was written, `unknown N` when it says the outcome is
-        // unknown (then goes on with N + 1).
+        // distinct-keys: writes key w-N = N for N = 1, 2, 3, … forever, each key once, with set for odd N and with
+        // updateValue (a transform in a transaction) for even N. Prints `ack N` once the write returned, `not N`
+        // when the error says nothing was written, `unknown N` when it says the outcome is unknown (then goes on
+        // with N + 1).
         var value = 1
         while true {
             do {
-                try store.set(value, for: PrefKey("w-\(value)", default: 0))
+                if value.isMultiple(of: 2) {
+                    try store.updateValue(forKey: "w-\(value)") { [value] _ in .int(Int64(value)) }
+                } else {
+                    try store.set(value, for: PrefKey("w-\(value)", default: 0))
+                }
                 emit("ack \(value)")
             } catch PostgresStoreError.outcomeUnknown {
                 emit("unknown \(value)")

@@ -64,7 +64,7 @@ struct BoundsTests {
         let (_, freshIntruder) = try fresh.roleWithoutTableRights()
         try freshIntruder.execute("SELECT pg_advisory_lock(7301451916011975)")
         _ = try database.store()
-        #expect(try database.sql("SELECT version FROM prefs_schema") == [["2"]])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["3"]])
         // Creating a schema waits for the lock at most connectTimeout, then says who holds what.
         let start = ContinuousClock.now
         #expect {
@@ -85,17 +85,13 @@ struct BoundsTests {
 @Suite("PostgresStore on a cut network")
 struct CutNetworkTests {
     @Test func aWriteOnACutNetworkThrowsWithinItsBoundAndReadsCatchUpAfterwards() async throws {
-        let server = try PostgresServer.start(tcp: true)
-        defer { try? server.destroy() }
-        let proxy = try Proxy(to: try #require(server.tcpPort))
-        defer { proxy.stop() }
-        let name = try server.createDatabase()
+        let database = try ProxiedDatabase()
+        defer { database.destroy() }
+        let proxy = database.proxy
         let limits = PostgresStore.Limits(
             connectTimeout: .seconds(2), writeDeadline: .seconds(3), networkTimeout: .seconds(2), heartbeat: .seconds(1)
         )
-        let store = try PostgresStore(
-            connection: "postgresql://127.0.0.1:\(proxy.port)/\(name)?user=postgres", namespace: "com.example.app",
-            limits: limits)
+        let store = try PostgresStore(connection: database.connection, namespace: "com.example.app", limits: limits)
         try store.setValue(.int(1), forKey: "k")
 
         proxy.pause()
@@ -111,13 +107,12 @@ struct CutNetworkTests {
         #expect(elapsed < limits.connectTimeout + limits.writeDeadline + .seconds(2), "\(elapsed)")
         #expect(try store.value(forKey: "k") == .int(1))
         // Meanwhile another client, on a path that works, changes a key.
-        try server.execute(
-            "INSERT INTO prefs_values (namespace, key, value) VALUES ('com.example.app', 'other', '5')", database: name)
+        try database.sql("INSERT INTO prefs_values (namespace, key, value) VALUES ('com.example.app', 'other', '5')")
 
         proxy.resume()
         try await eventually("the store to reconnect and catch up") { try store.value(forKey: "other") == .int(5) }
         try store.setValue(.int(3), forKey: "k")
-        #expect(try server.execute("SELECT value::text FROM prefs_values WHERE key = 'k'", database: name) == [["3"]])
+        #expect(try database.sql("SELECT value::text FROM prefs_values WHERE key = 'k'") == [["3"]])
         store.close()
     }
 }

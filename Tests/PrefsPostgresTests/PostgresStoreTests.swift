@@ -47,6 +47,29 @@ struct PostgresStoreTests {
         reader.close()
     }
 
+    @Test func negativeZeroComesBackWithItsSign() async throws {
+        let database = try Database()
+        let writer = try database.store()
+        try writer.setValue(.double(-0.0), forKey: "double")
+        try writer.setValue(.float(-0.0), forKey: "float")
+        try writer.setValue(.array([.double(-0.0), .double(0.0)]), forKey: "array")
+        writer.close()
+        // A fresh instance reads the table: -0.0 == 0.0, so the sign is checked on its own.
+        let reader = try database.store()
+        guard case .double(let double)? = try reader.value(forKey: "double"),
+            case .float(let float)? = try reader.value(forKey: "float"),
+            case .array(let array)? = try reader.value(forKey: "array"), array.count == 2,
+            case .double(let first) = array[0], case .double(let second) = array[1]
+        else {
+            Issue.record("wrong kinds read back: \(try reader.allValues())")
+            return
+        }
+        #expect(double == 0 && double.sign == .minus)
+        #expect(float == 0 && float.sign == .minus)
+        #expect(first.sign == .minus && second.sign == .plus)
+        reader.close()
+    }
+
     @Test func typedKeysAndWrappersWorkOnTheStore() async throws {
         let database = try Database()
         let store = try database.store()
@@ -265,7 +288,7 @@ struct PostgresStoreTests {
         let database = try Database()
         try database.store().setValue(.int(1), forKey: "kept")
         try database.sql("UPDATE prefs_schema SET version = 99")
-        #expect(throws: PostgresStoreError.unsupportedSchemaVersion(found: 99, supported: 2)) {
+        #expect(throws: PostgresStoreError.unsupportedSchemaVersion(found: 99, supported: 3)) {
             _ = try database.store()
         }
         #expect(try database.sql("SELECT version FROM prefs_schema") == [["99"]])
@@ -273,7 +296,7 @@ struct PostgresStoreTests {
 
         let foreign = try Database()
         try foreign.sql("CREATE TABLE prefs_values (id integer)")
-        #expect(throws: PostgresStoreError.unsupportedSchemaVersion(found: nil, supported: 2)) {
+        #expect(throws: PostgresStoreError.unsupportedSchemaVersion(found: nil, supported: 3)) {
             _ = try foreign.store()
         }
         #expect(try foreign.sql("SELECT to_regclass('prefs_schema') IS NULL") == [["t"]])

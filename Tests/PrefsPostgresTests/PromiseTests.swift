@@ -20,7 +20,7 @@ struct PostgresPromiseTests {
             }
         }
         #expect(failures.withLock { $0 } == [])
-        #expect(try database.sql("SELECT version FROM prefs_schema") == [["2"]])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["3"]])
         #expect(try database.store().allValues().count == 8)
     }
 }
@@ -35,6 +35,6 @@ struct PostgresCrossProcessOpenTests {
         for child in children {
             #expect(try await child.finish() == 0, "\(child.standardError)")
         }
-        #expect(try database.sql("SELECT version FROM prefs_schema") == [["2"]])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["3"]])
     }
 }

@@ -57,6 +57,20 @@ struct SchemaEdgeTests {
         #expect(try database.sql("SELECT to_regclass('prefs_values') IS NULL") == [["t"]])
     }
 
+    @Test func aVersion2SchemaIsUpgradedInPlaceKeepingItsRows() async throws {
+        let database = try Database()
+        let first = try database.store()
+        try first.setValue(.string("kept"), forKey: "k")
+        first.close()
+        try database.sql("ALTER TABLE prefs_values DROP COLUMN writer; UPDATE prefs_schema SET version = 2")
+        let upgraded = try database.store()
+        #expect(try upgraded.value(forKey: "k") == .string("kept"))
+        #expect(try upgraded.updateValue(forKey: "k") { _ in .string("new") } == .string("new"))
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["3"]])
+        #expect(try database.sql("SELECT value::text, writer IS NOT NULL FROM prefs_values") == [["\"new\"", "t"]])
+        upgraded.close()
+    }
+
     @Test func aListenerThatCannotReconnectReportsTheRealCause() async throws {
         let server = try PostgresServer.shared()
         let role = "app_" + UUID().uuidString.lowercased().prefix(8)

@@ -63,18 +63,13 @@ struct ServerAwayTests {
 
         // The server comes back where this store cannot reach it; another instance changes a, b and d there.
         try server.stop()
-        let elsewhere = server.root + "/elsewhere"
-        try server.restart(socketDirectory: elsewhere)
-        let other = try PostgresStore(
-            connection: "postgresql:///\(database.name)?host=\(elsewhere)&user=postgres", namespace: "com.example.app")
-        try other.setValue(.int(2), forKey: "a")
-        try other.removeValue(forKey: "b")
-        try other.setValue(.int(4), forKey: "d")
-        try other.setValue(.int(1), forKey: "c")
-        other.close()
-        #expect(try store.allValues() == ["a": .int(1), "b": .int(1), "c": .int(1)])
-
-        try server.stop()
+        try changeWhileUnreachable(database) { other in
+            try other.setValue(.int(2), forKey: "a")
+            try other.removeValue(forKey: "b")
+            try other.setValue(.int(4), forKey: "d")
+            try other.setValue(.int(1), forKey: "c")
+            #expect(try store.allValues() == ["a": .int(1), "b": .int(1), "c": .int(1)])
+        }
         try server.restart()
         try await eventually("the store to re-read the namespace") {
             try store.allValues() == ["a": .int(2), "c": .int(1), "d": .int(4)]
@@ -84,10 +79,60 @@ struct ServerAwayTests {
     }
 }
 
-/// The server killed (`pg_ctl stop -m immediate`) while a writer runs: every error tells the truth.
+/// A store with a cache file, opened while the server is away.
+@Suite("PostgresStore starting while the server is away")
+struct OfflineStartTests {
+    @Test func aStoreWithACacheFileStartsFromItAndCatchesUpWhenTheServerReturns() async throws {
+        let folder = FileManager.default.temporaryDirectory.appending(path: "prefs-pg-cache-" + UUID().uuidString)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let cache = folder.appending(path: "cache.json")
+        let server = try PostgresServer.start()
+        defer { try? server.destroy() }
+        let database = try Database(on: server)
+        let first = try PostgresStore(connection: database.connection, namespace: "com.example.app", cache: cache)
+        try first.replaceAll(["a": .int(1), "b": .int(1)])
+        first.close()
+        try server.stop()
+        // Without a cache file, or with one not written yet, an open still throws.
+        #expect(throws: PostgresStoreError.self) { try database.store() }
+        #expect(throws: PostgresStoreError.self) {
+            try PostgresStore(
+                connection: database.connection, namespace: "com.example.app",
+                cache: folder.appending(path: "never-written.json"))
+        }
+
+        let store = try PostgresStore(connection: database.connection, namespace: "com.example.app", cache: cache)
+        #expect(try store.allValues() == ["a": .int(1), "b": .int(1)])
+        #expect {
+            try store.setValue(.int(9), forKey: "a")
+        } throws: { error in
+            guard case .connectionLost? = error as? PostgresStoreError else { return false }
+            return true
+        }
+        let announced = Collector(store.changes.keys())
+        // The server comes back where this store cannot reach it; another instance changes a and removes b there.
+        try changeWhileUnreachable(database) { other in
+            try other.setValue(.int(2), forKey: "a")
+            try other.removeValue(forKey: "b")
+        }
+        try server.restart()
+
+        try await eventually("the store to catch up") { try store.allValues() == ["a": .int(2)] }
+        try await eventually("the announcements") { announced.values.count >= 2 }
+        #expect(announced.values.sorted() == ["a", "b"])
+        try store.setValue(.int(3), forKey: "a")
+        store.close()
+        // The file holds the last values the store saw.
+        #expect(try FileStore(url: cache).allValues() == ["a": .int(3)])
+    }
+}
+
+/// The server killed (`pg_ctl stop -m immediate`) and started again while a writer runs: every write that was in
+/// flight is settled once the server is back, and what the writer was told matches the table.
 @Suite("PostgresStore across server crashes")
 struct CrashTests {
-    @Test func crashesLoseNoAcknowledgedWriteAndNeverClaimAWrittenOneWasNot() async throws {
+    @Test func crashesLoseNoAcknowledgedWriteAndEveryOutcomeIsKnown() async throws {
         let server = try PostgresServer.start()
         defer { try? server.destroy() }
         let database = try Database(on: server)
@@ -99,7 +144,6 @@ struct CrashTests {
             let acknowledged = count("ack ")
             try await eventually("30 more acknowledged writes in round \(round)") { count("ack ") >= acknowledged + 30 }
             try server.crash()
-            try await eventually("the writer to see the crash") { count("not ") + count("unknown ") >= round }
             try server.restart()
         }
         try await eventually("writes to work again") { count("ack ") >= 100 }
@@ -114,6 +158,7 @@ struct CrashTests {
         let falselyNotWritten = numbers("not ").filter { stored.contains($0) }
         #expect(lost == [], "acknowledged writes lost")
         #expect(falselyNotWritten == [], "reported as not written but committed")
-        #expect(numbers("not ").count + numbers("unknown ").count >= 3)
+        // The server came back within the writes' deadline, so no outcome was left unknown.
+        #expect(numbers("unknown ") == [])
     }
 }

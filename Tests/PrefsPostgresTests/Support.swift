@@ -30,6 +30,47 @@ struct Database {
     func sql(_ text: String) throws -> [[String?]] { try server.execute(text, database: name) }
 }
 
+/// A server of its own, on 127.0.0.1 behind a ``Proxy`` that can stop forwarding or cut connections, with a fresh
+/// database; ``connection`` goes through the proxy. Call ``destroy()`` at the end.
+struct ProxiedDatabase {
+    let server: PostgresServer
+    let proxy: Proxy
+    let name: String
+
+    init() throws {
+        server = try PostgresServer.start(tcp: true)
+        do {
+            proxy = try Proxy(to: try #require(server.tcpPort))
+            name = try server.createDatabase()
+        } catch {
+            try? server.destroy()
+            throw error
+        }
+    }
+
+    var connection: String { "postgresql://127.0.0.1:\(proxy.port)/\(name)?user=postgres" }
+
+    @discardableResult
+    func sql(_ text: String) throws -> [[String?]] { try server.execute(text, database: name) }
+
+    func destroy() {
+        proxy.stop()
+        try? server.destroy()
+    }
+}
+
+/// Restarts `database`'s server where no store of this process can reach it (another socket folder), lets `body`
+/// change things there through a store of its own, then stops the server again.
+func changeWhileUnreachable(_ database: Database, _ body: (PostgresStore) throws -> Void) throws {
+    let elsewhere = database.server.root + "/elsewhere"
+    try database.server.restart(socketDirectory: elsewhere)
+    let other = try PostgresStore(
+        connection: "postgresql:///\(database.name)?host=\(elsewhere)&user=postgres", namespace: "com.example.app")
+    try body(other)
+    other.close()
+    try database.server.stop()
+}
+
 struct TimedOut: Error, CustomStringConvertible {
     let what: String
     var description: String { "timed out waiting for \(what)" }

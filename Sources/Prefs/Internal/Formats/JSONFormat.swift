@@ -35,7 +35,8 @@ enum JSONFormat {
     /// One value as single-line JSON text, as the CLI prints it: `[1, 2]`, `{"$float": 0.5}`, `"dark"`.
     ///
     /// With `plainDecimals`, a double that `description` writes with a positive exponent (`1e+16`) is written in
-    /// full with a fraction (`10000000000000000.0`), the form PostgreSQL's `jsonb` keeps as a non-integer.
+    /// full with a fraction (`10000000000000000.0`), the form PostgreSQL's `jsonb` keeps as a non-integer, and -0.0
+    /// is tagged (`{"$double": "-0"}`), since `jsonb` keeps no sign on zero.
     static func encodeValue(_ value: PrefValue, key: String = "", plainDecimals: Bool = false) throws(PrefsError)
         -> String
     {
@@ -71,9 +72,10 @@ enum JSONFormat {
 }
 
 extension JSONFormat {
-    /// `"inf"`, `"-inf"` or `"nan"`: how a tag names a number JSON cannot hold.
+    /// `"inf"`, `"-inf"` or `"nan"`: how a tag names a number JSON cannot hold (and `"-0"`, which `jsonb` cannot).
     static func name(ofNonFinite number: Double) -> String {
         if number.isNaN { return "nan" }
+        if number == 0 { return "-0" }
         return number < 0 ? "-inf" : "inf"
     }
 
@@ -83,6 +85,7 @@ extension JSONFormat {
         case "inf": .infinity
         case "-inf": -.infinity
         case "nan": .nan
+        case "-0": -0.0
         default: nil
         }
     }
@@ -110,6 +113,12 @@ extension JSONFormat {
             output.append(0x22)
             output.append(bytes.base64EncodedData())
             output.append(0x22)
+        }
+
+        /// Whether `number` is written as a tag's name: not finite, or -0.0 in the database form (`jsonb` keeps no
+        /// sign on zero).
+        func isNamed(_ number: Double) -> Bool {
+            !number.isFinite || (plainDecimals && number == 0 && number.sign == .minus)
         }
 
         /// Counts one more level of `{` or `[`, refusing documents the parser would reject as too deep.
@@ -174,7 +183,7 @@ extension JSONFormat {
                 append(String(number))
             case .unsignedInt(let number):
                 append(String(number))
-            case .double(let number) where !number.isFinite:
+            case .double(let number) where isNamed(number):
                 try writeTagged(doubleTag, indent: indent, key: key) { (writer: inout Writer) throws(PrefsError) in
                     writer.writeString(JSONFormat.name(ofNonFinite: number))
                 }
@@ -182,7 +191,7 @@ extension JSONFormat {
                 try writeDouble(number, kind: "double", key: key)
             case .float(let number):
                 try writeTagged(floatTag, indent: indent, key: key) { (writer: inout Writer) throws(PrefsError) in
-                    if number.isFinite {
+                    if !writer.isNamed(Double(number)) {
                         try writer.writeDouble(Double(number), kind: "float", key: key)
                     } else {
                         writer.writeString(JSONFormat.name(ofNonFinite: Double(number)))

@@ -1,0 +1,82 @@
+import Foundation
+import PostgresTestServer
+import Prefs
+import PrefsPostgres
+import Testing
+
+/// The connection cut while `COMMIT` runs: the store reads the outcome back from the row and tells the caller.
+@Suite("PostgresStore commit outcomes")
+struct CommitOutcomeTests {
+    @Test(arguments: [true, false])
+    func anUpdateWhoseCommitWentUnansweredReportsWhatHappened(commits: Bool) async throws {
+        let database = try ProxiedDatabase()
+        defer { database.destroy() }
+        // Room for the steps below on a busy machine; the gate is opened long before any of these.
+        let limits = PostgresStore.Limits(
+            lockTimeout: .seconds(30), statementTimeout: .seconds(60), writeDeadline: .seconds(40))
+        let store = try PostgresStore(connection: database.connection, namespace: "com.example.app", limits: limits)
+        defer { store.close() }
+        try store.setValue(.int(1), forKey: "count")
+        // From now on a commit that wrote a row first waits for a gate (an advisory lock) this test holds.
+        try database.sql(
+            """
+            CREATE FUNCTION gate() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$;
+            CREATE CONSTRAINT TRIGGER gate AFTER INSERT OR UPDATE ON prefs_values
+                DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION gate();
+            """)
+        let gate = try Session(database.server.connectionString(database: database.name))
+        try gate.execute("SELECT pg_advisory_lock(4242)")
+
+        let outcome = Locked<(value: PrefValue?, error: PostgresStoreError?)?>(nil)
+        Thread {
+            do {
+                let updated = try store.updateValue(forKey: "count") { current in
+                    guard case .int(let number)? = current else { return current }
+                    return .int(number + 1)
+                }
+                outcome.withLock { $0 = (updated, nil) }
+            } catch {
+                outcome.withLock {
+                    $0 = (nil, error as? PostgresStoreError ?? .serverError(sqlState: "", message: "\(error)"))
+                }
+            }
+        }.start()
+        func waitingForLocks(_ query: String) throws -> [[String?]] {
+            try database.sql(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' "
+                    + "AND query LIKE '\(query)'")
+        }
+        try await eventually("the COMMIT to wait at the gate", within: 60) { try waitingForLocks("COMMIT").count == 1 }
+        database.proxy.cut()
+        // The store connects again and waits for the row's lock, which the unfinished transaction still holds.
+        try await eventually("the store to wait for the row's lock", within: 60) {
+            try waitingForLocks("%prefs_values%").count == 1 || outcome.withLock { $0 } != nil
+        }
+        if let early = outcome.withLock({ $0 }) {
+            Issue.record("updateValue ended before the transaction did: \(early)")
+            return
+        }
+        if commits {
+            try gate.execute("SELECT pg_advisory_unlock(4242)")
+        } else {
+            let committing = try #require(try waitingForLocks("COMMIT").first?.first ?? nil)
+            try database.sql("SELECT pg_terminate_backend(\(committing))")
+        }
+        try await eventually("updateValue to return or throw", within: 60) { outcome.withLock { $0 } != nil }
+        let (value, error) = try #require(outcome.withLock { $0 })
+        let row = try database.sql("SELECT value::text FROM prefs_values WHERE key = 'count'")
+        if commits {
+            #expect(error == nil && value == .int(2), "\(String(describing: error))")
+            #expect(row == [["2"]])
+            #expect(try store.value(forKey: "count") == .int(2))
+        } else {
+            guard case .connectionLost? = error else {
+                Issue.record("expected connectionLost, got \(String(describing: error)), \(String(describing: value))")
+                return
+            }
+            #expect(row == [["1"]])
+            #expect(try store.value(forKey: "count") == .int(1))
+        }
+    }
+}
