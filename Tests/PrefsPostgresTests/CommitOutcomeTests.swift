@@ -5,15 +5,17 @@ import PrefsPostgres
 import Testing
 
 /// The connection cut while `COMMIT` runs: the store reads the outcome back from the row and tells the caller.
-@Suite("PostgresStore commit outcomes")
+@Suite("PostgresStore commit outcomes", .serialized)
 struct CommitOutcomeTests {
     @Test(arguments: [true, false])
     func anUpdateWhoseCommitWentUnansweredReportsWhatHappened(commits: Bool) async throws {
         let database = try ProxiedDatabase()
         defer { database.destroy() }
-        // Room for the steps below on a busy machine; the gate is opened long before any of these.
+        // Room for the steps below on a busy machine (the COMMIT waits at the gate under this lock timeout): the
+        // gate is opened, or the transaction ended, long before any of these.
         let limits = PostgresStore.Limits(
-            lockTimeout: .seconds(30), statementTimeout: .seconds(60), writeDeadline: .seconds(40))
+            lockTimeout: .seconds(400), statementTimeout: .seconds(600), writeDeadline: .seconds(500),
+            networkTimeout: .seconds(300), heartbeat: .seconds(300))
         let store = try PostgresStore(connection: database.connection, namespace: "com.example.app", limits: limits)
         defer { store.close() }
         try store.setValue(.int(1), forKey: "count")
@@ -47,10 +49,10 @@ struct CommitOutcomeTests {
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' "
                     + "AND query LIKE '\(query)'")
         }
-        try await eventually("the COMMIT to wait at the gate", within: 60) { try waitingForLocks("COMMIT").count == 1 }
+        try await eventually("the COMMIT to wait at the gate", within: 300) { try waitingForLocks("COMMIT").count == 1 }
         database.proxy.cut()
         // The store connects again and waits for the row's lock, which the unfinished transaction still holds.
-        try await eventually("the store to wait for the row's lock", within: 60) {
+        try await eventually("the store to wait for the row's lock", within: 300) {
             try waitingForLocks("%prefs_values%").count == 1 || outcome.withLock { $0 } != nil
         }
         if let early = outcome.withLock({ $0 }) {
@@ -63,7 +65,7 @@ struct CommitOutcomeTests {
             let committing = try #require(try waitingForLocks("COMMIT").first?.first ?? nil)
             try database.sql("SELECT pg_terminate_backend(\(committing))")
         }
-        try await eventually("updateValue to return or throw", within: 60) { outcome.withLock { $0 } != nil }
+        try await eventually("updateValue to return or throw", within: 300) { outcome.withLock { $0 } != nil }
         let (value, error) = try #require(outcome.withLock { $0 })
         let row = try database.sql("SELECT value::text FROM prefs_values WHERE key = 'count'")
         if commits {
