@@ -167,13 +167,13 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     /// `child.isRunning`: the child has not ended yet.
-    public var isRunning: Bool { changing { !exited } }
+    public var isRunning: Bool { changing { !hasEnded } }
 
     /// `child.signal(SIGTERM)` sends a signal to the child while it runs.
     public func signal(_ number: Int32) {
         // Under the lock, so that the process identifier cannot have been reused by the time the signal is sent.
         changing {
-            if !exited { _ = sendSignal(number, to: process.processIdentifier) }
+            if !hasEnded { _ = sendSignal(number, to: process.processIdentifier) }
         }
     }
 
@@ -182,7 +182,7 @@ public final class ChildProcess: @unchecked Sendable {
         signal(SIGKILL)
         state.lock()
         defer { state.unlock() }
-        while !exited, state.wait(until: deadline + 5) {}
+        while !hasEnded, waitABit() {}
     }
 
     /// `let exit = child.wait()` waits until the child has ended and closed its output (at the latest a few
@@ -190,18 +190,33 @@ public final class ChildProcess: @unchecked Sendable {
     public func wait() -> Exit {
         state.lock()
         defer { state.unlock() }
-        while !(exited && openPipes == 0), state.wait(until: deadline + 5) {}
-        let status = exited ? process.terminationStatus : -1
+        while !(hasEnded && openPipes == 0), waitABit() {}
+        let ended = hasEnded
+        let status = ended ? process.terminationStatus : -1
         return Exit(
-            status: status, signal: exited && process.terminationReason == .uncaughtSignal ? status : nil,
+            status: status, signal: ended && process.terminationReason == .uncaughtSignal ? status : nil,
             timedOut: killedAtDeadline, output: String(decoding: printed[false] ?? Data(), as: UTF8.self),
             error: String(decoding: printed[true] ?? Data(), as: UTF8.self))
+    }
+
+    /// Whether the child has ended; call holding `state`. Foundation's `isRunning` too, not only the termination
+    /// handler: the handler can be held up behind busy Dispatch worker threads (tests blocked in `wait()` on all of
+    /// them, under ThreadSanitizer), while `isRunning` is set by Foundation's own thread that reaps the child.
+    private var hasEnded: Bool { exited || !process.isRunning }
+
+    /// Waits on `state` (held) for a change, at most 50 ms; false once the time limit and a few seconds more
+    /// have passed.
+    private func waitABit() -> Bool {
+        let end = deadline + 5
+        guard Date.now < end else { return false }
+        _ = state.wait(until: min(end, Date.now + 0.05))
+        return true
     }
 
     /// Kills the child if it is still running at its time limit.
     private func expire() {
         let running = changing {
-            killedAtDeadline = !exited
+            killedAtDeadline = !hasEnded
             return killedAtDeadline
         }
         if running { signal(SIGKILL) }
