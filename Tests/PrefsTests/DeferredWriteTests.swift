@@ -100,7 +100,7 @@ import Testing
         #expect(try readInt("answer", .userDefaults, in: directory) == ["42"])
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func anotherProcessSeesADeferredChangeOnceItIsCommittedWithoutAFlush() async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
@@ -213,7 +213,7 @@ import Testing
         #expect(try store.value(for: PrefKey("last-b", default: -1)) == count - 1)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func anotherProcessesWriteDoesNotTakeBackAChangeNotYetCommitted() async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }

@@ -138,7 +138,7 @@ import Testing
         #expect(lines.filter { $0.hasPrefix("report:") && $0.contains("etc-first") }.count == 1)
     }
 
-    @Test(.timeLimit(.minutes(1))) func anAdministratorsEditReachesARunningApp() async throws {
+    @Test(.timeLimit(.minutes(5))) func anAdministratorsEditReachesARunningApp() async throws {
         let app = try App()
         defer { app.directory.cleanup() }
         let child = try app.watch(count: 3)

@@ -424,7 +424,7 @@ final class PlainStore: KeyValueStore {
 
     // MARK: System-wide files get the stores' file checks (issue 22)
 
-    @Test(.timeLimit(.minutes(1))) func aFIFOAsASystemFileIsReportedAndNeverBlocks() throws {
+    @Test(.timeLimit(.minutes(5))) func aFIFOAsASystemFileIsReportedAndNeverBlocks() throws {
         Reports.install()
         let system = try System()
         defer { system.directory.cleanup() }

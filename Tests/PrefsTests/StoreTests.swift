@@ -155,7 +155,7 @@ struct StoreTests {
         #expect(Set(tags).count == 100)
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: Backend.persistent)
+    @Test(.timeLimit(.minutes(5)), arguments: Backend.persistent)
     func aSetThatReturnedSurvivesKillDashNine(_ backend: Backend) async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
@@ -339,7 +339,7 @@ struct CrossProcessObservationTests {
         #expect(settings.count.wrappedValue == 5)
     }
 
-    @Test(.timeLimit(.minutes(1))) func aWatchingChildSeesThisProcessesWrites() async throws {
+    @Test(.timeLimit(.minutes(5))) func aWatchingChildSeesThisProcessesWrites() async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
         let store = try Backend.file.open(in: directory)
