@@ -160,8 +160,10 @@ final class Helper: Sendable {
         return process.terminationStatus
     }
 
+    /// Kills the helper if it still runs (once it has ended, its process identifier may already be another
+    /// process's, such as a PostgreSQL backend's), then waits for it.
     func kill() {
-        _ = Glibc.kill(process.processIdentifier, SIGKILL)
+        if process.isRunning { _ = Glibc.kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
     }
 }
