@@ -77,6 +77,8 @@ public final class ChildProcess: @unchecked Sendable {
     private var printed: [Bool: Data] = [false: Data(), true: Data()]
     private var openPipes = 2
     private var exited = false
+    /// Whether ``releaseFoundationsHold()`` has run.
+    private var released = false
     private var killedAtDeadline = false
     private var nextLine = 0
 
@@ -114,7 +116,10 @@ public final class ChildProcess: @unchecked Sendable {
         deadline = Date.now + seconds
         process.terminationHandler = { [weak self] _ in
             guard let self else { return }
-            changing { exited = true }
+            changing {
+                exited = true
+                releaseFoundationsHold()
+            }
         }
         try process.run()
         try? file?.close()
@@ -183,6 +188,7 @@ public final class ChildProcess: @unchecked Sendable {
         state.lock()
         defer { state.unlock() }
         while !hasEnded, waitABit() {}
+        releaseFoundationsHold()
     }
 
     /// `let exit = child.wait()` waits until the child has ended and closed its output (at the latest a few
@@ -191,6 +197,7 @@ public final class ChildProcess: @unchecked Sendable {
         state.lock()
         defer { state.unlock() }
         while !(hasEnded && openPipes == 0), waitABit() {}
+        releaseFoundationsHold()
         let ended = hasEnded
         let status = ended ? process.terminationStatus : -1
         return Exit(
@@ -203,6 +210,15 @@ public final class ChildProcess: @unchecked Sendable {
     /// handler: the handler can be held up behind busy Dispatch worker threads (tests blocked in `wait()` on all of
     /// them, under ThreadSanitizer), while `isRunning` is set by Foundation's own thread that reaps the child.
     private var hasEnded: Bool { exited || !process.isRunning }
+
+    /// Breaks the cycle Foundation's `Process.run()` leaves between the process and its run loop source (each
+    /// retains the other); only `waitUntilExit()` breaks it, and it returns at once for an ended child. Call holding
+    /// `state`, so it runs once.
+    private func releaseFoundationsHold() {
+        guard !released, !process.isRunning else { return }
+        released = true
+        process.waitUntilExit()
+    }
 
     /// Waits on `state` (held) for a change, at most 50 ms; false once the time limit and a few seconds more
     /// have passed.
