@@ -91,6 +91,7 @@ struct CommandFailed: Error {
         }
         #expect(seen == ["flag = true (bool)", "a removed"])
         watcher.signal(SIGINT)
-        #expect(watcher.wait().status == 0)
+        let ended = watcher.wait()
+        #expect(ended.status == 0, "\(ended)")
     }
 }

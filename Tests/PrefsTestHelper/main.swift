@@ -136,3 +136,6 @@ do {
 } catch {
     fail("\(command): \(error)")
 }
+// Stop watching the file before exiting, so no reload thread is at work while the process ends (under
+// AddressSanitizer, LeakSanitizer examines every thread at exit, and a helper exiting mid-reload failed once).
+(store as? FileBackedStore)?.close()

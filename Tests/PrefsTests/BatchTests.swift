@@ -189,7 +189,8 @@ struct BatchTests {
         }
 
         let process = try #require(child.withLock { $0 })
-        #expect(process.wait().status == 0)
+        let ended = process.wait()
+        #expect(ended.status == 0, "\(ended)")
         #expect(holds(within: 10) { threadDone.load(ordering: .sequentiallyConsistent) })
         // Both wrote after the batch's commit, so their values are the ones that stay.
         #expect(holds(within: 10) { (try? store.value(forKey: "process")) == .int(2) })

@@ -203,7 +203,8 @@ import Testing
         let count = 60
         let children = try ["a", "b"].map { try ChildProcess.start(["deferred-mix", spec, $0, String(count)]) }
         for child in children {
-            #expect(child.wait().status == 0)
+            let ended = child.wait()
+            #expect(ended.status == 0, "\(ended)")
         }
         let store = try backend.open(in: directory)
         let list = try store.value(for: PrefKey("list", default: [String]()))

@@ -157,7 +157,8 @@ struct FoundationWriterTests {
         // Rewrites in place, pausing 10 ms halfway through each write: as Foundation does when descheduled mid-write.
         let child = try ChildProcess.start(["rewrite-in-place", directory.path("busy.plist"), "theirs", "30", "10"])
         let outcome = Self.openRepeatedly(directory) { child.isRunning }
-        #expect(child.wait().status == 0)
+        let ended = child.wait()
+        #expect(ended.status == 0, "\(ended)")
         let failed = outcome.failures.count
         #expect(failed == 0, "\(failed) of \(outcome.opens) opens failed: \(outcome.failures.prefix(2))")
     }

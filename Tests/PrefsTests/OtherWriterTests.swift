@@ -36,7 +36,8 @@ struct OtherWriterTests {
                 if try store.value(forKey: "theirs") == nil { readErrors.append("theirs read as absent") }
             } catch { readErrors.append("\(error)") }
         }
-        #expect(child.wait().status == 0)
+        let ended = child.wait()
+        #expect(ended.status == 0, "\(ended)")
         #expect(writeErrors.isEmpty, "\(writeErrors.prefix(3))")
         #expect(readErrors.isEmpty, "\(readErrors.prefix(3))")
         // Their last round is read eventually (their last rewrite may have replaced one of ours, or the reverse,

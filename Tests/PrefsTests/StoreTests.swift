@@ -147,7 +147,8 @@ struct StoreTests {
             try ChildProcess.start(["append", spec, "tags", "25", "p\(index)"])
         }
         for child in children {
-            #expect(child.wait().status == 0)
+            let exit = child.wait()
+            #expect(exit.status == 0, "\(exit)")
         }
         let store = try backend.open(in: directory)
         let tags = try store.value(for: PrefKey("tags", default: [String]()))
@@ -351,6 +352,7 @@ struct CrossProcessObservationTests {
         #expect(await lines.next() == "1")
         try store.set(2, for: PrefKey("n", default: 0))
         #expect(await lines.next() == "2")
-        #expect(child.wait().status == 0)
+        let ended = child.wait()
+        #expect(ended.status == 0, "\(ended)")
     }
 }
