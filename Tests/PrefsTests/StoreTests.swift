@@ -147,8 +147,8 @@ struct StoreTests {
             try ChildProcess.start(["append", spec, "tags", "25", "p\(index)"])
         }
         for child in children {
-            let exit = child.wait()
-            #expect(exit.status == 0, "\(exit)")
+            let ended = child.wait()
+            #expect(ended.status == 0, "\(ended)")
         }
         let store = try backend.open(in: directory)
         let tags = try store.value(for: PrefKey("tags", default: [String]()))

@@ -27,26 +27,55 @@ func compareCachedReadWithMutex(_ value: StoredValue<Int>, _ budget: Budget) asy
         baseline: reading { floor.value.withLock { $0 } }, budget: budget)
 }
 
-/// Compares `set` on a `StoredValue<Int>` with Foundation's `set` + `synchronize()` of the same key, each operation
-/// writing a new number: the durable-write scenario and the scaling table share it.
+/// Compares two durable writes, `ours` and `baseline`, each called once per operation with the next number (1, 2,
+/// 3, …, shared by both sides so every write stores a new value), at most 5 000 operations a run.
+func compareWrites(
+    ours: @escaping (Int) throws -> Void, baseline: @escaping (Int) throws -> Void, budget: Budget
+) async throws -> Comparison {
+    var next = 0
+    func batch(_ write: @escaping (Int) throws -> Void) -> Batch {
+        { count in
+            for _ in 0..<count {
+                next += 1
+                try write(next)
+            }
+        }
+    }
+    return try await compare(ours: batch(ours), baseline: batch(baseline), budget: budget, limit: 5_000)
+}
+
+/// Compares `set` on a `StoredValue<Int>` with Foundation's `set` + `synchronize()` of the same key: the
+/// durable-write scenario and the scaling table share it.
 func compareDurableWrites(
     _ value: StoredValue<Int>, _ defaults: UserDefaults, key: String, budget: Budget
 ) async throws -> Comparison {
-    var next = 0
-    return try await compare(
-        ours: { count in
-            for _ in 0..<count {
-                next += 1
-                value.set(next)
-            }
-        },
-        baseline: { count in
-            for _ in 0..<count {
-                next += 1
-                defaults.set(next, forKey: key)
-                defaults.synchronize()
-            }
-        }, budget: budget, limit: 5_000)
+    try await compareWrites(
+        ours: { value.set($0) },
+        baseline: {
+            defaults.set($0, forKey: key)
+            defaults.synchronize()
+        }, budget: budget)
+}
+
+/// Compares `set` on a `SecureStoredValue<String>` (a new token each time) with a durable atomic write of the same
+/// vault's plaintext: the secure-write scenario and the scaling table share it.
+func compareSecureWrites(
+    _ secret: SecureStoredValue<String>, _ plain: PlainDurableWriter, plaintext: [UInt8], budget: Budget
+) async throws -> Comparison {
+    try await compareWrites(
+        ours: { try secret.set(token($0)) }, baseline: { _ in try plain.write(plaintext) }, budget: budget)
+}
+
+/// The loop of a latency writer child: sets the numbers 1 to `count` through `set`, printing the monotonic clock
+/// before and after each, and waiting for a line on standard input before the next (none: stop).
+func writeLatencyStamps(count: Int, _ set: (Int) throws -> Void) throws {
+    for index in 1...count {
+        let before = monotonicNanoseconds()
+        try set(index)
+        let after = monotonicNanoseconds()
+        FileHandle.standardOutput.write(Data("\(before) \(after)\n".utf8))
+        guard readLine() != nil else { break }
+    }
 }
 
 /// A batch that reads `read()` once per operation and keeps the sum alive, so the reads are not optimised away.

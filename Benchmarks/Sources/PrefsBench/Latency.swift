@@ -95,13 +95,7 @@ func driveLatencyWriter(
 func runLatencyWriter(path: String, count: Int) throws {
     let store = try FileStore(url: URL(filePath: path))
     let key = PrefKey("latency", default: 0)
-    for index in 1...count {
-        let before = monotonicNanoseconds()
-        try store.set(index, for: key)
-        let after = monotonicNanoseconds()
-        FileHandle.standardOutput.write(Data("\(before) \(after)\n".utf8))
-        guard readLine() != nil else { break }
-    }
+    try writeLatencyStamps(count: count) { try store.set($0, for: key) }
 }
 
 func runLatency(quick: Bool) async throws {

@@ -140,13 +140,7 @@ func runPostgresLatencyWriter(count: Int) throws {
     }
     let store = try PostgresStore(connection: connection, namespace: "latency")
     let key = PrefKey("remote", default: 0)
-    for index in 1...count {
-        let before = monotonicNanoseconds()
-        try store.set(index, for: key)
-        let after = monotonicNanoseconds()
-        FileHandle.standardOutput.write(Data("\(before) \(after)\n".utf8))
-        guard readLine() != nil else { break }
-    }
+    try writeLatencyStamps(count: count) { try store.set($0, for: key) }
     store.close()
 }
 

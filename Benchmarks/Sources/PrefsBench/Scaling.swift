@@ -32,7 +32,6 @@ func measureScaling(folders: Folders, budget: Budget, sizes: [Int], log: (String
 
         let defaults = try foundationSuite("scaling-foundation-\(size)", keys: size, folders: folders)
         let write = try await compareDurableWrites(value, defaults, key: "key-1", budget: budget)
-        var next = 0
 
         let vault = try EncryptedFileStore(
             url: folders.data.appending(path: "scaling/write-\(size).vault"), key: .raw(Data(randomKey())))
@@ -40,16 +39,7 @@ func measureScaling(folders: Folders, budget: Budget, sizes: [Int], log: (String
         let secret = SecureStoredValue<String>(key: "secret-1", store: vault)
         let plaintext = try vaultPlaintext(secrets(size), scratch: folders.data)
         let plain = PlainDurableWriter(path: folders.data.appending(path: "scaling/plain-\(size).json").path)
-        let secureWrite = try await compare(
-            ours: { count in
-                for _ in 0..<count {
-                    next += 1
-                    try secret.set(token(next))
-                }
-            },
-            baseline: { count in
-                for _ in 0..<count { try plain.write(plaintext) }
-            }, budget: budget, limit: 5_000)
+        let secureWrite = try await compareSecureWrites(secret, plain, plaintext: plaintext, budget: budget)
 
         let secureOpen = try await compareSecureOpen(secretCount: size, folders: folders, budget: budget)
         let batch = try await compareBatchedSets(keyCount: max(size, 10), folders: folders, budget: budget)

@@ -98,17 +98,7 @@ func comparisonScenarios(folders: Folders) -> [Scenario] {
             let secret = SecureStoredValue<String>(key: "secret-0", store: vault)
             let plaintext = try vaultPlaintext(secrets(100), scratch: folders.data)
             let plain = PlainDurableWriter(path: folders.data.appending(path: "bench/plain.json").path)
-            var next = 0
-            return try await compare(
-                ours: { count in
-                    for _ in 0..<count {
-                        next += 1
-                        try secret.set(token(next))
-                    }
-                },
-                baseline: { count in
-                    for _ in 0..<count { try plain.write(plaintext) }
-                }, budget: budget, limit: 5_000)
+            return try await compareSecureWrites(secret, plain, plaintext: plaintext, budget: budget)
         },
         Scenario(
             name: "secure_open_vs_read_and_decrypt", target: 3, ours: "open + first read, 1 000 secrets",
