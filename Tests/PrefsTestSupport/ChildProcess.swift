@@ -75,7 +75,7 @@ public final class ChildProcess: @unchecked Sendable {
     private let state = NSCondition()
     private var received: [Line] = []
     private var printed: [Bool: Data] = [false: Data(), true: Data()]
-    private var openPipes = 2
+    private var openPipes = 0
     private var exited = false
     /// Whether ``releaseFoundationsHold()`` has run.
     private var released = false
@@ -121,10 +121,14 @@ public final class ChildProcess: @unchecked Sendable {
                 releaseFoundationsHold()
             }
         }
+        // Counted before any reader starts: a reader that meets the end of a quick child's output at once must
+        // find its pipe counted (setting the count after starting one lost that end, and wait() then waited for
+        // the time limit).
+        openPipes = mergingErrors ? 1 : 2
         try process.run()
         try? file?.close()
         read(output, isError: false)
-        if mergingErrors { changing { openPipes = 1 } } else { read(errors, isError: true) }
+        if !mergingErrors { read(errors, isError: true) }
         // Weakly: while the child runs with its output open, the threads reading it keep this object alive.
         DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [weak self] in self?.expire() }
         if case .text(let text) = input {
