@@ -9,6 +9,12 @@ import Testing
 @Suite("PostgresStore bounded waits")
 struct BoundsTests {
     @Test func aRowLockedElsewhereBoundsThatWriteAndNotOthers() async throws {
+        // The other key's write must come while the locked one still waits: on a thread of its own, no other test
+        // holds this one up in between.
+        try await onOwnThread { try await Self.lockedRowBoundsOnlyThatWrite() }
+    }
+
+    private static func lockedRowBoundsOnlyThatWrite() async throws {
         let database = try Database()
         // Long enough for the check below to see the write waiting even when the machine is busy.
         let lockTimeout = Duration.seconds(6)
@@ -89,7 +95,7 @@ struct CutNetworkTests {
         defer { database.destroy() }
         let proxy = database.proxy
         let limits = PostgresStore.Limits(
-            connectTimeout: .seconds(2), writeDeadline: .seconds(3), networkTimeout: .seconds(2), heartbeat: .seconds(1)
+            connectTimeout: .seconds(5), writeDeadline: .seconds(3), networkTimeout: .seconds(2), heartbeat: .seconds(1)
         )
         let store = try PostgresStore(connection: database.connection, namespace: "com.example.app", limits: limits)
         try store.setValue(.int(1), forKey: "k")
@@ -112,8 +118,17 @@ struct CutNetworkTests {
         proxy.resume()
         // The listener notices the dead connection within a heartbeat, then reconnects, checks the schema and reads
         // the namespace again: room for all of it under ThreadSanitizer on a busy machine.
-        try await eventually("the store to reconnect and catch up", within: 120) {
-            try store.value(forKey: "other") == .int(5)
+        do {
+            try await eventually("the store to reconnect and catch up", within: 300) {
+                try store.value(forKey: "other") == .int(5)
+            }
+        } catch {
+            Issue.record(
+                """
+                \(error): reconnections \(store.reconnectionCount), open connections \(store.openConnections), \
+                listener failure \(String(describing: store.listenerFailure))
+                """)
+            throw error
         }
         try store.setValue(.int(3), forKey: "k")
         #expect(try database.sql("SELECT value::text FROM prefs_values WHERE key = 'k'") == [["3"]])

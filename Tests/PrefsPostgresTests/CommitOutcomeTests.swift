@@ -9,6 +9,12 @@ import Testing
 struct CommitOutcomeTests {
     @Test(arguments: [true, false])
     func anUpdateWhoseCommitWentUnansweredReportsWhatHappened(commits: Bool) async throws {
+        // Each step must come before the lock timeout below runs out: with every step on a thread of its own, no other test
+        // holds the test up between them.
+        try await onOwnThread { try await Self.updateWithUnansweredCommit(commits: commits) }
+    }
+
+    private static func updateWithUnansweredCommit(commits: Bool) async throws {
         let database = try ProxiedDatabase()
         defer { database.destroy() }
         // Room for the steps below on a busy machine (the COMMIT waits at the gate under this lock timeout): the
@@ -49,7 +55,13 @@ struct CommitOutcomeTests {
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' "
                     + "AND query LIKE '\(query)'")
         }
-        try await eventually("the COMMIT to wait at the gate", within: 300) { try waitingForLocks("COMMIT").count == 1 }
+        try await eventually("the COMMIT to wait at the gate", within: 300) {
+            try waitingForLocks("COMMIT").count == 1 || outcome.withLock { $0 } != nil
+        }
+        if let early = outcome.withLock({ $0 }) {
+            Issue.record("updateValue ended before its COMMIT reached the gate: \(early)")
+            return
+        }
         let committing = try #require(try waitingForLocks("COMMIT").first?.first ?? nil)
         database.proxy.cut()
         // The store connects again and waits for the row's lock, which the unfinished transaction still holds.

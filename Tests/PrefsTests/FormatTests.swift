@@ -366,9 +366,9 @@ struct FormatTests {
         #expect(decoded["zero"] == .int(0))
         #expect(decoded["data"] == sampleStore["data"])
         #expect(decoded["stringUnicode"] == sampleStore["stringUnicode"])
-        // Foundation's XML writer keeps floats as <real> doubles, which convert back exactly.
-        #expect(decoded["float"] == .double(Double(Float(0.1))))
-        #expect(try Float(prefValue: decoded["floatSubnormal"]!) == .leastNonzeroMagnitude)
+        // Foundation's XML writer keeps floats as <real> doubles, which are read as the floats they were.
+        #expect(decoded["float"] == .float(0.1))
+        #expect(decoded["floatSubnormal"] == .float(.leastNonzeroMagnitude))
         #expect(try Double(prefValue: decoded["doubleTiny"]!) == .leastNonzeroMagnitude)
     }
 

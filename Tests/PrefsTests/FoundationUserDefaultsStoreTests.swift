@@ -15,6 +15,14 @@ struct FoundationSuite {
         defaults = UserDefaults(suiteName: name)!
     }
 
+    /// A suite this process has not read yet, starting from a copy of `other`'s file: Foundation reads that file.
+    init(copying other: FoundationSuite) throws {
+        name = "\(other.name).copy"
+        try FileManager.default.copyItem(
+            at: other.file, to: UserDefaultsStore.preferencesDirectory().appending(path: name + ".plist"))
+        defaults = UserDefaults(suiteName: name)!
+    }
+
     var file: URL { UserDefaultsStore.preferencesDirectory().appending(path: name + ".plist") }
 
     func cleanup() {
@@ -140,6 +148,35 @@ struct Coordinates: Codable, Sendable, Equatable {
         let text = String(date.dropFirst("string ".count))
         #expect(try Date(prefValue: .string(text)) == Date(timeIntervalSinceReferenceDate: 123_456.789))
         #expect(try Date(prefValue: .date(.distantPast)) == .distantPast)
+    }
+
+    /// An XML `<real>` has one width: once Foundation reads its file again, a `Float` it wrote comes back as a
+    /// `Double`. Prefs reads it as the `Float` it was, through Foundation and through the hardened store alike.
+    @Test func aFloatReadsAsTheSameFloatAfterFoundationReadsItsFileAgain() throws {
+        let writer = FoundationSuite()
+        defer { writer.cleanup() }
+        writer.defaults.set(Float(12.34), forKey: "ratio")
+        writer.defaults.set([Float(0.1)], forKey: "ratios")
+        writer.defaults.set(0.1, forKey: "double")
+        writer.defaults.set(3.0, forKey: "whole")
+        #expect(writer.defaults.synchronize())
+        let reader = try FoundationSuite(copying: writer)
+        defer { reader.cleanup() }
+        // What Foundation itself hands back once it has read the file.
+        #expect(reader.defaults.string(forKey: "ratio") == "12.34000015258789")
+
+        let hardened = try UserDefaultsStore(suiteName: reader.name)
+        for store: any KeyValueStore in [FoundationUserDefaultsStore(reader.defaults), hardened] {
+            #expect(try store.value(forKey: "ratio") == .float(12.34))
+            #expect(try store.value(for: PrefKey("ratio", default: "")) == "12.34")
+            #expect(try store.value(for: PrefKey("ratio", default: Float(0))) == 12.34)
+            #expect(try store.value(for: PrefKey("ratio", default: 0.0)) == Double(Float(12.34)))
+            #expect(try store.value(forKey: "ratios") == .array([.float(0.1)]))
+            // A double that is not exactly a float, or whose text is no longer as a double, stays a double.
+            #expect(try store.value(forKey: "double") == .double(0.1))
+            #expect(try store.value(forKey: "whole") == .double(3))
+        }
+        hardened.close()
     }
 
     @Test func helpersWorkThroughTheInstance() {

@@ -328,7 +328,7 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     /// Linux hands elements out as optionals).
     static func prefValue(_ object: Any?, key: String) throws(PrefsError) -> PrefValue? {
         guard let object = unwrapped(object) else { return nil }
-        if let value = PrefValue(foundationObject: object) { return value }
+        if let value = PrefValue(foundationObject: object) { return FoundationConversion.restoringFloats(value) }
         switch object {
         case let elements as [Any]:
             var values: [PrefValue] = []

@@ -85,7 +85,7 @@ enum PropertyListFormat {
             guard let value = fromFoundation(element) else {
                 throw corrupt("value for \(String(reflecting: key)) contains an unsupported \(Self.kindName(element))")
             }
-            values[key] = value
+            values[key] = isBinary ? value : FoundationConversion.restoringFloats(value)
         }
         guard let standIn else { return values }
         return ByteOrderMarks.restoring(standIn, in: values)
