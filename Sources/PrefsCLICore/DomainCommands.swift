@@ -356,8 +356,8 @@ enum DomainCommands {
         }
     }
 
-    /// The values as an XML property list, refused when XML cannot hold one of them exactly (it has no
-    /// single-precision reals, its dates have whole seconds, and some characters cannot appear in XML).
+    /// The values as an XML property list, refused when one of them would not read back exactly (XML has one width
+    /// of real, so some floats come back as doubles; its dates have whole seconds; some characters cannot appear).
     static func xmlDocument(_ values: [String: PrefValue], _ invocation: Invocation) throws -> Data {
         let data: Data
         do {
@@ -370,7 +370,7 @@ enum DomainCommands {
         if let key = values.keys.sorted().first(where: { back[$0] != values[$0] }) {
             throw Failure.usage(
                 "\(invocation.command): the value of \(String(reflecting: key)) cannot be kept exactly in an XML "
-                    + "property list (no single-precision floats, dates in whole seconds, no control characters); "
+                    + "property list (some floats come back as doubles, dates in whole seconds, no control characters); "
                     + "use --format binary or --format json; nothing was written")
         }
         return data

@@ -77,8 +77,8 @@ package enum PrefsTool {
             help: """
                 Without PATH: prefs' JSON on standard output. With PATH (`-` is standard output): an XML property
                 list, as `defaults export` writes, unless PATH ends in .json. --format json, xml or binary chooses.
-                A binary property list keeps every value exactly; XML is refused when it cannot (single-precision
-                floats, fractions of a second). In JSON, values JSON has no type for are tagged:
+                A binary property list keeps every value exactly; XML is refused when it cannot (some floats,
+                fractions of a second). In JSON, values JSON has no type for are tagged:
                 {"$date": 736255800.5} (seconds since 2001-01-01), {"$data": "yv4="} (base64), {"$float": 0.5}.
                 """,
             run: { try DomainCommands.export($0) }),

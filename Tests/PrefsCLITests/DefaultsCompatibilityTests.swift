@@ -192,8 +192,9 @@ import Testing
         #expect(binary.output.hasPrefix("bplist00"))
 
         // The domain's own file imports as it is, and a float and a fraction of a second stay exact in binary.
+        // (XML keeps 0.1 as a float, read back from its shorter text, but 0.5 reads back as a double.)
         try sandbox.prefs("write", "source", "single", "-array", "x")
-        try UserDefaultsStore(suiteName: "source", directory: sandbox.config).setValue(.float(0.1), forKey: "single")
+        try UserDefaultsStore(suiteName: "source", directory: sandbox.config).setValue(.float(0.5), forKey: "single")
         try UserDefaultsStore(suiteName: "source", directory: sandbox.config)
             .setValue(.date(Self.mayFirst + 0.5), forKey: "when")
         let exact = try UserDefaultsStore(suiteName: "source", directory: sandbox.config).allValues()
