@@ -76,9 +76,11 @@ struct TimedOut: Error, CustomStringConvertible {
     var description: String { "timed out waiting for \(what)" }
 }
 
-/// Polls `condition` every 10 ms until it holds; fails after `seconds`.
+/// Polls `condition` every 10 ms until it holds; fails after `seconds`. A guard against a hang, not a timing
+/// check: the default leaves room for this test's task to wait for one of Swift Testing's shared threads, and for
+/// the tasks it waits on (a ``Collector``) to wait for them too, while other tests block them.
 func eventually(
-    _ what: String, within seconds: Double = 15, _ condition: () throws -> Bool
+    _ what: String, within seconds: Double = 120, _ condition: () throws -> Bool
 ) async throws {
     let deadline = ContinuousClock.now + .seconds(seconds)
     while try !condition() {
