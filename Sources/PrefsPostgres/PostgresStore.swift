@@ -147,6 +147,11 @@ public final class PostgresStore: KeyValueStore {
     /// Why the listener cannot reconnect (nil while it is connected), for tests.
     package var listenerFailure: PostgresStoreError? { server.listenerFailure }
 
+    /// What the listener thread does now (`waiting`, `connecting`, …), for a failing test's message.
+    package var listenerActivity: String {
+        Server.Activity(rawValue: server.listenerActivity.load(ordering: .relaxed)).map { "\($0)" } ?? "?"
+    }
+
     /// `try store.value(forKey: "theme")` returns the value, served from memory.
     public func value(forKey key: String) throws -> PrefValue? { snapshot.value(forKey: key) }
 

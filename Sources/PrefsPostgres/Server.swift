@@ -43,6 +43,8 @@ final class Server: Sendable {
     private let finished = DispatchSemaphore(value: 0)
     /// Counts the listener's reconnections, for tests and logs.
     let reconnections = Atomic<Int>(0)
+    /// What the listener thread does now, for a failing test's message.
+    let listenerActivity = Atomic<Int>(0)
     /// What the listener reports its failures through (``PrefsConfig/errorHandler``, once per cause).
     private let reportSource = ChangeFeed()
 
@@ -268,14 +270,22 @@ final class Server: Sendable {
                 pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
             ]
             let waitFor = max(1, (limits.heartbeat - (ContinuousClock.now - lastHeard)).wholeMilliseconds)
+            listenerActivity.store(Activity.waiting.rawValue, ordering: .relaxed)
             let ready = poll(&descriptors, socket < 0 ? 1 : 2, Int32(min(waitFor, 60_000)))
-            if ready < 0, errno != EINTR { break }
+            listenerActivity.store(Activity.working.rawValue, ordering: .relaxed)
+            if ready < 0, errno != EINTR {
+                // poll(2) fails only for lack of kernel memory (the arguments are sound): ending the listener would
+                // leave the store deaf for good, so it waits a moment and goes on.
+                usleep(10_000)
+                continue
+            }
             if descriptors[0].revents != 0 {
                 var buffer = [UInt8](repeating: 0, count: 64)
                 _ = read(wakeRead, &buffer, buffer.count)
             }
             if descriptors[1].revents != 0 { lastHeard = ContinuousClock.now }
         }
+        listenerActivity.store(Activity.ended.rawValue, ordering: .relaxed)
         state.withLock { $0.primary = nil }
         close(wakeRead)
         close(wakeWrite)
@@ -288,6 +298,7 @@ final class Server: Sendable {
     private func reconnect() {
         var delay: Int32 = 50
         while !isStopped {
+            listenerActivity.store(Activity.connecting.rawValue, ordering: .relaxed)
             do {
                 let connection = try Self.connectAndListen(secrets: secrets, limits: limits)
                 try reloadAll(on: connection)
@@ -305,10 +316,16 @@ final class Server: Sendable {
                 state.withLock { $0.listenerFailure = typed }
                 ErrorReporter.reportOnce(typed, key: "", operation: .read, source: reportSource)
             }
+            listenerActivity.store(Activity.backingOff.rawValue, ordering: .relaxed)
             var descriptor = pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)
             if poll(&descriptor, 1, delay) > 0 { return }
             delay = min(delay * 2, 1_000)
         }
+    }
+
+    /// What ``listenerActivity`` holds.
+    enum Activity: Int {
+        case working, waiting, connecting, backingOff, ended
     }
 
     /// Why the listener could not reconnect, while it cannot.

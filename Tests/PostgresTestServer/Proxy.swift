@@ -18,6 +18,13 @@ public final class Proxy: Sendable {
     private let stopped = Atomic<Bool>(false)
     /// Bumped by ``cut()``: a forwarding thread started under an older value closes its sockets.
     private let generation = Atomic<Int>(0)
+    private let accepted = Atomic<Int>(0)
+    private let forwarded = Atomic<Int>(0)
+    private let refused = Atomic<Int>(0)
+    private let forwarding = Atomic<Int>(0)
+    /// What the accepting thread does now: 0 accepting, 1 connecting to the target, 2 starting a forwarding thread,
+    /// 3 ended.
+    private let stage = Atomic<Int>(0)
 
     public init(to target: Int) throws {
         self.target = target
@@ -46,6 +53,15 @@ public final class Proxy: Sendable {
     /// Closes every connection forwarded so far (within 50 ms), without sending or reading anything more on them.
     public func cut() { generation.add(1, ordering: .acquiringAndReleasing) }
 
+    /// What the proxy has done so far, for a failing test's message.
+    public var statistics: String {
+        let stages = ["accepting", "connecting to the target", "starting a forwarding thread", "ended"]
+        return "proxy: \(accepted.load(ordering: .relaxed)) accepted, \(forwarded.load(ordering: .relaxed)) "
+            + "forwarded, \(refused.load(ordering: .relaxed)) not connected to the target, "
+            + "\(forwarding.load(ordering: .relaxed)) forwarding now, paused \(paused.load(ordering: .relaxed)), "
+            + "accepting thread \(stages[stage.load(ordering: .relaxed)])"
+    }
+
     /// Stops accepting and forwarding; the forwarding threads close their sockets.
     public func stop() {
         stopped.store(true, ordering: .releasing)
@@ -67,6 +83,8 @@ public final class Proxy: Sendable {
                 if errno == EINTR { continue }
                 break
             }
+            accepted.add(1, ordering: .relaxed)
+            stage.store(1, ordering: .relaxed)
             let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             var address = Self.loopback(port: target)
             let connected = withUnsafePointer(to: &address) { pointer in
@@ -75,21 +93,29 @@ public final class Proxy: Sendable {
                 }
             }
             guard connected else {
+                refused.add(1, ordering: .relaxed)
+                stage.store(0, ordering: .relaxed)
                 close(client)
                 close(server)
                 continue
             }
+            stage.store(2, ordering: .relaxed)
             let born = generation.load(ordering: .acquiring)
             Thread { [self] in pump(client, server, born: born) }.start()
+            forwarded.add(1, ordering: .relaxed)
+            stage.store(0, ordering: .relaxed)
         }
+        stage.store(3, ordering: .relaxed)
         close(listener)
     }
 
     /// Copies bytes both ways until either side closes; while paused it waits without reading.
     private func pump(_ first: Int32, _ second: Int32, born: Int) {
+        forwarding.add(1, ordering: .relaxed)
         defer {
             close(first)
             close(second)
+            forwarding.subtract(1, ordering: .relaxed)
         }
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while !stopped.load(ordering: .acquiring), generation.load(ordering: .acquiring) == born {

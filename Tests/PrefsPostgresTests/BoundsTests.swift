@@ -126,7 +126,8 @@ struct CutNetworkTests {
             Issue.record(
                 """
                 \(error): reconnections \(store.reconnectionCount), open connections \(store.openConnections), \
-                listener failure \(String(describing: store.listenerFailure))
+                listener \(store.listenerActivity), failure \(String(describing: store.listenerFailure)); \
+                \(proxy.statistics)
                 """)
             throw error
         }
