@@ -37,8 +37,10 @@ enum Reports {
 
 struct TimedOut: Error {}
 
-/// Takes the first `count` elements of a stream, failing after `seconds` (a guard, not a synchronisation).
-func first<T: Sendable>(_ count: Int, of stream: AsyncStream<T>, within seconds: Double = 10) async throws -> [T] {
+/// Takes the first `count` elements of a stream, failing after `seconds` (a guard, not a synchronisation: the
+/// default leaves room for the collecting task to wait for one of Swift Testing's shared threads while other tests
+/// block them).
+func first<T: Sendable>(_ count: Int, of stream: AsyncStream<T>, within seconds: Double = 60) async throws -> [T] {
     try await withThrowingTaskGroup(of: [T]?.self) { group in
         group.addTask {
             var collected: [T] = []
@@ -60,7 +62,7 @@ func first<T: Sendable>(_ count: Int, of stream: AsyncStream<T>, within seconds:
 
 /// Waits until `condition` holds, checking each time `stream` yields; fails after `seconds`.
 func waitUntil<T: Sendable>(
-    _ stream: AsyncStream<T>, within seconds: Double = 10, _ condition: @escaping @Sendable (T) -> Bool
+    _ stream: AsyncStream<T>, within seconds: Double = 60, _ condition: @escaping @Sendable (T) -> Bool
 ) async throws {
     try await withThrowingTaskGroup(of: Bool.self) { group in
         group.addTask {

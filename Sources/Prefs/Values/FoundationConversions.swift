@@ -54,13 +54,13 @@ enum FoundationConversion {
         return candidates
     }
 
-    /// `value` with every `.double` that an XML property list's `<real>` made of a `Float` made a `.float` again.
+    /// `value` with each `.double` that was a `Float` before an XML file widened it turned back into a `.float`.
     ///
     /// An XML `<real>` has one width, so a `Float` Foundation writes to a suite file comes back as a `Double` once
     /// Foundation (or the hardened store) reads the file again: `12.34` as `12.340000152587891`. Without this, what a
     /// `String` read or a change check sees would depend on whether Foundation had re-read the file. A double is
-    /// taken for a float only when it is exactly one and the float's shortest text is shorter, which no double a
-    /// user typed is; the number itself never changes.
+    /// taken for a float only when it is exactly one and the float's shortest text is shorter: a double a user typed
+    /// is that only when its seventeen digits happen to name a float. The number itself never changes.
     static func restoringFloats(_ value: PrefValue) -> PrefValue {
         switch value {
         case .double(let number):
