@@ -230,7 +230,13 @@ final class Server: Sendable {
             var socket: Int32 = -1
             if let primary = taken {
                 if primary.isBroken {
-                    state.withLock { $0.primary = nil }
+                    // Nothing is left to be busy: writers go straight to a connection of their own, and the check
+                    // at the top of this loop reconnects again should reconnect() return without a connection.
+                    state.withLock { state in
+                        state.primary = nil
+                        state.primaryBusy = false
+                        state.listenerHoldsPrimary = false
+                    }
                     reconnect()
                     lastHeard = ContinuousClock.now
                     continue
@@ -279,10 +285,7 @@ final class Server: Sendable {
                 usleep(10_000)
                 continue
             }
-            if descriptors[0].revents != 0 {
-                var buffer = [UInt8](repeating: 0, count: 64)
-                _ = read(wakeRead, &buffer, buffer.count)
-            }
+            if descriptors[0].revents != 0 { drainWakes() }
             if descriptors[1].revents != 0 { lastHeard = ContinuousClock.now }
         }
         listenerActivity.store(Activity.ended.rawValue, ordering: .relaxed)
@@ -317,8 +320,10 @@ final class Server: Sendable {
                 ErrorReporter.reportOnce(typed, key: "", operation: .read, source: reportSource)
             }
             listenerActivity.store(Activity.backingOff.rawValue, ordering: .relaxed)
+            // A wake (a writer handing back a broken connection, or close()) only cuts the wait short. Returning on
+            // one left the listener without a connection for good: it waited for a primary no one would make.
             var descriptor = pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)
-            if poll(&descriptor, 1, delay) > 0 { return }
+            if poll(&descriptor, 1, delay) > 0 { drainWakes() }
             delay = min(delay * 2, 1_000)
         }
     }
@@ -326,6 +331,12 @@ final class Server: Sendable {
     /// What ``listenerActivity`` holds.
     enum Activity: Int {
         case working, waiting, connecting, backingOff, ended
+    }
+
+    /// Empties the wake pipe, so the next `poll` waits again.
+    private func drainWakes() {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        _ = read(wakeRead, &buffer, buffer.count)
     }
 
     /// Why the listener could not reconnect, while it cannot.
