@@ -147,6 +147,9 @@ public final class PostgresStore: KeyValueStore {
     /// Why the listener cannot reconnect (nil while it is connected), for tests.
     package var listenerFailure: PostgresStoreError? { server.listenerFailure }
 
+    /// Wakes the listener thread as a writer handing back a connection does, for tests.
+    package func wakeListener() { server.wakeListener() }
+
     /// What the listener thread does now (`waiting`, `connecting`, …), for a failing test's message.
     package var listenerActivity: String {
         Server.Activity(rawValue: server.listenerActivity.load(ordering: .relaxed)).map { "\($0)" } ?? "?"

@@ -162,3 +162,30 @@ struct CrashTests {
         #expect(numbers("unknown ") == [])
     }
 }
+
+/// The listener keeps reconnecting whatever wakes it meanwhile.
+@Suite("PostgresStore listener reconnecting")
+struct ListenerReconnectTests {
+    /// A wake while the listener waited between attempts (a writer handing back a broken connection does it) made
+    /// it stop reconnecting for good: the store heard nothing more and never caught up.
+    @Test func aWakeBetweenReconnectAttemptsDoesNotStopReconnecting() async throws {
+        let server = try PostgresServer.start()
+        defer { try? server.destroy() }
+        let database = try Database(on: server)
+        let store = try PostgresStore(
+            connection: database.connection, namespace: "com.example.app",
+            limits: PostgresStore.Limits(heartbeat: .seconds(1)))
+        defer { store.close() }
+        try store.setValue(.int(1), forKey: "k")
+        try server.stop()
+        try await eventually("the listener to wait between reconnect attempts") {
+            store.listenerActivity == "backingOff"
+        }
+        store.wakeListener()
+        try server.restart()
+        try await eventually("the listener to reconnect") { store.reconnectionCount >= 1 }
+        // Connected again, it hears changes made elsewhere.
+        try database.sql("UPDATE prefs_values SET value = '2' WHERE key = 'k'")
+        try await eventually("the store to see the change made with SQL") { try store.value(forKey: "k") == .int(2) }
+    }
+}
