@@ -1,5 +1,6 @@
 // A child process for the PostgresStore cross-process tests. The connection string comes from the environment
-// variable PREFS_PG_CONNECTION; each command prints its results line by line on standard output.
+// variable PREFS_PG_CONNECTION; each command prints its results line by line on standard output. PREFS_PG_WRITE_DEADLINE
+// (seconds), when set, replaces the store's default write deadline.
 import Foundation
 import Prefs
 import PrefsPostgres
@@ -54,8 +55,14 @@ if command == "open-report" {
     }
     exit(0)
 }
+var limits = PostgresStore.Limits()
+if let seconds = ProcessInfo.processInfo.environment["PREFS_PG_WRITE_DEADLINE"].flatMap(Int.init) {
+    limits.writeDeadline = .seconds(seconds)
+}
 let store: PostgresStore
-do { store = try PostgresStore(connection: connection, namespace: arguments[1]) } catch { fail("open: \(error)") }
+do { store = try PostgresStore(connection: connection, namespace: arguments[1], limits: limits) } catch {
+    fail("open: \(error)")
+}
 
 do {
     switch command {
@@ -85,8 +92,8 @@ do {
     case "distinct-keys":
         // distinct-keys: writes key w-N = N for N = 1, 2, 3, … forever, each key once, with set for odd N and with
         // updateValue (a transform in a transaction) for even N. Prints `ack N` once the write returned, `not N`
-        // when the error says nothing was written, `unknown N` when it says the outcome is unknown (then goes on
-        // with N + 1).
+        // when the error says nothing was written, `unknown N REASON` when it says the outcome is unknown (then
+        // goes on with N + 1).
         var value = 1
         while true {
             do {
@@ -96,8 +103,8 @@ do {
                     try store.set(value, for: PrefKey("w-\(value)", default: 0))
                 }
                 emit("ack \(value)")
-            } catch PostgresStoreError.outcomeUnknown {
-                emit("unknown \(value)")
+            } catch PostgresStoreError.outcomeUnknown(let reason) {
+                emit("unknown \(value) \(reason.split(whereSeparator: \.isNewline).joined(separator: " "))")
             } catch {
                 emit("not \(value) \(caseName(error))")
                 usleep(5_000)

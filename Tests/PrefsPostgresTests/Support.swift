@@ -175,13 +175,14 @@ final class Helper: Sendable {
     private let errorText = Locked<String>("")
     private let ended = Atomic<Bool>(false)
 
-    init(_ arguments: [String], connection: String) throws {
+    /// Starts the helper with `arguments`, connecting with `connection`; `environment` adds variables of its own.
+    init(_ arguments: [String], connection: String, environment: [String: String] = [:]) throws {
         process = Process()
         process.executableURL = Self.url
         process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(["PREFS_PG_CONNECTION": connection]) {
-            $1
-        }
+        process.environment = ProcessInfo.processInfo.environment.merging(
+            environment.merging(["PREFS_PG_CONNECTION": connection]) { $1 }
+        ) { $1 }
         let output = Pipe()
         let errors = Pipe()
         process.standardOutput = output
