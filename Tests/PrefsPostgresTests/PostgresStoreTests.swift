@@ -2,6 +2,7 @@ import Foundation
 import PostgresTestServer
 import Prefs
 import PrefsPostgres
+import PrefsTestSupport
 import Testing
 
 @Suite("PostgresStore against a real server")
@@ -116,30 +117,33 @@ struct PostgresStoreTests {
 
     @Test func twoProcessesSeeEachOthersChanges() async throws {
         let database = try Database()
-        let child = try Helper(["watch", "com.example.app", "counter"], connection: database.connection)
+        let child = try Helper.start(["watch", "com.example.app", "counter"], connection: database.connection)
         defer { child.kill() }
-        try await eventually("the child to start watching") { child.output.contains("0") }
+        try await eventually("the child to start watching") { child.outputLines.contains("0") }
         let store = try database.store()
         try store.set(7, for: PrefKey("counter", default: 0))
-        try await eventually("the child to see 7") { child.output.last == "7" }
+        try await eventually("the child to see 7") { child.outputLines.last == "7" }
 
         let counter = StoredValue(key: "counter", default: 0, store: store)
         let seen = Collector(counter.values)
-        let setter = try Helper(["set-int", "com.example.app", "counter", "99"], connection: database.connection)
-        #expect(try await setter.finish() == 0)
+        let setter = try Helper.start(["set-int", "com.example.app", "counter", "99"], connection: database.connection)
+        let set = try await setter.ended()
+        #expect(set.succeeded, "\(set)")
         try await eventually("this process to see the child's 99") { seen.values.last == 99 }
-        try await eventually("the watching child to see it too") { child.output.last == "99" }
+        try await eventually("the watching child to see it too") { child.outputLines.last == "99" }
     }
 
     @Test func fourProcessesAppendingKeepEveryUpdate() async throws {
         let database = try Database()
         _ = try database.store()  // creates the schema once, so the children race only on the appends
         let children = try (0..<4).map { index in
-            try Helper(["append", "com.example.app", "tags", "250", "p\(index)"], connection: database.connection)
+            try Helper.start(
+                ["append", "com.example.app", "tags", "250", "p\(index)"], connection: database.connection,
+                timeLimit: .seconds(240))
         }
         for child in children {
-            let status = try await child.finish(within: 240)
-            #expect(status == 0, "\(child.standardError)")
+            let ended = try await child.ended()
+            #expect(ended.succeeded, "\(ended)")
         }
         let tags = try database.store().value(for: PrefKey("tags", default: [String]()))
         #expect(tags.count == 1_000)
@@ -319,10 +323,10 @@ struct PostgresStoreTests {
             return key == "bad"
         }
         // A new instance (in a child process, with its own error handler) reports the row once and opens.
-        let child = try Helper(["open-report", "com.example.app"], connection: database.connection)
-        #expect(try await child.finish() == 0, "\(child.standardError)")
-        #expect(child.output.filter { $0.hasPrefix("report bad: cannot decode value for \"bad\"") }.count == 1)
-        #expect(child.output.last == #"values {"good": 3}"#)
+        let ended = try await Helper.start(["open-report", "com.example.app"], connection: database.connection).ended()
+        #expect(ended.succeeded, "\(ended)")
+        #expect(ended.lines.filter { $0.hasPrefix("report bad: cannot decode value for \"bad\"") }.count == 1)
+        #expect(ended.lines.last == #"values {"good": 3}"#)
         #expect(try database.sql("SELECT value::text FROM prefs_values WHERE key = 'bad'") == [[#"{"$float": "x"}"#]])
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Prefs
 import PrefsPostgres
+import PrefsTestSupport
 import Testing
 
 /// Promises of docs/PostgresStore.md that no other suite checked; docs/PROMISES.md lists every promise.
@@ -30,10 +31,11 @@ struct PostgresCrossProcessOpenTests {
     @Test func processesOpeningAFreshDatabaseTogetherAllSucceed() async throws {
         let database = try Database()
         let children = try (0..<4).map { _ in
-            try Helper(["open-report", "com.example.app"], connection: database.connection)
+            try Helper.start(["open-report", "com.example.app"], connection: database.connection)
         }
         for child in children {
-            #expect(try await child.finish() == 0, "\(child.standardError)")
+            let ended = try await child.ended()
+            #expect(ended.succeeded, "\(ended)")
         }
         #expect(try database.sql("SELECT version FROM prefs_schema") == [["3"]])
     }

@@ -2,6 +2,7 @@ import Foundation
 import PostgresTestServer
 import Prefs
 import PrefsPostgres
+import PrefsTestSupport
 import Testing
 
 /// Tests that stop and restart a server of their own, so the other tests' shared server keeps running.
@@ -14,15 +15,15 @@ struct ServerAwayTests {
         let store = try database.store()
         let counter = StoredValue(key: "counter", default: 0, store: store)
         let seen = Collector(counter.values)
-        let writer = try Helper(["count-up", "com.example.app", "counter"], connection: database.connection)
+        let writer = try Helper.start(["count-up", "com.example.app", "counter"], connection: database.connection)
         defer { writer.kill() }
-        func acknowledged() -> Int { writer.output.compactMap { Int($0) }.max() ?? 0 }
+        func acknowledged() -> Int { writer.outputLines.compactMap { Int($0) }.max() ?? 0 }
 
         try await eventually("50 acknowledged writes") { acknowledged() >= 50 }
         try await eventually("this process to see the writer's changes") { counter.wrappedValue > 0 }
         try server.stop()
         try await eventually("the writer to see typed errors while the server is away") {
-            writer.output.contains { $0.hasPrefix("error ") }
+            writer.outputLines.contains { $0.hasPrefix("error ") }
         }
         // Meanwhile this process's reads serve the last known value and its writes fail with a typed error.
         #expect(counter.wrappedValue > 0)
@@ -42,7 +43,7 @@ struct ServerAwayTests {
         let stored = try #require(rows.first?.first.flatMap { $0 }.flatMap { Int($0) })
         // The killed writer may have had one more write committed but not yet acknowledged.
         #expect(stored == lastAcknowledged || stored == lastAcknowledged + 1)
-        let errors = writer.output.filter { $0.hasPrefix("error ") }
+        let errors = writer.outputLines.filter { $0.hasPrefix("error ") }
         #expect(!errors.isEmpty)
         // A write in flight when the server stopped may have committed: it is reported as unknown, never as lost.
         #expect(errors.allSatisfy { $0 == "error connectionLost" || $0 == "error outcomeUnknown" }, "\(Set(errors))")
@@ -139,11 +140,11 @@ struct CrashTests {
         try database.store().close()
         // A deadline the server's return always beats, even on a machine so loaded that a crash and restart take
         // longer than the default 10 s: then every outcome can be settled.
-        let writer = try Helper(
+        let writer = try Helper.start(
             ["distinct-keys", "com.example.app"], connection: database.connection,
             environment: ["PREFS_PG_WRITE_DEADLINE": "120"])
         defer { writer.kill() }
-        func count(_ prefix: String) -> Int { writer.output.filter { $0.hasPrefix(prefix) }.count }
+        func count(_ prefix: String) -> Int { writer.outputLines.filter { $0.hasPrefix(prefix) }.count }
         var outages: [Duration] = []
         for round in 1...3 {
             let acknowledged = count("ack ")
@@ -159,7 +160,7 @@ struct CrashTests {
         let stored = Set(
             try database.sql("SELECT key FROM prefs_values WHERE value IS NOT NULL").compactMap { $0[0] })
         func numbers(_ prefix: String) -> [String] {
-            writer.output.filter { $0.hasPrefix(prefix) }.map { "w-" + $0.split(separator: " ")[1] }
+            writer.outputLines.filter { $0.hasPrefix(prefix) }.map { "w-" + $0.split(separator: " ")[1] }
         }
         let lost = numbers("ack ").filter { !stored.contains($0) }
         let falselyNotWritten = numbers("not ").filter { stored.contains($0) }
@@ -168,7 +169,7 @@ struct CrashTests {
         // The server came back within the writes' deadline, so no outcome was left unknown.
         #expect(
             numbers("unknown ") == [],
-            "\(writer.output.filter { $0.hasPrefix("unknown ") }); the server was away for \(outages)")
+            "\(writer.outputLines.filter { $0.hasPrefix("unknown ") }); the server was away for \(outages)")
     }
 }
 

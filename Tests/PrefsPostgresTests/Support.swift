@@ -166,64 +166,28 @@ final class Collector<Value: Sendable>: Sendable {
     deinit { cancel() }
 }
 
-/// The `PrefsPostgresTestHelper` executable as a child process.
-final class Helper: Sendable {
+extension ChildProcess {
+    /// `let ended = try await child.ended()` waits until the child has ended without holding one of Swift Testing's
+    /// shared threads meanwhile, then says how it ended and what it printed.
+    func ended(within seconds: Double = 300) async throws -> Exit {
+        try await eventually("the child to end", within: seconds) { !isRunning }
+        return wait()
+    }
+}
+
+/// The `PrefsPostgresTestHelper` executable, started as a child process on the given database.
+enum Helper {
     static let url = builtExecutable(named: "PrefsPostgresTestHelper")
 
-    let process: Process
-    private let lines = Locked<[String]>([])
-    private let errorText = Locked<String>("")
-    private let ended = Atomic<Bool>(false)
-
-    /// Starts the helper with `arguments`, connecting with `connection`; `environment` adds variables of its own.
-    init(_ arguments: [String], connection: String, environment: [String: String] = [:]) throws {
-        process = Process()
-        process.executableURL = Self.url
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(
-            environment.merging(["PREFS_PG_CONNECTION": connection]) { $1 }
-        ) { $1 }
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        Thread { [self] in
-            let handle = output.fileHandleForReading
-            var buffer = Data()
-            while true {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
-                buffer.append(chunk)
-                while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                    let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                    self.lines.withLock { $0.append(line) }
-                    buffer = Data(buffer[(newline + 1)...])
-                }
-            }
-            self.ended.store(true, ordering: .releasing)
-        }.start()
-        Thread { [self] in
-            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            self.errorText.withLock { $0 = text }
-        }.start()
-    }
-
-    var output: [String] { lines.withLock { $0 } }
-    var standardError: String { errorText.withLock { $0 } }
-
-    /// Waits until the child has exited and its output is read; returns its exit status.
-    func finish(within seconds: Double = 60) async throws -> Int32 {
-        try await eventually("the helper to exit", within: seconds) {
-            !process.isRunning && ended.load(ordering: .acquiring)
-        }
-        return process.terminationStatus
-    }
-
-    /// Kills the helper if it still runs (once it has ended, its process identifier may already be another
-    /// process's, such as a PostgreSQL backend's), then waits for it.
-    func kill() {
-        if process.isRunning { _ = Glibc.kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+    /// `let child = try Helper.start(["watch", "com.example.app", "counter"], connection: database.connection)`;
+    /// `environment` adds variables of its own. The time limit is long: under ThreadSanitizer a test can wait
+    /// minutes for one of Swift Testing's shared threads while its child runs.
+    static func start(
+        _ arguments: [String], connection: String, environment: [String: String] = [:],
+        timeLimit: Duration = .seconds(1_800)
+    ) throws -> ChildProcess {
+        try ChildProcess(
+            url, arguments, environment: environment.merging(["PREFS_PG_CONNECTION": connection]) { $1 },
+            timeLimit: timeLimit)
     }
 }

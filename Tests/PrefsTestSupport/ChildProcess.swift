@@ -175,6 +175,14 @@ public final class ChildProcess: @unchecked Sendable {
         stream { ($0.isError, $0.text) }
     }
 
+    /// `child.outputLines`: the lines of standard output received so far, without waiting for more and without
+    /// taking them from ``readLine()``.
+    public var outputLines: [String] {
+        state.lock()
+        defer { state.unlock() }
+        return received.compactMap { $0.isError ? nil : $0.text }
+    }
+
     /// `child.isRunning`: the child has not ended yet.
     public var isRunning: Bool { changing { !hasEnded } }
 
