@@ -74,7 +74,7 @@ public final class PostgresStore: KeyValueStore {
     /// `store.namespace` names this store's keys in the table: other namespaces in the same table are invisible.
     public let namespace: String
     private let snapshot: Snapshot
-    private let server: Server
+    let server: Server
 
     /// `store.changes` announces every change, including those made by other instances.
     public var changes: ChangeFeed { snapshot.changes }
@@ -137,23 +137,6 @@ public final class PostgresStore: KeyValueStore {
         server.detach(snapshot, wait: true)
     }
     private let closed = Atomic<Bool>(false)
-
-    /// The number of times the listener reconnected, for tests.
-    package var reconnectionCount: Int { server.reconnections.load(ordering: .relaxed) }
-
-    /// The server connections this process holds for this store's connection string, for tests and prefs-bench.
-    package var openConnections: Int { server.openConnections }
-
-    /// Why the listener cannot reconnect (nil while it is connected), for tests.
-    package var listenerFailure: PostgresStoreError? { server.listenerFailure }
-
-    /// Wakes the listener thread as a writer handing back a connection does, for tests.
-    package func wakeListener() { server.wakeListener() }
-
-    /// What the listener thread does now (`waiting`, `connecting`, …), for a failing test's message.
-    package var listenerActivity: String {
-        Server.Activity(rawValue: server.listenerActivity.load(ordering: .relaxed)).map { "\($0)" } ?? "?"
-    }
 
     /// `try store.value(forKey: "theme")` returns the value, served from memory.
     public func value(forKey key: String) throws -> PrefValue? { snapshot.value(forKey: key) }

@@ -134,10 +134,8 @@ final class Server: Sendable {
     /// The connections held right now (the primary and any extras), for tests and prefs-bench.
     var openConnections: Int { state.withLock { ($0.primary == nil ? 0 : 1) + $0.extras } }
 
-    /// Wakes the listener, for tests.
-    func wakeListener() { wake() }
-
-    private func wake() {
+    /// Wakes the listener thread (a writer handing back a connection, a close, a test).
+    func wake() {
         var byte: UInt8 = 1
         _ = write(wakeWrite, &byte, 1)
     }

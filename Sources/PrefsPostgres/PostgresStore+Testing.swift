@@ -1,0 +1,23 @@
+// What the tests look at inside a store; package-visible, not part of the public API.
+
+import Synchronization
+
+extension PostgresStore {
+    /// `store.reconnectionCount`: the number of times the listener reconnected.
+    package var reconnectionCount: Int { server.reconnections.load(ordering: .relaxed) }
+
+    /// `store.openConnections`: the server connections this process holds for this store's connection string.
+    package var openConnections: Int { server.openConnections }
+
+    /// `store.listenerFailure`: why the listener cannot reconnect (nil while it is connected).
+    package var listenerFailure: PostgresStoreError? { server.listenerFailure }
+
+    /// `store.wakeListener()` wakes the listener thread as a writer handing back a connection does.
+    package func wakeListener() { server.wake() }
+
+    /// `store.listenerActivity`: what the listener thread does now (`waiting`, `connecting`, …), for a failing
+    /// test's message.
+    package var listenerActivity: String {
+        Server.Activity(rawValue: server.listenerActivity.load(ordering: .relaxed)).map { "\($0)" } ?? "?"
+    }
+}
