@@ -160,11 +160,6 @@ final class LockedFile: Sendable {
         }
     }
 
-    private func directoryExists(_ path: String) -> Bool {
-        var info = stat()
-        return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
-    }
-
     /// Whether `fd` is still the file at `lockPath` (same device and inode, not a symbolic link).
     private func isCurrentLockFile(_ fd: Int32) -> Bool {
         var open = stat()

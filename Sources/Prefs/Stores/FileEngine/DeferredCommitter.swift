@@ -44,9 +44,6 @@ final class DeferredCommitter: Sendable {
 
     var hasPending: Bool { state.withLock { !$0.pending.isEmpty } }
 
-    /// The pending keys, sorted.
-    var pendingKeys: [String] { state.withLock { $0.pending.keys.sorted() } }
-
     /// Records that `keys` changed in memory (call holding the snapshot lock). Returns whether the storage must
     /// still be registered for the exit flush.
     func note(_ keys: some Sequence<String>) -> Bool {
