@@ -125,18 +125,8 @@ final class Connection: @unchecked Sendable {
     /// Why a connection attempt failed, as a typed error.
     private static func classify(_ connection: OpaquePointer, secrets: ConnectionSecrets) -> PostgresStoreError {
         let raw = String(cString: PQerrorMessage(connection))
-        let reason = secrets.sanitize(raw)
-        let lowered = raw.lowercased()
-        if PQconnectionNeedsPassword(connection) != 0 || lowered.contains("authentication failed")
-            || lowered.contains("no password supplied") || lowered.contains("password")
-        {
-            return .authenticationFailed(reason: reason)
-        }
-        if lowered.contains("timeout expired") { return .timedOut(reason: "connecting: " + reason) }
-        // A server starting, stopping or recovering is away for now, not refusing this client.
-        if lowered.contains("the database system is") { return .unreachable(reason: reason) }
-        if raw.contains("FATAL:") { return .connectionRefused(reason: reason) }
-        return .unreachable(reason: reason)
+        return .connecting(
+            failedWith: raw, reason: secrets.sanitize(raw), needsPassword: PQconnectionNeedsPassword(connection) != 0)
     }
 
     var isBroken: Bool { abandoned || PQstatus(handle) != CONNECTION_OK }

@@ -172,7 +172,7 @@ public final class PostgresStore: KeyValueStore {
         } catch PostgresStoreError.outcomeUnknown(let reason) {
             // Sent but unanswered: the same value sent again settles it (its upsert waits for the row lock the
             // first one may still hold).
-            reading = try retrying(until: deadline, else: .outcomeUnknown(reason: reason)) {
+            reading = try retrying(until: deadline, unknownBecause: reason) {
                 try server.withConnection { connection in
                     try write(text, value: value, key: key, on: connection, deadline: deadline)
                 }
@@ -287,7 +287,7 @@ public final class PostgresStore: KeyValueStore {
             // A transaction that wrote no row (a transform that changed nothing) has nothing to settle.
             if let (key, version) = written.first {
                 switch try retrying(
-                    until: deadline, else: .outcomeUnknown(reason: reason),
+                    until: deadline, unknownBecause: reason,
                     {
                         try committed(key: key, version: version, writer: writer, deadline: deadline)
                     })
@@ -323,22 +323,30 @@ public final class PostgresStore: KeyValueStore {
         return nil
     }
 
-    /// Runs `attempt` until it returns, again after each error that says the server is away or busy (waiting 50 ms,
-    /// 100 ms, … up to 1 s in between) while `deadline` allows; then throws `failure`. Other errors throw `failure`
-    /// at once.
+    /// Runs `attempt` until it returns, again after each error (waiting 50 ms, 100 ms, … up to 1 s in between)
+    /// while `deadline` allows; then throws `.outcomeUnknown` with `reason` and the last error. Only errors that no
+    /// later attempt can cure end it at once: a closed store, a password refused, a schema this version cannot use.
+    ///
+    /// Any other error, the server's own included, says only that the outcome could not be read yet: a server back
+    /// from a crash can refuse a session or a statement for a moment.
     private func retrying<T>(
-        until deadline: ContinuousClock.Instant, else failure: PostgresStoreError, _ attempt: () throws -> T
+        until deadline: ContinuousClock.Instant, unknownBecause reason: String, _ attempt: () throws -> T
     ) throws -> T {
         var delay = Duration.milliseconds(50)
         while true {
             do {
                 return try attempt()
-            } catch PostgresStoreError.connectionLost, PostgresStoreError.outcomeUnknown, PostgresStoreError.timedOut {
-                guard ContinuousClock.now + delay < deadline else { throw failure }
+            } catch {
+                let final: Bool
+                switch error as? PostgresStoreError {
+                case .closed?, .authenticationFailed?, .unsupportedSchemaVersion?, .damagedSchema?: final = true
+                default: final = false
+                }
+                guard !final, ContinuousClock.now + delay < deadline else {
+                    throw PostgresStoreError.outcomeUnknown(reason: reason + "; then, finding out: \(error)")
+                }
                 Thread.sleep(forTimeInterval: Double(delay.wholeMilliseconds) / 1_000)
                 delay = min(delay * 2, .seconds(1))
-            } catch {
-                throw failure
             }
         }
     }

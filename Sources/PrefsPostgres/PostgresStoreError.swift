@@ -72,3 +72,27 @@ extension PostgresStoreError {
         }
     }
 }
+
+extension PostgresStoreError {
+    /// `.connecting(failedWith: message, reason: shortened, needsPassword: false)`: the typed error for a connection
+    /// attempt that failed with libpq's `message`, carrying `reason` (the message with secrets removed).
+    ///
+    /// A server that is starting, stopping or recovering, or that ended the new session because it is shutting down
+    /// or restarting after a crash ("terminating connection …"), is away for now (`unreachable`, which a write
+    /// treats as the server being away and retries), not refusing this client.
+    package static func connecting(failedWith message: String, reason: String, needsPassword: Bool)
+        -> PostgresStoreError
+    {
+        let lowered = message.lowercased()
+        if needsPassword || lowered.contains("authentication failed") || lowered.contains("no password supplied")
+            || lowered.contains("password")
+        {
+            return .authenticationFailed(reason: reason)
+        }
+        if lowered.contains("timeout expired") { return .timedOut(reason: "connecting: " + reason) }
+        let away = ["the database system is", "terminating connection", "server closed the connection"]
+        if away.contains(where: lowered.contains) { return .unreachable(reason: reason) }
+        if message.contains("FATAL:") { return .connectionRefused(reason: reason) }
+        return .unreachable(reason: reason)
+    }
+}

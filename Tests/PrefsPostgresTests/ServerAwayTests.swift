@@ -199,3 +199,44 @@ struct ListenerReconnectTests {
         try await eventually("the store to see the change made with SQL") { try store.value(forKey: "k") == .int(2) }
     }
 }
+
+/// How a failed connection attempt is typed decides whether a write waits for the server or gives up: a server that
+/// is starting, stopping or restarting is away (retried), one that refuses this client is not.
+@Suite("PostgresStore connection failures")
+struct ConnectionFailureTests {
+    private static let prefix = #"connection to server on socket "/tmp/pg/.s.PGSQL.5432" failed: "#
+
+    @Test(arguments: [
+        // What a PostgreSQL 15 server killed with `pg_ctl stop -m immediate` while a session started sent (psql,
+        // `options='-c post_auth_delay=3'`): a warning, then the closed socket.
+        "server closed the connection unexpectedly\n\tThis probably means the server terminated abnormally\n",
+        "FATAL:  the database system is starting up\n",
+        "FATAL:  the database system is shutting down\n",
+        "FATAL:  the database system is not yet accepting connections\nDETAIL:  Consistent recovery state has not been yet reached.\n",
+        "FATAL:  terminating connection due to immediate shutdown command\n",
+        "FATAL:  terminating connection because of crash of another server process\n",
+        "No such file or directory\n\tIs the server running locally and accepting connections on that socket?\n",
+    ])
+    func aServerThatIsAwayForNowIsUnreachable(_ message: String) {
+        let error = PostgresStoreError.connecting(
+            failedWith: Self.prefix + message, reason: message, needsPassword: false)
+        #expect(error == .unreachable(reason: message))
+    }
+
+    @Test func aServerThatRefusesThisClientSaysWhy() {
+        func typed(_ message: String, needsPassword: Bool = false) -> PostgresStoreError {
+            .connecting(failedWith: Self.prefix + message, reason: message, needsPassword: needsPassword)
+        }
+        let missing = "FATAL:  database \"nope\" does not exist\n"
+        #expect(typed(missing) == .connectionRefused(reason: missing))
+        let full = "FATAL:  sorry, too many clients already\n"
+        #expect(typed(full) == .connectionRefused(reason: full))
+        let password = "FATAL:  password authentication failed for user \"app\"\n"
+        #expect(typed(password) == .authenticationFailed(reason: password))
+        #expect(
+            typed("fe_sendauth: no password supplied\n", needsPassword: true)
+                == .authenticationFailed(
+                    reason: "fe_sendauth: no password supplied\n"))
+        #expect(typed("timeout expired\n") == .timedOut(reason: "connecting: timeout expired\n"))
+    }
+}
