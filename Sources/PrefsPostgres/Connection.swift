@@ -117,7 +117,12 @@ final class Connection: @unchecked Sendable {
             "SET lock_timeout = \(limits.lockTimeout.wholeMilliseconds)",
             "SET idle_in_transaction_session_timeout = \(limits.writeDeadline.wholeMilliseconds * 2)",
         ]
-        for statement in bounds + setup { try execute(statement, deadline: deadline) }
+        // Setting up writes nothing: a connection lost meanwhile is only lost, whatever the statement's outcome.
+        do {
+            for statement in bounds + setup { try execute(statement, deadline: deadline) }
+        } catch .outcomeUnknown(let reason) {
+            throw .connectionLost(reason: reason)
+        }
     }
 
     deinit { PQfinish(handle) }
