@@ -8,7 +8,6 @@ let package = Package(
         .library(name: "Prefs", targets: ["Prefs"]),
         .library(name: "PrefsTesting", targets: ["PrefsTesting"]),
         .library(name: "PrefsPostgres", targets: ["PrefsPostgres"]),
-        .executable(name: "prefs-demo", targets: ["PrefsDemo"]),
         .executable(name: "prefs", targets: ["PrefsCLI"]),
     ],
     targets: [
@@ -57,9 +56,12 @@ let package = Package(
                 "PrefsPostgresTestHelper",
             ]
         ),
+        // The demo is a target, not a product: `swift run prefs-demo` runs it here, and packages depending on Prefs
+        // never see it.
         .executableTarget(
-            name: "PrefsDemo",
-            dependencies: ["Prefs"]
+            name: "prefs-demo",
+            dependencies: ["Prefs"],
+            path: "Sources/PrefsDemo"
         ),
         .target(
             name: "PrefsTestSupport",
@@ -71,9 +73,21 @@ let package = Package(
             dependencies: ["Prefs", "PrefsTestSupport"],
             path: "Tests/PrefsTestHelper"
         ),
+        // The library's units, in this process (a few tests still start the helper: see PrefsProcessTests).
         .testTarget(
             name: "PrefsTests",
             dependencies: ["Prefs", "PrefsTestSupport", "PrefsTestHelper"]
+        ),
+        // Suites whose tests run the library in child processes (the PrefsTestHelper executable).
+        .testTarget(
+            name: "PrefsProcessTests",
+            dependencies: ["Prefs", "PrefsTestSupport", "PrefsTestHelper"]
+        ),
+        // The documentation itself: its samples compile and run, its manifest resolves, its architecture and its
+        // list of promises match the code and the tests.
+        .testTarget(
+            name: "PrefsDocumentationTests",
+            dependencies: ["Prefs", "PrefsTestSupport"]
         ),
         .target(
             name: "PrefsCLICore",

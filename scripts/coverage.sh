@@ -18,15 +18,33 @@ toolchain_bin="$(dirname "$(command -v swift)")"
 llvm_cov="$toolchain_bin/llvm-cov"
 [[ -x "$llvm_cov" ]] || llvm_cov="$(command -v llvm-cov)"
 
-# Private XDG folders, as in scripts/test.sh, so no test touches the real ~/.config or ~/.local/share.
+# The tests run straight from the test binary rather than through `swift test --enable-code-coverage`, so that
+# this script, not SwiftPM, merges the raw profiles. Every process writes one at exit: the test binary and each child
+# it starts (the test helper, `prefs`, a copy of itself). A child that a test kills while it is writing that file at
+# exit leaves a truncated profile; SwiftPM's merge gives up on the whole run at the first such file, where this one
+# skips it (its counts are lost, as a killed child's always are) and says how many it skipped.
 xdg="$(mktemp -d)"
 trap 'rm -rf "$xdg"' EXIT
-XDG_CONFIG_HOME="$xdg/config" XDG_DATA_HOME="$xdg/data" XDG_STATE_HOME="$xdg/state" \
-    swift test --scratch-path "$scratch_path" --enable-code-coverage
-
+swift build --build-tests --enable-code-coverage --scratch-path "$scratch_path"
 bin_path="$(swift build --scratch-path "$scratch_path" --show-bin-path)"
+profiles="$xdg/profiles"
+mkdir -p "$profiles" "$bin_path/codecov"
+# Private XDG folders, as in scripts/test.sh, so no test touches the real ~/.config or ~/.local/share. `%p` gives
+# each process a file of its own; `%m` makes a process that reuses an earlier one's pid add to that file.
+XDG_CONFIG_HOME="$xdg/config" XDG_DATA_HOME="$xdg/data" XDG_STATE_HOME="$xdg/state" \
+    LLVM_PROFILE_FILE="$profiles/%p-%m.profraw" \
+    "$bin_path/PrefsPackageTests.xctest" --testing-library swift-testing --parallel
+
+llvm_profdata="$toolchain_bin/llvm-profdata"
+[[ -x "$llvm_profdata" ]] || llvm_profdata="$(command -v llvm-profdata)"
 profdata="$bin_path/codecov/default.profdata"
-[[ -f "$profdata" ]] || { echo "coverage: no profile data at $profdata" >&2; exit 1; }
+raw=("$profiles"/*.profraw)
+merge_log="$xdg/merge.log"
+"$llvm_profdata" merge -sparse --failure-mode=all -o "$profdata" "${raw[@]}" 2> "$merge_log" \
+    || { cat "$merge_log" >&2; echo "coverage: no profile could be merged" >&2; exit 1; }
+skipped="$(grep -c 'warning: .*profraw' "$merge_log" || true)"
+echo "coverage: merged ${#raw[@]} raw profiles; skipped ${skipped} unreadable (a child killed while writing it)"
+[[ "$skipped" -eq 0 ]] || grep 'warning: .*profraw' "$merge_log" | sed 's|^|    |'
 
 # The test bundle holds the library as the tests run it; the child-process helper runs the same library code in
 # other processes (cross-process, crash and locking tests), so its counters count too.

@@ -37,13 +37,21 @@ enum DomainCommands {
         return try UserDefaultsStore(suiteName: domain)
     }
 
+    /// The usage error for `defaults`' global-domain, host and app-bundle forms (`-g`, `NSGlobalDomain`,
+    /// `-currentHost`, `-host`, `-app`), given where a domain or, as `defaults` places the host options, before the
+    /// command; nil for any other word.
+    static func noEquivalent(_ word: String) -> Failure? {
+        guard ["-g", "-globalDomain", "NSGlobalDomain", "-currentHost", "-host", "-app"].contains(word) else {
+            return nil
+        }
+        return Failure.usage(
+            "\(word) has no equivalent in prefs: Linux has no global domain, host domains or app bundles; "
+                + "name the domain, such as com.example.notes")
+    }
+
     /// Refuses the names the library refuses, before looking for a file by that name.
     static func checkName(_ domain: String) throws {
-        if ["-g", "-globalDomain", "NSGlobalDomain", "-currentHost", "-host", "-app"].contains(domain) {
-            throw Failure.usage(
-                "\(domain) has no equivalent in prefs: Linux has no global domain, host domains or app bundles; "
-                    + "name the domain, such as com.example.notes")
-        }
+        if let failure = noEquivalent(domain) { throw failure }
         do {
             try UserDefaultsStore.validate(suiteName: domain)
         } catch {

@@ -212,7 +212,8 @@ package enum PrefsTool {
             let name = String(token.prefix { $0 != "=" })
             try ArgumentParser.refuseSecret(name, path: path)
             guard let option = group.options.first(where: { $0.name == name }) else {
-                throw Failure.usage("\(path): unknown option \(name); run `\(path) --help`")
+                throw DomainCommands.noEquivalent(name)
+                    ?? Failure.usage("\(path): unknown option \(name); run `\(path) --help`")
             }
             if option.value != nil, name == token { index += 1 }
         }

@@ -1,6 +1,7 @@
 import Foundation
 import Prefs
 import PrefsTestSupport
+import Synchronization
 import Testing
 
 @testable import PrefsCLICore
@@ -235,5 +236,32 @@ import Testing
         #expect(await PrefsTool.run(["bogus"], console: console.console) == 2)
         #expect(console.output.isEmpty)
         #expect(console.error == "prefs: unknown command \"bogus\"; run `prefs --help` for the list\n")
+    }
+
+    /// "`set` reads the value from standard input …, or asks for it without echo when standard input is a
+    /// terminal."
+    @Test func aSecretIsAskedForWithoutEchoWhenStandardInputIsATerminal() async throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.cleanup() }
+        let vault = ["--vault", sandbox.path("v.vault"), "--key-file", sandbox.path("v.key")]
+        try sandbox.prefs(["secure", "init"] + vault).expectSuccess()
+        let prompts = Mutex<[String]>([])
+        let output = Mutex("")
+        let console = Console(
+            writeOutput: { text in output.withLock { $0 += text } },
+            writeData: { data in output.withLock { $0 += String(decoding: data, as: UTF8.self) } },
+            writeError: { text in output.withLock { $0 += text } },
+            readInput: { _ in Data("from stdin".utf8) },
+            inputIsTerminal: true,
+            readSecret: { prompt in
+                prompts.withLock { $0.append(prompt) }
+                return "typed"
+            },
+            environment: [:])
+        #expect(await PrefsTool.run(["secure", "set", "token"] + vault, console: console) == 0)
+        #expect(prompts.withLock { $0.count } == 1)
+        #expect(!output.withLock { $0 }.contains("typed"))
+        let store = try EncryptedFileStore(url: sandbox.file("v.vault"), key: .keyFile(sandbox.file("v.key")))
+        #expect(try store.value(forKey: "token") == .string("typed"))
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import Prefs
 import Testing
 
-/// What a `defaults` user types first, run through the real `prefs` (issue 26, item 3).
+/// What a `defaults` user types first, run through the real `prefs`.
 @Suite struct DefaultsCompatibilityTests {
     func stored(_ sandbox: Sandbox, _ domain: String, _ key: String) throws -> PrefValue? {
         try UserDefaultsStore(suiteName: domain, directory: sandbox.config).value(forKey: key)
@@ -125,7 +125,7 @@ import Testing
         defer { sandbox.cleanup() }
         try sandbox.prefs("write", "app", "old", "-int", "7")
         try sandbox.prefs("write", "app", "other", "x")
-        #expect(try sandbox.prefs("rename", "app", "old", "new").status == 0)
+        try sandbox.prefs("rename", "app", "old", "new").expectSuccess()
         #expect(try stored(sandbox, "app", "new") == .int(7))
         #expect(try stored(sandbox, "app", "old") == nil)
         #expect(try stored(sandbox, "app", "other") == .string("x"))
@@ -134,7 +134,7 @@ import Testing
         #expect(try sandbox.prefs("rename", "app", "new", "").status == 2)
         #expect(try stored(sandbox, "app", "new") == .int(7))
         // A value already under the new name is replaced.
-        #expect(try sandbox.prefs("rename", "app", "new", "other").status == 0)
+        try sandbox.prefs("rename", "app", "new", "other").expectSuccess()
         #expect(try UserDefaultsStore(suiteName: "app", directory: sandbox.config).allValues() == ["other": .int(7)])
     }
 
@@ -177,12 +177,12 @@ import Testing
         try UserDefaultsStore(suiteName: "source", directory: sandbox.config).replaceAll(values)
 
         // XML to a file, as `defaults export DOMAIN PATH`: Foundation reads it.
-        #expect(try sandbox.prefs("export", "source", sandbox.path("source.plist")).status == 0)
+        try sandbox.prefs("export", "source", sandbox.path("source.plist")).expectSuccess()
         let xml = try Data(contentsOf: sandbox.file("source.plist"))
         #expect(String(decoding: xml, as: UTF8.self).hasPrefix("<?xml"))
         let foundation = try PropertyListSerialization.propertyList(from: xml, format: nil) as? [String: Any]
         #expect(foundation?["name"] as? String == "ünïcødé" && foundation?.count == values.count)
-        #expect(try sandbox.prefs("import", "fromXML", sandbox.path("source.plist")).status == 0)
+        try sandbox.prefs("import", "fromXML", sandbox.path("source.plist")).expectSuccess()
         #expect(try UserDefaultsStore(suiteName: "fromXML", directory: sandbox.config).allValues() == values)
 
         // XML and binary on standard output.
@@ -198,10 +198,10 @@ import Testing
         try UserDefaultsStore(suiteName: "source", directory: sandbox.config)
             .setValue(.date(Self.mayFirst + 0.5), forKey: "when")
         let exact = try UserDefaultsStore(suiteName: "source", directory: sandbox.config).allValues()
-        #expect(try sandbox.prefs("import", "copy", sandbox.plist("source").path).status == 0)
+        try sandbox.prefs("import", "copy", sandbox.plist("source").path).expectSuccess()
         #expect(try UserDefaultsStore(suiteName: "copy", directory: sandbox.config).allValues() == exact)
-        #expect(try sandbox.prefs("export", "source", sandbox.path("s.bin"), "--format", "binary").status == 0)
-        #expect(try sandbox.prefs("import", "fromBinary", sandbox.path("s.bin")).status == 0)
+        try sandbox.prefs("export", "source", sandbox.path("s.bin"), "--format", "binary").expectSuccess()
+        try sandbox.prefs("import", "fromBinary", sandbox.path("s.bin")).expectSuccess()
         #expect(try UserDefaultsStore(suiteName: "fromBinary", directory: sandbox.config).allValues() == exact)
 
         // XML cannot hold them: refused, nothing written, and the message says what to use.
@@ -210,7 +210,7 @@ import Testing
         #expect(refused.error.contains(#""single""#), "the first key XML cannot hold is named: \(refused)")
         #expect(!FileManager.default.fileExists(atPath: sandbox.path("lossy.plist")))
         // A path ending in .json gets prefs' JSON.
-        #expect(try sandbox.prefs("export", "source", sandbox.path("s.json")).status == 0)
+        try sandbox.prefs("export", "source", sandbox.path("s.json")).expectSuccess()
         #expect(try Data(contentsOf: sandbox.file("s.json")) == Data(try sandbox.prefs("export", "source").output.utf8))
     }
 
@@ -233,5 +233,14 @@ import Testing
         defer { sandbox.cleanup() }
         let result = try sandbox.prefs("read", domain)
         #expect(result.status == 2 && result.isOneLineFailure && result.error.contains("name the domain"), "\(result)")
+    }
+
+    /// `defaults -currentHost read DOMAIN` and `defaults -host NAME read DOMAIN` put the host option first.
+    @Test(arguments: [["-currentHost", "read", "com.example.notes"], ["-host", "box", "read", "com.example.notes"]])
+    func hostOptionsBeforeTheCommandAreUsageErrorsWithAHint(arguments: [String]) throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.cleanup() }
+        let result = try sandbox.prefs(arguments)
+        #expect(result.status == 2 && result.isOneLineFailure && result.error.contains("host domains"), "\(result)")
     }
 }

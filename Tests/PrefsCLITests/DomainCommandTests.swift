@@ -18,7 +18,7 @@ import Testing
         try sandbox.prefs("write", "com.example.app", "k", "v")
         try Data("not a suite".utf8).write(to: sandbox.config.appending(path: "notes.txt"))
         result = try sandbox.prefs("domains")
-        #expect(result.status == 0)
+        result.expectSuccess()
         #expect(result.output == "com.example.app\nzeta\n")  // no .lock, no other files
         result = try sandbox.prefs("domains", "--json")
         #expect(result.output == #"["com.example.app", "zeta"]"# + "\n")
@@ -67,7 +67,7 @@ import Testing
         #expect(list.output == "key  \(typeName)  \(printed)\n")
         // What `read` prints, `write` with the same type reads back as the same value.
         let again = try sandbox.prefs("write", "app", "copy", printed, "--type", type)
-        #expect(again.status == 0)
+        again.expectSuccess()
         #expect(try stored(sandbox, "app", "copy") == value)
         let json = try sandbox.prefs("read", "app", "key", "--json")
         #expect(try PrefValue(jsonText: json.output) == value)
@@ -98,14 +98,14 @@ import Testing
         try sandbox.prefs("write", "app", "count", "1", "--type", "int")
         try sandbox.prefs("write", "app", "flag", "true", "--type", "bool")
         try sandbox.prefs("write", "app", "tags", "[]", "--type", "json")
-        #expect(try sandbox.prefs("write", "app", "count", "12").status == 0)
+        try sandbox.prefs("write", "app", "count", "12").expectSuccess()
         #expect(try stored(sandbox, "app", "count") == .int(12))
-        #expect(try sandbox.prefs("write", "app", "flag", "no").status == 0)
+        try sandbox.prefs("write", "app", "flag", "no").expectSuccess()
         #expect(try stored(sandbox, "app", "flag") == .bool(false))
-        #expect(try sandbox.prefs("write", "app", "tags", #"["a"]"#).status == 0)
+        try sandbox.prefs("write", "app", "tags", #"["a"]"#).expectSuccess()
         #expect(try stored(sandbox, "app", "tags") == .array([.string("a")]))
         // A new key without --type is a string, even when it looks like a number.
-        #expect(try sandbox.prefs("write", "app", "version", "12").status == 0)
+        try sandbox.prefs("write", "app", "version", "12").expectSuccess()
         #expect(try stored(sandbox, "app", "version") == .string("12"))
 
         let before = try Data(contentsOf: sandbox.plist("app"))
@@ -116,16 +116,16 @@ import Testing
         #expect(shape.status == 2 && shape.isOneLineFailure)
         #expect(try Data(contentsOf: sandbox.plist("app")) == before)
         // --type changes the type on purpose.
-        #expect(try sandbox.prefs("write", "app", "count", "twelve", "--type", "string").status == 0)
+        try sandbox.prefs("write", "app", "count", "twelve", "--type", "string").expectSuccess()
         #expect(try stored(sandbox, "app", "count") == .string("twelve"))
     }
 
     @Test func aValueThatLooksLikeAnOption() throws {
         let sandbox = try Sandbox()
         defer { sandbox.cleanup() }
-        #expect(try sandbox.prefs("write", "app", "n", "-5", "--type=int").status == 0)
+        try sandbox.prefs("write", "app", "n", "-5", "--type=int").expectSuccess()
         #expect(try stored(sandbox, "app", "n") == .int(-5))
-        #expect(try sandbox.prefs("write", "app", "s", "--", "--json").status == 0)
+        try sandbox.prefs("write", "app", "s", "--", "--json").expectSuccess()
         #expect(try stored(sandbox, "app", "s") == .string("--json"))
     }
 
@@ -170,10 +170,10 @@ import Testing
         defer { sandbox.cleanup() }
         try sandbox.prefs("write", "app", "a", "1")
         try sandbox.prefs("write", "app", "b", "2")
-        #expect(try sandbox.prefs("delete", "app", "a").status == 0)
+        try sandbox.prefs("delete", "app", "a").expectSuccess()
         #expect(try stored(sandbox, "app", "a") == nil)
         #expect(try stored(sandbox, "app", "b") == .string("2"))
-        #expect(try sandbox.prefs("delete", "app").status == 0)
+        try sandbox.prefs("delete", "app").expectSuccess()
         #expect(!FileManager.default.fileExists(atPath: sandbox.plist("app").path))
         #expect(try sandbox.prefs("domains").output.isEmpty)
         #expect(try sandbox.prefs("read", "app").status == 1)
@@ -200,7 +200,7 @@ import Testing
         #expect(try UserDefaultsStore(suiteName: "target", directory: sandbox.config).allValues() == values)
         #expect(try sandbox.prefs("export", "target").output == export.output)
         // Standard input works too.
-        #expect(try sandbox.prefs("import", "piped", "-", stdin: export.output).status == 0)
+        try sandbox.prefs("import", "piped", "-", stdin: export.output).expectSuccess()
         #expect(try sandbox.prefs("export", "piped").output == export.output)
     }
 
@@ -286,5 +286,25 @@ import Testing
         }
         #expect(try sandbox.prefs("write", "--help").output.contains("json"))
         #expect(!FileManager.default.fileExists(atPath: sandbox.config.path))
+    }
+
+    /// "`prefs delete com.example.backup`: the whole domain (its NAME.lock file stays)".
+    @Test func deletingADomainKeepsItsLockFile() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.cleanup() }
+        try sandbox.prefs("write", "app", "theme", "dark").expectSuccess()
+        try sandbox.prefs("delete", "app").expectSuccess()
+        #expect(!FileManager.default.fileExists(atPath: sandbox.plist("app").path))
+        #expect(FileManager.default.fileExists(atPath: sandbox.config.appending(path: "app.lock").path))
+    }
+
+    /// Exit status 1: "the file system refused the operation" (the preferences folder is a regular file).
+    @Test func aFolderTheFileSystemRefusesIsStatus1() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.cleanup() }
+        try Data("not a folder".utf8).write(to: sandbox.config)
+        let result = try sandbox.prefs("write", "app", "theme", "dark")
+        #expect(result.status == 1 && result.isOneLineFailure, "\(result)")
+        #expect(try Data(contentsOf: sandbox.config) == Data("not a folder".utf8))
     }
 }

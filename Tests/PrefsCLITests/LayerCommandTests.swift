@@ -116,7 +116,8 @@ private let privateXDGFolders: Bool = {
             let status = await PrefsTool.run(arguments, console: console.console)
             return (status, console.output, console.error)
         }
-        #expect(await run("write", domain, "theme", "dark").status == 0)
+        let written = await run("write", domain, "theme", "dark")
+        #expect(written.status == 0, "\(written)")
         for arguments in [
             ["write", domain, "volume", "4"], ["write", domain, "volume", "-int", "4"], ["delete", domain, "volume"],
             ["rename", domain, "theme", "volume"],

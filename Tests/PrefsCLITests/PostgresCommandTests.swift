@@ -34,8 +34,8 @@ import Testing
     @Test func readWriteDeleteExportAndImportANamespace() throws {
         let target = try Target()
         defer { target.sandbox.cleanup() }
-        #expect(try target.prefs("write", "com.example.app", "theme", "dark").status == 0)
-        #expect(try target.prefs("write", "com.example.app", "count", "5", "--type", "int").status == 0)
+        try target.prefs("write", "com.example.app", "theme", "dark").expectSuccess()
+        try target.prefs("write", "com.example.app", "count", "5", "--type", "int").expectSuccess()
         #expect(try target.prefs("read", "com.example.app", "theme").output == "dark\n")
         #expect(
             try target.prefs("read", "com.example.app", "--types").output == "count  int     5\ntheme  string  dark\n")
@@ -53,10 +53,10 @@ import Testing
         #expect(
             try target.prefs("read", "com.example.app", "--json").output == "{\n  \"count\": 6,\n  \"flag\": true\n}\n")
 
-        #expect(try target.prefs("delete", "com.example.app", "count").status == 0)
+        try target.prefs("delete", "com.example.app", "count").expectSuccess()
         let missing = try target.prefs("read", "com.example.app", "count")
         #expect(missing.status == 1 && missing.isOneLineFailure, "\(missing)")
-        #expect(try target.prefs("delete", "com.example.app").status == 0)
+        try target.prefs("delete", "com.example.app").expectSuccess()
         #expect(try target.prefs("read", "com.example.app").status == 1)
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import Testing
 
 #if canImport(Glibc)
     import Glibc
@@ -64,6 +65,11 @@ struct PrefsResult: CustomStringConvertible {
     }
 
     var description: String { "status \(status)\nstdout: \(output)\nstderr: \(error)" }
+
+    /// Records an issue that shows the status and both outputs unless `prefs` exited with 0.
+    func expectSuccess(sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(status == 0, "\(self)", sourceLocation: sourceLocation)
+    }
 
     /// Exactly one line of standard error and nothing on standard output: how every failure reports.
     var isOneLineFailure: Bool {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// `prefs repair DOMAIN`: the way out of a damaged domain file (issue 22, item 7).
+/// `prefs repair DOMAIN`: the way out of a damaged domain file.
 @Suite struct RepairCommandTests {
     @Test func aDamagedDomainIsKeptAsideAndWritableAgain() throws {
         let sandbox = try Sandbox()
@@ -22,7 +22,7 @@ import Testing
         #expect(repaired.output.contains(kept))
         #expect(try Data(contentsOf: sandbox.config.appending(path: kept)) == garbage, "kept as it was")
 
-        #expect(try sandbox.prefs("write", "app", "theme", "dark").status == 0)
+        try sandbox.prefs("write", "app", "theme", "dark").expectSuccess()
         #expect(try sandbox.prefs("read", "app", "theme").output == "dark\n")
         let again = try sandbox.prefs("repair", "app")
         #expect(again.status == 0 && again.output.isEmpty, "a readable file is left as it is: \(again)")

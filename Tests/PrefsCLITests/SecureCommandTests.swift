@@ -43,7 +43,7 @@ import Testing
         let refused = try sandbox.prefs(["secure", "set", "pin"] + vault, stdin: "12ab")
         #expect(refused.status == 2 && refused.isOneLineFailure && !refused.error.contains("12ab"), "\(refused)")
 
-        #expect(try sandbox.prefs(["secure", "delete", "pin"] + vault).status == 0)
+        try sandbox.prefs(["secure", "delete", "pin"] + vault).expectSuccess()
         #expect(try sandbox.prefs(["secure", "list"] + vault).output == "authToken\n")
         for command in [["get", "pin"], ["delete", "pin"]] {
             let missing = try sandbox.prefs(["secure"] + command + vault)
@@ -97,7 +97,7 @@ import Testing
         let passphrase = ["PREFS_TEST_PASSPHRASE": "correct horse battery staple", "WRONG": "tr0ub4dor"]
         let vault = ["--vault", sandbox.path("p.vault")]
         let withPassphrase = vault + ["--passphrase-env", "PREFS_TEST_PASSPHRASE"]
-        #expect(try sandbox.prefs(["secure", "init"] + withPassphrase, environment: passphrase).status == 0)
+        try sandbox.prefs(["secure", "init"] + withPassphrase, environment: passphrase).expectSuccess()
         try sandbox.prefs(["secure", "set", "token"] + withPassphrase, stdin: "abc", environment: passphrase)
         let wrong = try sandbox.prefs(
             ["secure", "get", "token", "--reveal", "--passphrase-env", "WRONG"] + vault, environment: passphrase)
@@ -153,7 +153,7 @@ import Testing
     @Test func defaultVaultOfAnApp() throws {
         let sandbox = try Sandbox()
         defer { sandbox.cleanup() }
-        #expect(try sandbox.prefs("secure", "init", "--app", "com.example.notes").status == 0)
+        try sandbox.prefs("secure", "init", "--app", "com.example.notes").expectSuccess()
         try sandbox.prefs("secure", "set", "token", "--app", "com.example.notes", stdin: "xyz")
         let location = sandbox.data.appending(path: "com.example.notes/secrets.vault")
         let key = sandbox.config.appending(path: "com.example.notes/secrets.key")
@@ -161,5 +161,17 @@ import Testing
         #expect(try sandbox.prefs("secure", "list").status == 1)  // the tool's own vault does not exist yet
         let both = try sandbox.prefs("secure", "list", "--app", "x", "--vault", sandbox.path("v"))
         #expect(both.status == 2 && both.isOneLineFailure)
+    }
+
+    /// "With neither [`--vault` nor `--app`], the tool's own vault is used (`--app prefs`)."
+    @Test func withoutVaultOrAppTheToolsOwnVaultIsUsed() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.cleanup() }
+        try sandbox.prefs("secure", "init").expectSuccess()
+        try sandbox.prefs("secure", "set", "token", stdin: "abc\n").expectSuccess()
+        let vault = sandbox.data.appending(path: "prefs/secrets.vault")
+        let key = sandbox.config.appending(path: "prefs/secrets.key")
+        #expect(try EncryptedFileStore(url: vault, key: .keyFile(key)).value(forKey: "token") == .string("abc"))
+        #expect(try sandbox.prefs("secure", "list", "--app", "prefs").output == "token\n")
     }
 }

@@ -8,7 +8,7 @@ import Testing
     import Glibc
 #endif
 
-// Issue 13 in the `prefs secure` commands: no secret in messages, long app names, rollback exit status, core
+// The `prefs secure` commands where secrets can leak or a user can be misled: no secret in messages, long app names, rollback exit status, core
 // dumps, and the terminal left as it was when the passphrase prompt is killed.
 
 @Suite struct SecureHardeningTests {

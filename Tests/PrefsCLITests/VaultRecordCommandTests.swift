@@ -7,7 +7,7 @@ import Testing
     import Darwin
 #endif
 
-/// A vault's rollback record that cannot be kept (issue 22), as `prefs` users meet it: a warning on stderr from
+/// A vault's rollback record that cannot be kept, as `prefs` users meet it: a warning on stderr from
 /// every command, and `prefs secure verify` exiting 3. Each test gives `prefs` a state folder of its own.
 @Suite struct VaultRecordCommandTests {
     struct Secured {

@@ -4,7 +4,7 @@ import Testing
 @testable import Prefs
 @testable import PrefsCLICore
 
-/// What `prefs` prints when the library reports instead of throwing (issue 26, item 6): a warning that names the
+/// What `prefs` prints when the library reports instead of throwing: a warning that names the
 /// file, not an empty key, once per cause.
 @Suite struct WarningTests {
     @Test func aDamagedSystemFileIsOneWarningThatNamesTheFile() throws {

@@ -7,7 +7,7 @@ import Testing
     import Glibc
 #endif
 
-/// The lock file deleted every 100 ms while four processes update one store (issue 13, item 9): before processes
+/// The lock file deleted every 100 ms while four processes update one store: before processes
 /// re-checked their lock descriptor after `flock` and before each commit, 4 × 300 updates kept 928 of 1 200.
 @Suite(.enabled(if: Reliability.enabled))
 struct LockFileDeletionTests {

@@ -1,5 +1,5 @@
-// The child-process side of the hardening tests (Tests/PrefsTests/HardeningTests.swift): cases that hung, looped or
-// exhausted memory before the fix run here, so a regression fails the test by its deadline instead of hanging it.
+// The child-process side of SpecialFileTests and LockFileProcessTests (Tests/PrefsProcessTests): opens that could
+// hang, loop or exhaust memory run here, so a regression fails the test by its deadline instead of hanging it.
 import Foundation
 import Prefs
 import PrefsTestSupport

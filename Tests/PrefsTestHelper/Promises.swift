@@ -7,7 +7,7 @@ import Synchronization
     import Glibc
 #endif
 
-/// Commands for PromiseTests: what an app's secrets read when the command line and the environment name them.
+/// Commands for LayerProcessTests and StoredValueProcessTests: what an app's secrets read when the command line and the environment name them.
 enum PromiseCommands {
     static func run(_ arguments: [String]) -> Bool {
         if arguments.first == "promise-wrapper-write-fails" {

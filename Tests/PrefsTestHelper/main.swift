@@ -86,6 +86,12 @@ if arguments.first == "default-secure-set" {
     emit(SecureStoredValue<String>(key: arguments[1]).wrappedValue ?? "nil")
     exit(0)
 }
+if arguments.first == "default-secure-get" {
+    // default-secure-get KEY: reads a secret from the default vault, as a wrapper declared without `store:` does.
+    PrefsConfig.appIdentifier = "com.example.helper"
+    emit(SecureStoredValue<String>(key: arguments[1]).wrappedValue ?? "nil")
+    exit(0)
+}
 guard arguments.count >= 2 else { fail("usage: PrefsTestHelper COMMAND SPEC [ARGS…]") }
 let command = arguments[0]
 let store: any KeyValueStore

@@ -22,6 +22,13 @@ public struct TempDir: Sendable {
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
 
+    /// `try folder.createFolders(["config", "data/app"])` creates each of those folders inside it (and their parents).
+    public func createFolders(_ names: [String]) throws {
+        for name in names {
+            try FileManager.default.createDirectory(at: file(name), withIntermediateDirectories: true)
+        }
+    }
+
     /// `folder.cleanup()` removes the folder and everything in it.
     public func cleanup() { try? FileManager.default.removeItem(at: url) }
 

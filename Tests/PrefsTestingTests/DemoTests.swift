@@ -8,9 +8,7 @@ import Testing
         let root = try TempDir("prefs-demo-test")
         defer { root.cleanup() }
         let folders = ["home", "config", "data", "state", "tmp"]
-        for name in folders {
-            try FileManager.default.createDirectory(at: root.file(name), withIntermediateDirectories: true)
-        }
+        try root.createFolders(folders)
         var environment = ProcessInfo.processInfo.environment
         environment["PREFS_DEMO_DIR"] = nil
         environment["HOME"] = root.path("home")

@@ -13,9 +13,7 @@ import Testing
             root.cleanup()
         }
         let folders = ["home", "config", "data", "state", "tmp"]
-        for name in folders {
-            try FileManager.default.createDirectory(at: root.file(name), withIntermediateDirectories: true)
-        }
+        try root.createFolders(folders)
         try FileManager.default.setAttributes([.posixPermissions: 0o500], ofItemAtPath: root.path("home"))
         var environment = ProcessInfo.processInfo.environment
         environment["HOME"] = root.path("home")

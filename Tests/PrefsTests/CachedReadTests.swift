@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import Synchronization
 import Testing
 
 @testable import Prefs
@@ -71,4 +72,44 @@ private enum Mood: String, Codable, Sendable { case calm, busy, away }
             for await passed in group { #expect(passed) }
         }
     }
+
+    /// TOUR: "Reads are served from memory, and each wrapper decodes a value once per change."
+    @Test func aValueIsDecodedOncePerChangeForEveryWrapperOfItsKey() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try FileStore(url: directory.file("settings.json"))
+        let key = uniqueKey("release")
+        let fallback = CountedDecodes(text: key + " none")
+        let release = StoredValue(key: key, default: fallback, store: store)
+        let again = StoredValue(key: key, default: fallback, store: store)
+        for version in ["1.0", "2.0"] {
+            try store.setValue(.string(key + " " + version), forKey: key)  // a direct write the wrappers decode
+            for _ in 0..<100 {
+                #expect(release.wrappedValue.text == key + " " + version)
+                #expect(again.wrappedValue.text == key + " " + version)
+            }
+            // At most once per wrapper, however often each reads.
+            #expect((1...2).contains(CountedDecodes.count(of: key + " " + version)))
+        }
+    }
+}
+
+/// A value that records every decode of its stored text.
+struct CountedDecodes: Codable, Sendable, Equatable, PrefValueConvertible {
+    private static let decoded = Mutex<[String]>([])
+    static func count(of text: String) -> Int { decoded.withLock { $0.filter { $0 == text }.count } }
+
+    var text: String
+
+    init(text: String) { self.text = text }
+
+    init(prefValue: PrefValue) throws {
+        guard case .string(let text) = prefValue else {
+            throw PrefsError.typeMismatch(key: "", expected: "string", found: prefValue.typeName)
+        }
+        self.text = text
+        Self.decoded.withLock { $0.append(text) }
+    }
+
+    var prefValue: PrefValue { .string(text) }
 }

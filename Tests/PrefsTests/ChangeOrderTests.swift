@@ -6,7 +6,7 @@ import Testing
 
 @testable import Prefs
 
-/// Issue 14, point 3: every value that became current reaches a subscriber, in the order the store applied them.
+/// Every value that became current reaches a subscriber, in the order the store applied them.
 struct ChangeOrderTests {
     @Test(arguments: [Backend.memory, .file, .userDefaults])
     func concurrentWritersOfDistinctValuesAreAllSeenInApplyOrder(_ backend: Backend) async throws {
@@ -77,23 +77,7 @@ struct ChangeOrderTests {
 private func collect<T: Sendable & Equatable>(
     _ stream: AsyncStream<T>, through last: T, within seconds: Double = 20
 ) async throws -> [T] {
-    try await withThrowingTaskGroup(of: [T]?.self) { group in
-        group.addTask {
-            var collected: [T] = []
-            for await element in stream {
-                collected.append(element)
-                if element == last { break }
-            }
-            return collected
-        }
-        group.addTask {
-            try await Task.sleep(for: .seconds(seconds))
-            return nil
-        }
-        defer { group.cancelAll() }
-        guard let result = try await group.next(), let collected = result else { throw TimedOut() }
-        return collected
-    }
+    try await collect(stream, within: seconds) { $0.last == last }
 }
 
 /// The store of the "Writing a store" documentation: announces each change under its lock, delivers after.

@@ -13,10 +13,12 @@ final class MinimalStore: KeyValueStore {
     func allValues() throws -> [String: PrefValue] { try inner.allValues() }
 }
 
-// `PrefKey<Int>.volume` ("volume", default 5) is declared with the LayeredPreferences.md samples.
-
 extension PrefKey where Value == String {
     fileprivate static let nickname = PrefKey("nickname", default: "anon")
+}
+
+extension PrefKey where Value == Int {
+    fileprivate static let volume = PrefKey("volume", default: 5)
 }
 
 @Suite struct ConvenienceTests {

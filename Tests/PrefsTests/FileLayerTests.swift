@@ -236,7 +236,7 @@ struct FileLayerTests {
     }
 
     @Test func watcherFiresOnceForAnotherWriter() async throws {
-        let directory = try TempDir("PrefsFileLayerTests", create: false)
+        let directory = try TempDir("PrefsFileLayerTests")
         defer { directory.cleanup() }
         let watcher = DirectoryWatcher()
         let url = directory.file("prefs.json")
@@ -254,7 +254,6 @@ struct FileLayerTests {
             token.cancel()
             sentinel.cancel()
         }
-        #expect(permissions(of: directory.url) == 0o700)
 
         try writer.withLock(.exclusive) { try writer.writeAtomically(Data("1".utf8)) }
         #expect(await changes.wait(for: 1))
@@ -270,8 +269,9 @@ struct FileLayerTests {
     }
 
     @Test func cancellingTokensRemovesDirectoryWatches() throws {
-        let directory = try TempDir("PrefsFileLayerTests", create: false)
+        let directory = try TempDir("PrefsFileLayerTests")
         defer { directory.cleanup() }
+        try directory.createFolders(["one", "two"])
         let watcher = DirectoryWatcher()
         let baseline = watcher.activeWatchCount
         let first = watcher.watch(fileAt: directory.file("one/a.json")) {}
@@ -280,7 +280,6 @@ struct FileLayerTests {
         var third: FileWatchToken? = watcher.watch(fileAt: directory.file("two/a.json")) {}
         #expect(watcher.activeWatchCount == baseline + 2)
         #expect(watcher.callbackCount == 3)
-        #expect(permissions(of: directory.file("two")) == 0o700)
 
         first.cancel()
         first.cancel()
@@ -294,8 +293,9 @@ struct FileLayerTests {
     }
 
     @Test func aFolderWatchOutlivesItsLastTokenForReuseUpToALimit() async throws {
-        let directory = try TempDir("PrefsFileLayerTests", create: false)
+        let directory = try TempDir("PrefsFileLayerTests")
         defer { directory.cleanup() }
+        try directory.createFolders(["one"] + (0..<(DirectoryWatcher.idleWatchLimit + 4)).map { "folder-\($0)" })
         let watcher = DirectoryWatcher()
         watcher.watch(fileAt: directory.file("one/a.json")) {}.cancel()
         #expect(watcher.activeWatchCount == 0 && watcher.idleWatchCount == 1)
@@ -315,8 +315,9 @@ struct FileLayerTests {
     }
 
     @Test func aFolderReplacedWhileItsWatchIsIdleIsWatchedAgain() async throws {
-        let directory = try TempDir("PrefsFileLayerTests", create: false)
+        let directory = try TempDir("PrefsFileLayerTests")
         defer { directory.cleanup() }
+        try directory.createFolders(["folder"])
         let watcher = DirectoryWatcher()
         let url = directory.file("folder/a.json")
         watcher.watch(fileAt: url) {}.cancel()
@@ -332,6 +333,62 @@ struct FileLayerTests {
             #expect(await changes.wait(for: before + 1), "write \(round)")
         }
         token.cancel()
+    }
+
+    @Test func watchingAFileInMissingFoldersCreatesNothingAndSeesThemAppear() async throws {
+        let directory = try TempDir("PrefsFileLayerTests")
+        defer { directory.cleanup() }
+        let watcher = DirectoryWatcher()
+        let url = directory.file("app/nested/prefs.json")
+        let changes = EventCounter()
+        let token = watcher.watch(fileAt: url) { changes.fire() }
+        defer { token.cancel() }
+        #expect(try directory.contents() == [])
+
+        // Another writer creates both folders and the file: the watch moves down to the file's folder and reports.
+        try LockedFile(url: url).writeAtomically(Data("1".utf8))
+        #expect(await changes.wait(for: 1))
+        #expect(watcher.activeWatchCount == 1)
+        for round in 2...4 {
+            let before = changes.count
+            try LockedFile(url: url).writeAtomically(Data("\(round)".utf8))
+            #expect(await changes.wait(for: before + 1), "write \(round)")
+        }
+
+        // While a folder is missing, a file of the watched name in the ancestor watched instead is not the file.
+        let waitingChanges = EventCounter()
+        let waiting = watcher.watch(fileAt: directory.file("other/prefs.json")) { waitingChanges.fire() }
+        defer { waiting.cancel() }
+        let sentinelChanges = EventCounter()
+        let sentinel = watcher.watch(fileAt: directory.file("sentinel")) { sentinelChanges.fire() }
+        defer { sentinel.cancel() }
+        try LockedFile(url: directory.file("prefs.json")).writeAtomically(Data())
+        try LockedFile(url: directory.file("sentinel")).writeAtomically(Data())
+        #expect(await sentinelChanges.wait(for: 1))
+        #expect(waitingChanges.count == 0)
+        #expect(!FileManager.default.fileExists(atPath: directory.path("other")))
+    }
+
+    @Test func aRemovedFolderIsWatchedThroughItsParentUntilItComesBack() async throws {
+        let directory = try TempDir("PrefsFileLayerTests")
+        defer { directory.cleanup() }
+        try directory.createFolders(["folder"])
+        let watcher = DirectoryWatcher()
+        let url = directory.file("folder/a.json")
+        let changes = EventCounter()
+        let token = watcher.watch(fileAt: url) { changes.fire() }
+        defer { token.cancel() }
+        try FileManager.default.removeItem(at: directory.file("folder"))
+        #expect(await changes.wait(for: 1))  // the folder went away: the file must be read again
+        #expect(!FileManager.default.fileExists(atPath: directory.path("folder")))
+
+        var before = changes.count
+        try LockedFile(url: url).writeAtomically(Data("1".utf8))
+        #expect(await changes.wait(for: before + 1))
+        before = changes.count
+        try LockedFile(url: url).writeAtomically(Data("2".utf8))
+        #expect(await changes.wait(for: before + 1))
+        #expect(watcher.activeWatchCount == 1)
     }
 
     @Test func pollingFallbackNoticesChanges() async throws {

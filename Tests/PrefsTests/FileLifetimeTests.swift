@@ -104,6 +104,30 @@ struct FileLifetimeTests {
         try store.setValue(.int(1), forKey: "small")  // the store still writes
     }
 
+    @Test(arguments: Backend.persistent)
+    func aDeferredWriteThatWouldMakeAnUnreadableFileIsNeverCommitted(_ backend: Backend) throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try #require(try backend.open(in: directory) as? FileBackedStore)
+        let chunk = Data(repeating: 0x5a, count: 36 << 20)
+        try store.setValue(.data(chunk), forKey: "first")
+        let file = try #require(backend.dataFile(in: directory))
+        let before = try Data(contentsOf: file)
+        let quick = store.deferringWrites(window: .seconds(60))
+        try quick.setValue(.data(chunk), forKey: "second")  // in memory at once; the commit is what must refuse
+        let error = #expect(throws: PrefsError.self) { try quick.flush() }
+        guard case .tooLarge(_, let size, let limit)? = error else {
+            Issue.record("expected tooLarge, got \(String(describing: error))")
+            return
+        }
+        #expect(size > limit)
+        #expect(try Data(contentsOf: file) == before)
+        // A durable write that leaves the file readable commits, and nothing deferred is left.
+        try store.removeValue(forKey: "second")
+        try quick.flush()
+        #expect(try backend.open(in: directory).value(forKey: "second") == nil)
+    }
+
     // MARK: Symbolic links
 
     @Test(arguments: [Backend.file, .userDefaults])

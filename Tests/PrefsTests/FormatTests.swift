@@ -217,7 +217,7 @@ struct FormatTests {
         #expect(values["m"] == .date(Date(timeIntervalSinceReferenceDate: 5)))
     }
 
-    /// Issue 24, point 6: an integer no 64-bit kind holds is refused, not read as the nearest double.
+    /// An integer no 64-bit kind holds is refused, not read as the nearest double.
     @Test(arguments: ["18446744073709551616", "-9223372036854775809", "123456789012345678901234567890"])
     func jsonIntegersThatDoNotFitAreRefused(_ number: String) {
         #expect(throws: PrefsError.self) { try JSONFormat.decode(Data(#"{"n": \#(number)}"#.utf8), path: "n.json") }

@@ -5,7 +5,7 @@ import Testing
 
 @testable import Prefs
 
-/// Issue 24, point 2: Prefs updates beside Foundation's `UserDefaults` writing the same suite, in another process
+/// Prefs updates beside Foundation's `UserDefaults` writing the same suite, in another process
 /// and on another thread of this one. Foundation takes no lock and rewrites the file in place; no Prefs update and
 /// no Foundation value may be lost.
 @Suite(.serialized)
@@ -171,7 +171,7 @@ struct FoundationWriterTests {
         // Nobody is rewriting it: it stays as it is while the open looks at it again.
         let started = ContinuousClock.now
         #expect(throws: PrefsError.self) { try UserDefaultsStore(suiteName: "damaged", directory: directory.url) }
-        #expect(ContinuousClock.now - started < SnapshotState.inPlaceRewriteGrace)
+        #expect(ContinuousClock.now - started < StoreState.inPlaceRewriteGrace)
     }
 
     /// Waits until `store` reads `expected` for `key`, or ten seconds pass.

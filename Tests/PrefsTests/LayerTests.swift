@@ -12,7 +12,7 @@ import Testing
     import Darwin
 #endif
 
-/// The layers of issue 17, in this process: the pure merge, the readers of each source, registered defaults, and
+/// The layers, in this process: the pure merge, the readers of each source, registered defaults, and
 /// system-wide and managed files given as folders. Arguments and environment of a real process, and
 /// `$XDG_CONFIG_DIRS`, are tested in child processes (LayerProcessTests).
 @Suite struct LayerStackTests {
@@ -328,7 +328,7 @@ final class PlainStore: KeyValueStore {
         #expect(try Data(contentsOf: damaged) == Data("not a property list".utf8), "left untouched")
     }
 
-    // MARK: Forced values come only from files the administrator controls (issue 22)
+    // MARK: Forced values come only from files the administrator controls
 
     @Test func aManagedFileFoundThroughXDGConfigDirsIsADefaultNotAForcedValue() throws {
         let system = try System()
@@ -422,7 +422,7 @@ final class PlainStore: KeyValueStore {
             ])
     }
 
-    // MARK: System-wide files get the stores' file checks (issue 22)
+    // MARK: System-wide files get the stores' file checks
 
     @Test(.timeLimit(.minutes(5))) func aFIFOAsASystemFileIsReportedAndNeverBlocks() throws {
         Reports.install()
@@ -460,5 +460,20 @@ final class PlainStore: KeyValueStore {
                     $0.contains("is \(size) bytes, more than the 64 MiB a store file may have")
                 })
         }
+    }
+
+    /// LayeredPreferences: "`$XDG_CONFIG_DIRS` is a colon-separated list of folders, the first the most important,
+    /// `/etc/xdg` when it is unset"; README: the state, data and config folders fall back to `$HOME`.
+    @Test func systemFoldersComeFromXDGConfigDirsOrEtcXDG() {
+        let paths = { (locations: Locations) in locations.configDirs.map { $0.path(percentEncoded: false) } }
+        #expect(paths(Locations(environment: ["HOME": "/home/u"])) == ["/etc/xdg/"])
+        #expect(paths(Locations(environment: ["HOME": "/home/u", "XDG_CONFIG_DIRS": ""])) == ["/etc/xdg/"])
+        #expect(
+            paths(Locations(environment: ["XDG_CONFIG_DIRS": "/opt/first:relative:/etc/second"]))
+                == ["/opt/first/", "/etc/second/"])
+        let home = Locations(environment: ["HOME": "/home/u"])
+        #expect(home.configHome.path(percentEncoded: false) == "/home/u/.config/")
+        #expect(home.dataHome.path(percentEncoded: false) == "/home/u/.local/share/")
+        #expect(home.stateHome.path(percentEncoded: false) == "/home/u/.local/state/")
     }
 }

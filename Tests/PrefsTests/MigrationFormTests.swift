@@ -4,7 +4,7 @@ import Testing
 
 @testable import Prefs
 
-/// Issue 14, point 1: the exact forms sindresorhus/Defaults, Boutique and `@AppStorage` write, in a property list
+/// The exact forms sindresorhus/Defaults, Boutique and `@AppStorage` write, in a property list
 /// written by Foundation, read as the declared type; the next write stores Prefs' own form.
 struct MigrationFormTests {
     enum Level: Int, Codable, Sendable {
@@ -232,7 +232,7 @@ struct ConvertibleCollectionTests {
     }
 }
 
-/// Issue 14, point 4a: FileStore keeps non-finite numbers.
+/// FileStore keeps non-finite numbers.
 struct NonFiniteNumberTests {
     @Test func infinitiesAndNaNRoundTripThroughAFileStore() throws {
         let directory = try TempDir()

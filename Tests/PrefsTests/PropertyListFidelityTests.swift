@@ -4,7 +4,7 @@ import Testing
 
 @testable import Prefs
 
-/// Issue 24, point 6: files Foundation and Python's plistlib write read as they read them, and what Prefs writes
+/// Files Foundation and Python's plistlib write read as they read them, and what Prefs writes
 /// back keeps every value as it was: shared objects, exact code points, non-finite floats.
 struct PropertyListFidelityTests {
     /// Runs `python3` with `arguments`; returns its standard output.

@@ -4,11 +4,6 @@ import Testing
 
 @testable import Prefs
 
-struct Credentials: Codable, Sendable, Equatable {
-    var accessToken: String
-    var refreshToken: String
-}
-
 /// A vault in a fresh folder, opened with a key file.
 struct Vault {
     let directory: TempDir
@@ -189,36 +184,6 @@ struct SecureStoredValueTests {
         #expect(try Data(contentsOf: vault.url) == bytes)
     }
 
-    @Test func twoProcessesSettingDifferentSecretsLoseNeither() async throws {
-        let directory = try TempDir()
-        defer { directory.cleanup() }
-        let spec = Backend.vault.spec(in: directory)
-        _ = try ChildProcess.run(["set-string", spec, "init", "x"])  // creates the key file first
-        let children = try (0..<2).map { try ChildProcess.start(["set-string", spec, "secret\($0)", "value\($0)"]) }
-        for child in children { _ = child.wait() }
-        let store = try Backend.vault.open(in: directory)
-        #expect(try store.value(forKey: "secret0") == .string("value0"))
-        #expect(try store.value(forKey: "secret1") == .string("value1"))
-    }
-
-    @Test func theDefaultVaultLivesInTheXDGFoldersWithPrivatePermissions() throws {
-        let directory = try TempDir()
-        defer { directory.cleanup() }
-        let environment = [
-            "XDG_DATA_HOME": directory.file("data").path, "XDG_CONFIG_HOME": directory.file("config").path,
-        ]
-        let result = try ChildProcess.run(["default-secure-set", "authToken", "tok"], environment: environment)
-        #expect(result.lines == ["tok"], "\(result.error)")
-        let manager = FileManager.default
-        func mode(_ path: String) throws -> Int? {
-            try manager.attributesOfItem(atPath: directory.file(path).path)[.posixPermissions] as? Int
-        }
-        #expect(try mode("data/com.example.helper/secrets.vault") == 0o600)
-        #expect(try mode("data/com.example.helper") == 0o700)
-        #expect(try mode("config/com.example.helper/secrets.key") == 0o600)
-        #expect(try mode("config/com.example.helper") == 0o700)
-    }
-
     @Test func replaceAllSealsEverySecretAtOnceAndAnnouncesOnlyChangedKeys() async throws {
         let vault = try Vault()
         defer { vault.directory.cleanup() }
@@ -236,6 +201,31 @@ struct SecureStoredValueTests {
         var announced: Set<String> = []
         for _ in 0..<3 { if let key = await changes.next() { announced.insert(key) } }
         #expect(announced == ["kept", "added", "removed"])
+    }
+
+    @Test func unopenableVaultReadsNilReportsAndThrowsOnWrite() throws {
+        // What PrefsConfig.secureStore falls back to when the default vault cannot be opened.
+        Reports.install()
+        let key = uniqueKey("token")
+        let failure = VaultError.insecureKeyFile(path: "/tmp/secrets.key", mode: 0o644)
+        let unavailable = UnavailableStore(failure)
+        @SecureStoredValue<String>(key: key, store: unavailable) var token
+        #expect(token == nil)
+        #expect(Reports.for(key).contains { ($0.error as? VaultError) == failure && $0.operation == .read })
+        #expect(throws: failure) { try $token.set("eyJ") }
+        #expect(throws: failure) { try unavailable.allValues() }
+    }
+
+    @Test func secureUpdateIsAtomicAndSeesNil() throws {
+        let folder = try TempDir()
+        defer { folder.cleanup() }
+        let vault = try EncryptedFileStore(url: folder.file("v.vault"), key: .keyFile(folder.file("v.key")))
+        @SecureStoredValue<Int>(key: "refreshCount", store: vault) var refreshCount
+        try $refreshCount.update { $0 = ($0 ?? 0) + 1 }
+        try $refreshCount.update { $0 = ($0 ?? 0) + 1 }
+        #expect(refreshCount == 2)
+        try $refreshCount.update { $0 = nil }
+        #expect(try vault.allValues().isEmpty)
     }
 }
 

@@ -6,10 +6,6 @@ import Testing
 
 @testable import Prefs
 
-extension PrefKey where Value == Bool {
-    static let doTheThing = PrefKey("doTheThing", default: false)
-}
-
 extension PrefKey where Value == [String] {
     static let favoriteTags = PrefKey("favoriteTags", default: [])
 }
@@ -295,6 +291,29 @@ struct ObservationTests {
         }
         #expect(store.changes.keySubscriberCount == 1, "only the first, still referenced stream remains")
     }
+
+    /// ObservingChanges: "`values` and `keys(_:)` buffer their elements, so a slow consumer never blocks a writer",
+    /// and "until a consumer catches up, its stream holds every value it has not yet received".
+    // A bound for a hang, with room for 200 durable writes under ThreadSanitizer on a busy machine.
+    @Test(.timeLimit(.minutes(5)))
+    func aConsumerThatHasNotReadYetNeverBlocksAWriter() async throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try FileStore(url: directory.file("settings.json"))
+        let key = uniqueKey("counter")
+        let counter = StoredValue(key: key, default: 0, store: store)
+        let values = counter.values
+        let keys = store.changes.keys([key])
+        let memory = InMemoryStore()
+        let inMemory = StoredValue(key: key, default: 0, store: memory)
+        let memoryValues = inMemory.values
+        // Nobody reads any stream while the writes happen; every write returns.
+        for n in 1...200 { counter.set(n) }
+        for n in 1...5_000 { inMemory.set(n) }
+        #expect(try await first(201, of: values) == Array(0...200))
+        #expect(try await first(200, of: keys) == Array(repeating: key, count: 200))
+        #expect(try await first(5_001, of: memoryValues) == Array(0...5_000))
+    }
 }
 
 final class Flag: Sendable {
@@ -351,6 +370,16 @@ struct CustomRepresentationTests {
         @StoredValue(key: "temperature", store: store) var temperature = Celsius(degrees: 20)
         temperature = Celsius(degrees: 21.5)
         #expect(try store.value(forKey: "temperature") == .double(21.5))
+    }
+
+    @Test func conversionsRefuseValuesThatDoNotFitExactly() throws {
+        #expect(throws: PrefsError.self) { try Double(prefValue: .int(Int64.max - 1)) }
+        #expect(try Double(prefValue: .int(1 << 52)) == 4_503_599_627_370_496)
+        #expect(throws: PrefsError.self) { try Float(prefValue: .int((1 << 24) + 1)) }
+        #expect(try Float(prefValue: .int(1 << 24)) == 16_777_216)
+        #expect(throws: PrefsError.self) { try URL(prefValue: .int(1)) }
+        #expect(PrefValue(prefValue: .bool(true)).prefValue == .bool(true))
+        #expect(PrefsError.invalidKey("", reason: "empty").localizedDescription.contains("invalid key"))
     }
 }
 

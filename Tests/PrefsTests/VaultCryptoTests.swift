@@ -442,3 +442,50 @@ struct VaultCryptoTests {
         #expect(VaultError.insecureKeyFile(path: "/k", mode: 0o644).description.contains("chmod 600 /k"))
     }
 }
+
+/// A passphrase vault's Argon2id cost is read from its unauthenticated header: a cost above what this build writes
+/// is refused before deriving.
+@Suite struct ArgonCostTests {
+    @Test func aPassphraseVaultAskingForMoreThanThisBuildWritesIsRefusedBeforeDeriving() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("p.vault")
+        try EncryptedFileStore(url: url, key: .passphrase("pw"), cost: .testing).setValue(.int(1), forKey: "k")
+        let sealed = try Data(contentsOf: url)
+        let interactive = KDFParameters.Cost.interactive
+        // Within the old bounds (16 passes, 1 GiB) but above what this build writes.
+        for (offset, value) in [(11, interactive.opsLimit + 1), (19, interactive.memLimit + (1 << 20))] {
+            var patched = sealed
+            for index in 0..<8 { patched[offset + index] = UInt8(truncatingIfNeeded: value >> (index * 8)) }
+            try patched.write(to: url)
+            let error = #expect(throws: VaultError.self) {
+                try EncryptedFileStore(url: url, key: .passphrase("pw"), cost: .testing)
+            }
+            guard case .notAVault? = error else {
+                Issue.record("offset \(offset): \(String(describing: error))")
+                continue
+            }
+            #expect(try Data(contentsOf: url) == patched)
+        }
+    }
+}
+
+/// Passphrases and raw keys are kept in guarded memory.
+@Suite struct KeyMaterialTests {
+    @Test func passphrasesAndRawKeysAreKeptInGuardedMemory() throws {
+        guard case .passphrase(let bytes?) = VaultKeyMaterial(.passphrase("correct horse")) else {
+            Issue.record("no guarded passphrase")
+            return
+        }
+        #expect(bytes.withUnsafeBytes { Array($0) } == Array("correct horse".utf8))
+        guard case .raw(let key?, 32) = VaultKeyMaterial(.raw(Data(repeating: 5, count: 32))) else {
+            Issue.record("no guarded raw key")
+            return
+        }
+        #expect(key.withUnsafeBytes { Array($0) } == [UInt8](repeating: 5, count: 32))
+        guard case .raw(nil, 3) = VaultKeyMaterial(.raw(Data([1, 2, 3]))) else {
+            Issue.record("a short raw key must be kept only as its length")
+            return
+        }
+    }
+}

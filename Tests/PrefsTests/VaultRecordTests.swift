@@ -10,7 +10,7 @@ import Testing
     import Darwin
 #endif
 
-/// A rollback record that cannot be read or written (issue 22): the app is told once, through the error handler and
+/// A rollback record that cannot be read or written: the app is told once, through the error handler and
 /// `rollbackRecordProblem`, and a record that does not parse is never rewritten. Serialized: one test turns the
 /// process-wide opt-in on. A state folder that cannot be created and a read-only one need a state folder of their
 /// own, so they run through `prefs` (VaultRecordCommandTests).

@@ -12,19 +12,17 @@ import Synchronization
 /// #expect(try store.value(for: .theme) == .dark)
 /// ```
 public final class InMemoryStore: KeyValueStore {
-    private let storage: Mutex<[String: PrefValue]>
+    /// The values and the batch in progress: the state every store keeps, here with no file under it.
+    private let state: Mutex<StoreState>
 
     /// `store.changes` is the ``ChangeFeed`` on which this store announces changes.
     public let changes: ChangeFeed
     /// The layers merged over and under the values held here (registered defaults at least); see `Stores/Layers`.
     let layers: StoreLayers
-    /// The values when the current batch began (nil: no batch runs); only touched holding the feed's update lock,
-    /// so only the thread running the batch sees it set.
-    nonisolated(unsafe) private var batchStart: [String: PrefValue]?
 
     /// `InMemoryStore(["theme": .string("dark")])` creates a store, optionally seeded with values.
     public init(_ values: [String: PrefValue] = [:]) {
-        storage = Mutex(values)
+        state = Mutex(StoreState(values: values))
         changes = ChangeFeed()
         layers = StoreLayers(changes: changes)
         layers.attach(self)
@@ -33,7 +31,7 @@ public final class InMemoryStore: KeyValueStore {
     /// `try store.value(forKey: "theme")` returns the effective value (the one held here, unless a layer such as
     /// a registered default or an argument supplies it), or nil.
     public func value(forKey key: String) throws -> PrefValue? {
-        storage.withLock { layers.value(forKey: key, user: $0[key]) }
+        state.withLock { layers.value(forKey: key, user: $0.values[key]) }
     }
 
     /// `try store.setValue(.bool(true), forKey: "flag")` stores a value; nil removes it.
@@ -46,17 +44,17 @@ public final class InMemoryStore: KeyValueStore {
     public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try validateKey(key)
         try layers.checkWritable(key)  // Layers hook: a forced key is refused.
-        // Writers are serialised by the feed's recursive update lock; the transform runs outside the storage lock
+        // Writers are serialised by the feed's recursive update lock; the transform runs outside the state lock
         // so it may read (or even write) other preferences of this store. The change is announced in the same
         // critical section that applies it, so observers see changes in the order they were applied, and delivered
         // once the locks are released.
         let updated = try changes.withUpdateLock {
             // Layers hook: without a value of its own, the transform starts from the default below it.
-            let new = try transform(storage.withLock { $0[key] } ?? layers.valueBelowUser(key))
-            storage.withLock { values in
-                let old = values[key]
-                values[key] = new
-                if old != new { announce([key], of: values) }
+            let new = try transform(state.withLock { $0.values[key] } ?? layers.valueBelowUser(key))
+            state.withLock { state in
+                let old = state.values[key]
+                state.values[key] = new
+                if old != new { announce([key], in: state) }
             }
             return new
         }
@@ -66,7 +64,7 @@ public final class InMemoryStore: KeyValueStore {
 
     /// `try store.allValues()` returns every key and value currently held.
     public func allValues() throws -> [String: PrefValue] {
-        storage.withLock { $0 }
+        state.withLock { $0.values }
     }
 
     /// `try store.replaceAll(values)` makes `values` the whole content at once, announcing the keys that changed.
@@ -87,23 +85,16 @@ public final class InMemoryStore: KeyValueStore {
     /// threads' writes wait for the batch to end. See ``KeyValueStore/batch(_:)``.
     public func batch<T>(_ body: () throws -> T) throws -> T {
         let result = try changes.withUpdateLock { () throws -> T in
-            // Nested: joins the outer batch; a throw undoes this batch's own writes only.
-            let start = storage.withLock { $0 }
-            if batchStart != nil {
-                do { return try body() } catch {
-                    restore(start)
-                    throw error
-                }
-            }
-            batchStart = start
-            defer { batchStart = nil }
+            // A nested batch joins the outer one; a throw undoes this batch's own writes only.
+            let entry = state.withLock { $0.beginBatch() }
             let result: T
             do { result = try body() } catch {
-                restore(start)
+                state.withLock { changes.invalidate($0.abandonBatch(entry)) }
                 throw error
             }
-            storage.withLock { values in
-                announce(SnapshotState.diff(start, values), of: values, atBatchEnd: true)
+            state.withLock { state in
+                guard case .outermost = entry, case .write(let values, let start) = state.endBatch() else { return }
+                announce(StoreState.diff(start, values), in: state)
             }
             return result
         }
@@ -112,30 +103,22 @@ public final class InMemoryStore: KeyValueStore {
     }
 
     /// Announces the effective values of `keys`, or inside a batch only moves them to a new version (the batch
-    /// announces them once, when it ends). Called holding the storage lock.
-    private func announce(_ keys: Set<String>, of values: [String: PrefValue], atBatchEnd: Bool = false) {
-        if batchStart != nil, !atBatchEnd {
+    /// announces them once, when it ends). Called holding the state lock.
+    private func announce(_ keys: Set<String>, in state: StoreState) {
+        if state.inBatch {
             changes.invalidate(keys)
         } else if !keys.isEmpty {
             changes.announce(
-                Dictionary(uniqueKeysWithValues: keys.map { ($0, layers.value(forKey: $0, user: values[$0])) }))
-        }
-    }
-
-    /// Puts back the values from before a batch that threw, without announcing them.
-    private func restore(_ start: [String: PrefValue]) {
-        storage.withLock { values in
-            changes.invalidate(SnapshotState.diff(start, values))
-            values = start
+                Dictionary(uniqueKeysWithValues: keys.map { ($0, layers.value(forKey: $0, user: state.values[$0])) }))
         }
     }
 
     private func edit(_ change: (inout [String: PrefValue]) throws -> Void) throws {
         try changes.withUpdateLock {
-            try storage.withLock { values in
-                let old = values
-                try change(&values)
-                announce(SnapshotState.diff(old, values), of: values)
+            try state.withLock { state in
+                let old = state.values
+                try change(&state.values)
+                announce(StoreState.diff(old, state.values), in: state)
             }
         }
         changes.deliverAnnouncements()
@@ -143,6 +126,6 @@ public final class InMemoryStore: KeyValueStore {
 }
 
 extension InMemoryStore: OwnValues {
-    func ownValue(forKey key: String) -> PrefValue? { storage.withLock { $0[key] } }
-    func ownValues() -> [String: PrefValue] { storage.withLock { $0 } }
+    func ownValue(forKey key: String) -> PrefValue? { state.withLock { $0.values[key] } }
+    func ownValues() -> [String: PrefValue] { state.withLock { $0.values } }
 }

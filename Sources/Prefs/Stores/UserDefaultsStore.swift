@@ -81,7 +81,7 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
         let lockURL = url.deletingPathExtension().appendingPathExtension("lock")
         return FileBackedStorage(
             url: url, lockURL: lockURL, codec: PropertyListSnapshotCodec(),
-            unreadableGrace: SnapshotState.inPlaceRewriteGrace, guardingForeignRewrites: true)
+            unreadableGrace: StoreState.inPlaceRewriteGrace, guardingForeignRewrites: true)
     }
 
     /// `UserDefaultsStore.preferencesDirectory()` returns the folder Foundation keeps UserDefaults files in:

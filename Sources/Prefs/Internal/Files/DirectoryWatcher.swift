@@ -30,9 +30,12 @@ final class FileWatchToken: Sendable {
 ///
 /// On Linux one inotify descriptor serves the whole watcher, read by one background thread that sleeps in `poll`.
 /// Each watched file's *parent directory* is watched (atomic replacement renames a new inode over the name, so a watch
-/// on the file itself would go stale); tokens for files in the same directory share one directory watch. When the
-/// directory itself is removed or renamed (`mv dir dir.old; mkdir dir`), its path is watched again and every
-/// callback of its files runs, so they reload from the path. Events for
+/// on the file itself would go stale); tokens for files in the same directory share one directory watch. Watching
+/// creates nothing: while the directory is missing, its nearest existing ancestor is watched instead, and each
+/// folder that appears on the way down moves the watch one step closer and runs the callback (the file may have
+/// come with it). When the directory itself is removed or renamed (`mv dir dir.old; mkdir dir`), its path is
+/// watched again, or its nearest existing ancestor while nothing is there, and every callback of its files runs, so
+/// they reload from the path. Events for
 /// temporary (`.<name>.tmp-…`) and lock (`….lock`) files are ignored, and several events for one file read together
 /// produce one callback. If the kernel queue overflows, every callback is called.
 ///
@@ -47,7 +50,7 @@ final class DirectoryWatcher: Sendable {
     /// How many directory watches are kept for reuse after their last token went away; beyond it the oldest goes.
     static let idleWatchLimit = 16
 
-    private let core: WatcherCore
+    let core: WatcherCore
 
     /// A separate watcher with its own descriptor and thread (for tests); `forcePolling` uses the portable fallback.
     init(forcePolling: Bool = false) {
@@ -57,30 +60,22 @@ final class DirectoryWatcher: Sendable {
     deinit { core.shutDown() }
 
     /// Calls `onChange` whenever the file at `url` is created, replaced, modified, removed or has its attributes
-    /// changed, until the returned token is cancelled or released. Creates the parent directory (0700) if missing.
+    /// changed, until the returned token is cancelled or released. Creates nothing, not even a missing parent folder.
     func watch(fileAt url: URL, onChange: @escaping @Sendable () -> Void) -> FileWatchToken {
         let id = core.add(path: url.fileSystemPath, onChange: onChange)
         let core = self.core
         return FileWatchToken { core.remove(id) }
     }
-
-    /// Test hook: directories watched with inotify for live tokens (idle watches kept for reuse are not counted) plus
-    /// files being polled.
-    var activeWatchCount: Int { core.activeWatchCount }
-
-    /// Test hook: directory watches kept for reuse after their last token went away.
-    var idleWatchCount: Int { core.state.withLock { $0.idle.count } }
-
-    /// Test hook: callbacks currently registered (live tokens).
-    var callbackCount: Int { core.callbackCount }
 }
 
 // MARK: - Core
 
-private final class WatcherCore: Sendable {
+final class WatcherCore: Sendable {
     struct Registration {
         var directory: String
         var name: String
+        /// The folder `descriptor` watches: `directory`, or its nearest existing ancestor while it is missing.
+        var watched: String
         /// The inotify watch descriptor, or nil when the file is polled.
         var descriptor: Int32?
         var poller: Poller?
@@ -116,63 +111,118 @@ private final class WatcherCore: Sendable {
         #endif
     }
 
-    var activeWatchCount: Int {
-        state.withLock { state in state.directories.count + state.registrations.values.count { $0.poller != nil } }
-    }
-
-    var callbackCount: Int { state.withLock { $0.registrations.count } }
-
     func add(path: String, onChange: @escaping @Sendable () -> Void) -> UInt64 {
         let directory = POSIX.parentPath(of: path)
-        let name = POSIX.lastComponent(of: path)
-        // A folder with a watch exists (if it went away since, its watch is about to be re-armed): nothing to do.
-        let reused = state.withLock { state -> UInt64? in
-            guard !state.isShutDown, let descriptor = state.descriptorsByPath[directory] else { return nil }
-            return register(path, directory: directory, name: name, onChange, descriptor: descriptor, state: &state)
-        }
-        if let reused { return reused }
-        try? POSIX.createDirectory(atPath: directory, mode: 0o700)
+        var registration = Registration(
+            directory: directory, name: POSIX.lastComponent(of: path), watched: directory, onChange: onChange)
         return state.withLock { state in
-            let descriptor = addDirectoryWatch(directory, state: &state)
-            return register(path, directory: directory, name: name, onChange, descriptor: descriptor, state: &state)
+            state.nextID += 1
+            let id = state.nextID
+            attach(&registration, id: id, state: &state)
+            state.registrations[id] = registration
+            return id
         }
     }
 
-    /// Registers the file `name` in `directory` on the folder's inotify watch `descriptor`, or with a poller when
-    /// there is none; returns the registration's id.
-    private func register(
-        _ path: String, directory: String, name: String, _ onChange: @escaping @Sendable () -> Void,
-        descriptor: Int32?, state: inout State
-    ) -> UInt64 {
-        state.nextID += 1
-        let id = state.nextID
-        var registration = Registration(directory: directory, name: name, onChange: onChange)
-        if let descriptor {
-            registration.descriptor = descriptor
-            state.directories[descriptor, default: []].insert(id)
-            state.idle.removeAll { $0 == descriptor }  // an idle watch is in use again
-        } else {
-            registration.poller = Poller(path: path, onChange: onChange)
+    /// Puts `registration` on the watch of its folder, or of the folder's nearest existing ancestor while it is
+    /// missing, or on a poller when inotify cannot watch either.
+    ///
+    /// A folder created between finding the ancestor and watching it raises no event there, so the search is
+    /// repeated once the watch is in place until it finds the same folder.
+    private func attach(_ registration: inout Registration, id: UInt64, state: inout State) {
+        registration.descriptor = nil
+        // A folder with a watch exists (if it went away since, its watch is about to be re-armed): no system call.
+        if !state.isShutDown, let descriptor = state.descriptorsByPath[registration.directory] {
+            join(&registration, id: id, folder: registration.directory, descriptor: descriptor, state: &state)
+            return
         }
-        state.registrations[id] = registration
-        return id
+        var folder = Self.nearestExistingFolder(of: registration.directory)
+        for _ in 0..<64 {
+            guard let descriptor = addDirectoryWatch(folder, state: &state) else { break }
+            let now = Self.nearestExistingFolder(of: registration.directory)
+            if now == folder {
+                join(&registration, id: id, folder: folder, descriptor: descriptor, state: &state)
+                return
+            }
+            if state.directories[descriptor] == nil { release(descriptor, state: &state) }
+            folder = now
+        }
+        let path = registration.directory + "/" + registration.name
+        registration.poller = Poller(path: path, onChange: registration.onChange)
+    }
+
+    /// Puts `registration` on the watch `descriptor` of `folder`, taking that watch back if it was idle.
+    private func join(
+        _ registration: inout Registration, id: UInt64, folder: String, descriptor: Int32, state: inout State
+    ) {
+        registration.watched = folder
+        registration.descriptor = descriptor
+        state.directories[descriptor, default: []].insert(id)
+        state.idle.removeAll { $0 == descriptor }  // an idle watch is in use again
+    }
+
+    /// Takes registration `id` off the watch `descriptor`; a watch left without registrations is kept idle.
+    private func detach(_ id: UInt64, from descriptor: Int32, state: inout State) {
+        state.directories[descriptor]?.remove(id)
+        if state.directories[descriptor]?.isEmpty == true {
+            state.directories[descriptor] = nil
+            release(descriptor, state: &state)
+        }
+    }
+
+    /// Keeps a watch nobody uses for reuse, removing the oldest idle one beyond `idleWatchLimit`.
+    private func release(_ descriptor: Int32, state: inout State) {
+        guard !state.idle.contains(descriptor) else { return }
+        state.idle.append(descriptor)
+        if state.idle.count > DirectoryWatcher.idleWatchLimit {
+            let evicted = state.idle.removeFirst()
+            forget(evicted, state: &state)
+            removeDirectoryWatch(evicted, state: state)
+        }
+    }
+
+    /// Those of `ids` that watch an ancestor in which a folder on their way down may have appeared (`name`, or
+    /// any name when nil): each moves to the nearest existing folder again, and is returned when it moved, so its
+    /// callback runs.
+    fileprivate func descend(_ ids: [UInt64], name: String?, state: inout State) -> [UInt64] {
+        var moved: [UInt64] = []
+        for id in ids {
+            guard var registration = state.registrations[id], let current = registration.descriptor,
+                registration.watched != registration.directory,
+                name == nil || Self.nextComponent(of: registration) == name
+            else { continue }
+            let before = registration.watched
+            // Join the new watch before leaving the old, so a watch both use is not released in between.
+            attach(&registration, id: id, state: &state)
+            if registration.descriptor != current { detach(id, from: current, state: &state) }
+            state.registrations[id] = registration
+            if registration.watched != before || registration.descriptor == nil { moved.append(id) }
+        }
+        return moved
+    }
+
+    /// The nearest folder at or above `directory` that exists (`/` at worst).
+    static func nearestExistingFolder(of directory: String) -> String {
+        var folder = directory
+        var info = stat()
+        while !(stat(folder, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR) {
+            let parent = POSIX.parentPath(of: folder)
+            if parent == folder { break }
+            folder = parent
+        }
+        return folder
+    }
+
+    /// The name, inside the ancestor a registration watches, of the next folder on the way to its own.
+    private static func nextComponent(of registration: Registration) -> String {
+        let rest = registration.directory.dropFirst(registration.watched.count).drop { $0 == "/" }
+        return String(rest.prefix { $0 != "/" })
     }
 
     func remove(_ id: UInt64) {
         let poller: Poller? = state.withLock { state in
             guard let registration = state.registrations.removeValue(forKey: id) else { return nil }
-            if let descriptor = registration.descriptor {
-                state.directories[descriptor]?.remove(id)
-                if state.directories[descriptor]?.isEmpty == true {
-                    state.directories[descriptor] = nil
-                    state.idle.append(descriptor)
-                    if state.idle.count > DirectoryWatcher.idleWatchLimit {
-                        let evicted = state.idle.removeFirst()
-                        forget(evicted, state: &state)
-                        removeDirectoryWatch(evicted, state: state)
-                    }
-                }
-            }
+            if let descriptor = registration.descriptor { detach(id, from: descriptor, state: &state) }
             return registration.poller
         }
         poller?.stop()
@@ -217,7 +267,7 @@ private final class WatcherCore: Sendable {
 // MARK: - Polling fallback
 
 /// Polls one file's identity every 0.5 s on a Dispatch timer and calls back when it changes.
-private final class Poller: Sendable {
+final class Poller: Sendable {
     private let timer: Mutex<(any DispatchSourceTimer)?>
 
     init(path: String, onChange: @escaping @Sendable () -> Void) {
@@ -248,7 +298,7 @@ private final class Poller: Sendable {
 
 #if os(Linux)
     /// The descriptors of a running inotify watcher.
-    private struct InotifyHandles {
+    struct InotifyHandles {
         var inotify: Int32
         var wakeRead: Int32
         var wakeWrite: Int32
@@ -284,8 +334,8 @@ private final class Poller: Sendable {
         }
 
         /// The directory watched by `descriptor` was removed or moved: watches its path again (a folder created
-        /// there since, or later through polling when there is none yet) and returns its registrations, whose
-        /// callbacks must run so their files are reloaded from the path.
+        /// there since, or the nearest ancestor that exists) and returns its registrations, whose callbacks must
+        /// run so their files are reloaded from the path.
         private func rearm(_ descriptor: Int32, state: inout State) -> [UInt64] {
             forget(descriptor, state: &state)
             if let index = state.idle.firstIndex(of: descriptor) {
@@ -300,14 +350,7 @@ private final class Poller: Sendable {
             for id in members.sorted() {
                 guard var registration = state.registrations[id] else { continue }
                 ids.append(id)
-                registration.descriptor = nil
-                if let replacement = addDirectoryWatch(registration.directory, state: &state) {
-                    registration.descriptor = replacement
-                    state.directories[replacement, default: []].insert(id)
-                } else {
-                    let path = registration.directory + "/" + registration.name
-                    registration.poller = Poller(path: path, onChange: registration.onChange)
-                }
+                attach(&registration, id: id, state: &state)
                 state.registrations[id] = registration
             }
             return ids
@@ -391,13 +434,20 @@ private final class Poller: Sendable {
                 var ids: [UInt64] = []
                 for event in events {
                     if event.mask & InotifyMask.overflow != 0 {
+                        // Lost events may have included a folder appearing on some registration's way down.
+                        _ = descend(state.registrations.keys.sorted(), name: nil, state: &state)
                         ids.append(contentsOf: state.registrations.keys.sorted())
                     } else if event.mask & InotifyMask.directoryGone != 0 {
                         ids.append(contentsOf: rearm(event.descriptor, state: &state))
                     } else if !event.name.isEmpty, !Self.isScratchName(event.name),
-                        let members = state.directories[event.descriptor]
+                        let members = state.directories[event.descriptor]?.sorted()
                     {
-                        ids.append(contentsOf: members.sorted().filter { state.registrations[$0]?.name == event.name })
+                        ids.append(
+                            contentsOf: members.filter { id in
+                                guard let registration = state.registrations[id] else { return false }
+                                return registration.watched == registration.directory && registration.name == event.name
+                            })
+                        ids.append(contentsOf: descend(members, name: event.name, state: &state))
                     }
                 }
                 return ids
@@ -407,7 +457,7 @@ private final class Poller: Sendable {
     }
 #else
     /// Without inotify there are no handles: everything is polled.
-    private struct InotifyHandles {}
+    struct InotifyHandles {}
 
     extension WatcherCore {
         fileprivate func addDirectoryWatch(_ directory: String, state: inout State) -> Int32? { nil }

@@ -1,26 +1,17 @@
 import Foundation
 import Synchronization
 
-/// The deferred writes of one file: which keys were changed in memory and are not in the file yet, and the timer
-/// that commits them.
+/// The timer that commits one file's deferred writes, and the reporting of a commit that fails.
 ///
 /// A deferred write changes the storage's snapshot at once (so every reader and observer in the process sees it)
-/// and records its key here with a sequence number. A commit takes the whole snapshot under the file's lock, writes
-/// it durably and atomically, and then forgets the keys recorded up to the sequence number it took: keys changed
-/// again meanwhile stay pending for the next commit. A durable write of the storage writes the whole snapshot too,
-/// so it commits everything pending.
-///
-/// The snapshot keeps the values; this keeps only the key names. Call the methods that read or change them while
-/// holding the storage's snapshot lock, so they agree with the values.
+/// and records its key as pending, with a sequence number, in the engine's state (`StoreState`). A commit
+/// takes the whole snapshot under the file's lock, writes it durably and atomically, and then forgets the keys
+/// recorded up to the sequence number it took: keys changed again meanwhile stay pending for the next commit. A
+/// durable write of the storage writes the whole snapshot too, so it commits everything pending.
 final class DeferredCommitter: Sendable {
     private struct State {
-        /// Keys changed in memory and not yet committed, with the sequence number of their last change.
-        var pending: [String: UInt64] = [:]
-        var sequence: UInt64 = 0
         /// When the earliest scheduled commit runs; nil when none is scheduled.
         var scheduled: DispatchTime?
-        /// Whether the first commit has swept temporary files left by killed writers.
-        var swept = false
         /// The text of the last failure reported, so a failure that repeats is reported once.
         var reportedFailure: String?
         /// Whether this storage is known to the exit flush.
@@ -42,50 +33,11 @@ final class DeferredCommitter: Sendable {
     /// How long a failed commit waits before it is tried again, unless a change or a flush comes first.
     static let retryDelay: Duration = .seconds(1)
 
-    var hasPending: Bool { state.withLock { !$0.pending.isEmpty } }
-
-    /// Records that `keys` changed in memory (call holding the snapshot lock). Returns whether the storage must
-    /// still be registered for the exit flush.
-    func note(_ keys: some Sequence<String>) -> Bool {
+    /// Whether the storage must still be registered for the exit flush (true once).
+    func needsRegistering() -> Bool {
         state.withLock { state in
-            state.sequence += 1
-            for key in keys { state.pending[key] = state.sequence }
             defer { state.registered = true }
             return !state.registered
-        }
-    }
-
-    /// The sequence number of the latest change, taken with the values a commit writes (under the snapshot lock).
-    var sequence: UInt64 { state.withLock { $0.sequence } }
-
-    /// A commit that took the snapshot at `sequence` is in the file: forget what it contained.
-    func committed(through sequence: UInt64) {
-        state.withLock { state in state.pending = state.pending.filter { $0.value > sequence } }
-    }
-
-    /// A durable write wrote the whole snapshot: nothing is pending any more.
-    func committedEverything() {
-        state.withLock { state in
-            if !state.pending.isEmpty { state.pending = [:] }
-        }
-    }
-
-    /// `values` as read from the file, with the pending keys kept at their values in memory (`current`), so that a
-    /// reload never takes back a change this process has not committed yet.
-    func keepingPending(_ values: [String: PrefValue], from current: [String: PrefValue]) -> [String: PrefValue] {
-        let keys = state.withLock { Array($0.pending.keys) }
-        guard !keys.isEmpty else { return values }
-        var merged = values
-        for key in keys { merged[key] = current[key] }
-        return merged
-    }
-
-    /// Whether this is the first commit, which sweeps temporary files left by killed writers (call holding the
-    /// file's exclusive lock).
-    func takeSweep() -> Bool {
-        state.withLock { state in
-            defer { state.swept = true }
-            return !state.swept
         }
     }
 
@@ -118,13 +70,13 @@ final class DeferredCommitter: Sendable {
 
     // MARK: Failures
 
-    /// Reports a failed commit unless the same failure was reported last, and schedules another attempt of
-    /// `storage` (none for a storage going away).
-    func failed(_ error: any Error, storage: FileBackedStorage?) {
+    /// Reports a failed commit of `keys` unless the same failure was reported last, and schedules another attempt
+    /// of `storage` (none for a storage going away).
+    func failed(_ error: any Error, keys: [String], storage: FileBackedStorage?) {
         let text = String(describing: error)
-        let (isNew, keys) = state.withLock { state in
+        let isNew = state.withLock { state in
             defer { state.reportedFailure = text }
-            return (state.reportedFailure != text, state.pending.keys.sorted())
+            return state.reportedFailure != text
         }
         if isNew { ErrorReporter.report(error, key: keys.joined(separator: ", "), operation: .write) }
         if let storage, !keys.isEmpty { schedule(storage, within: Self.retryDelay) }
@@ -173,46 +125,53 @@ extension FileBackedStorage {
         defer { changes.deliverAnnouncements() }
         writer.lock()
         defer { writer.unlock() }
-        if batchStart != nil {
+        if snapshot.withLock({ $0.inBatch }) {
             // This thread runs a batch of this storage: the write is one of the batch's.
             try update(forKey: key) { _ in value }
             return
         }
-        let register = try snapshot.withLock { state throws -> Bool? in
+        let changed = try snapshot.withLock { state throws -> Bool in
             // A file that cannot be read is never overwritten, so nothing is accepted for it.
             if let damage = state.damage { throw damage }
-            guard state.values[key] != value else { return nil }
+            guard state.values[key] != value else { return false }
             state.values[key] = value
             announceEffective([key], of: state.values)
-            return committer.note(CollectionOfOne(key))
+            state.deferred(CollectionOfOne(key))
+            return true
         }
-        guard let register else { return }
-        if register { DeferredExitFlush.register(self) }
-        committer.schedule(self, within: window)
+        if changed { scheduleCommit(within: window) }
     }
 
     /// The end of a deferred batch (holding the write lock): the batch's values are in memory already; announce the
     /// keys that changed since it began, each once, and leave them to one commit.
     func deferBatch(from start: [String: PrefValue], within window: Duration) {
-        let register = snapshot.withLock { state -> Bool in
-            let changed = SnapshotState.diff(start, state.values)
+        snapshot.withLock { state in
+            let changed = StoreState.diff(start, state.values)
             announceEffective(changed, of: state.values)
-            return committer.note(changed)
+            state.deferred(changed)
         }
-        if register { DeferredExitFlush.register(self) }
+        scheduleCommit(within: window)
+    }
+
+    /// Makes sure the deferred changes are committed within `window`, and at exit.
+    private func scheduleCommit(within window: Duration) {
+        if committer.needsRegistering() { DeferredExitFlush.register(self) }
         committer.schedule(self, within: window)
     }
+
+    /// Whether deferred changes are waiting to be committed.
+    var hasPendingWrites: Bool { snapshot.withLock { !$0.pending.isEmpty } }
 
     /// Writes every change deferred so far in one durable, atomic write under the cross-process lock, on top of the
     /// file's latest values, and returns once it is in the file. Nothing to do returns at once. A failure is
     /// reported (once while it repeats), the values stay in memory and, when `retrying`, another commit is
     /// scheduled.
     func commitDeferred(retrying: Bool = true) throws {
-        guard committer.hasPending else { return }
+        guard hasPendingWrites else { return }
         // A flush from inside a batch or a transform of this storage, on the thread that holds its locks, would
         // wait for itself; what that write holds reaches the file when it ends.
         writer.lock()
-        let insideAWrite = writerDepth > 0
+        let insideAWrite = snapshot.withLock { $0.writerDepth > 0 }
         writer.unlock()
         if insideAWrite {
             throw PrefsError.io(
@@ -226,7 +185,8 @@ extension FileBackedStorage {
             }
             committer.succeeded()
         } catch {
-            committer.failed(error, storage: retrying ? self : nil)
+            let keys = snapshot.withLock { $0.pending.keys.sorted() }
+            committer.failed(error, keys: keys, storage: retrying ? self : nil)
             throw error
         }
     }
@@ -235,23 +195,13 @@ extension FileBackedStorage {
     private func commitPending() throws {
         // Another process's changes are read first; the pending keys keep their values (see `load`).
         try refreshWaitingForReadableFile(canLetGo: true)
-        let (values, sequence) = snapshot.withLock { state in (state.values, committer.sequence) }
-        guard committer.hasPending else { return }
-        let data = try codec.encode(values)
-        if committer.takeSweep() { file.removeStaleTemporaryFiles() }
+        let (values, sequence, pending) = snapshot.withLock { ($0.values, $0.sequence, !$0.pending.isEmpty) }
+        guard pending else { return }
         // Past the rename the values are in the file even if syncing the folder fails (`isCommitted`).
-        var identity: FileIdentity?
-        var committedError: (any Error)?
-        do {
-            identity = try file.writeAtomically(data)
-        } catch {
-            guard error.isCommitted else { throw error }
-            committedError = error
-            identity = try? file.identity()
-        }
+        let (identity, committedError) = try replaceFile(with: values)
         snapshot.withLock { state in
             state.identity = identity
-            committer.committed(through: sequence)
+            state.committed(through: sequence)
         }
         codec.didCommit()
         if let committedError { throw committedError }

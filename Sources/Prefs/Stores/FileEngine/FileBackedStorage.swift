@@ -11,21 +11,15 @@ final class FileBackedStorage: Sendable {
     /// The layers merged over and under the file's values (registered defaults at least); see `Stores/Layers`.
     let layers: StoreLayers
 
-    let snapshot: Mutex<SnapshotState>
+    /// Everything the engine knows: values, the file's health, deferred keys, the write in progress.
+    let snapshot: Mutex<StoreState>
     /// Serialises writers in this process; recursive so a transform may itself write to the same store.
     let writer = NSRecursiveLock()
-    /// How deep the current writer thread is nested; only touched while holding `writer`.
-    nonisolated(unsafe) var writerDepth = 0
-    /// The values the file held when the current batch began (nil: no batch runs); only touched under `writer`,
-    /// so only the thread running the batch ever sees it set.
-    nonisolated(unsafe) var batchStart: [String: PrefValue]?
-    /// Whether the first write has swept temporary files left by killed writers; only touched under `writer`.
-    nonisolated(unsafe) private var sweptTemporaryFiles = false
     private let watch = Mutex<FileWatchToken?>(nil)
     /// For a UserDefaults suite: restores Prefs commits that a foreign in-place rewrite undid (see
     /// `ForeignRewriteGuard`); nil for files only Prefs writes.
     let rewriteGuard: ForeignRewriteGuard?
-    /// The changes made in memory by deferred writes and not yet in the file (see `DeferredCommitter.swift`).
+    /// Commits the changes made in memory by deferred writes (see `DeferredCommitter.swift`).
     let committer = DeferredCommitter()
 
     var path: String { file.url.path }
@@ -38,7 +32,7 @@ final class FileBackedStorage: Sendable {
         url: URL, lockURL: URL? = nil, codec: any SnapshotCodec, changes: ChangeFeed = ChangeFeed(),
         unreadableGrace: Duration = .zero, guardingForeignRewrites: Bool = false
     ) {
-        self.snapshot = Mutex(SnapshotState(grace: unreadableGrace))
+        self.snapshot = Mutex(StoreState(grace: unreadableGrace))
         self.file = LockedFile(url: url, lockURL: lockURL)
         self.rewriteGuard = guardingForeignRewrites ? ForeignRewriteGuard(path: file.path) : nil
         self.codec = codec
@@ -129,7 +123,7 @@ final class FileBackedStorage: Sendable {
     }
 
     /// Called by the watcher when the file's folder changed: reload and announce what changed. A file that cannot
-    /// be decoded is reported only once it has stayed unreadable for the grace period (see `SnapshotState`).
+    /// be decoded is reported only once it has stayed unreadable for the grace period (see `StoreState`).
     func reloadFromDisk() {
         if isShut { return }
         // Most events are this store's own writes, or other files in the folder: when the file is still the one
@@ -258,7 +252,7 @@ final class FileBackedStorage: Sendable {
     func rewrite(prepare: () throws -> () -> Void) throws {
         try withWriteLock {
             try refreshWaitingForReadableFile()
-            if batchStart != nil {
+            if snapshot.withLock({ $0.inBatch }) {
                 throw PrefsError.io(
                     path: path, operation: "re-encrypt", errno: EBUSY,
                     message: "the vault key cannot change inside a batch; change it before or after")
@@ -313,30 +307,19 @@ final class FileBackedStorage: Sendable {
     func batch<T>(deferringWithin window: Duration? = nil, _ body: () throws -> T) throws -> T {
         defer { changes.deliverAnnouncements() }
         return try withWriteLock { () throws -> T in
-            if batchStart != nil {
-                // Nested: joins the outer batch; a throw undoes this batch's own writes only.
-                let start = snapshot.withLock { $0.values }
-                do {
-                    return try body()
-                } catch {
-                    applyInBatch(start)
-                    throw error
-                }
-            }
-            try refreshWaitingForReadableFile()
-            let start = snapshot.withLock { $0.values }
-            batchStart = start
-            defer { batchStart = nil }
+            try refreshWaitingForReadableFile()  // inside a batch, nothing to do: its values are in memory
+            let entry = snapshot.withLock { $0.beginBatch() }
             let result: T
             do {
                 result = try body()
             } catch {
-                // Nothing reached the file: memory goes back to the values before the batch, silently.
-                applyInBatch(start)
+                // Nothing reached the file: memory goes back to the values before this batch, silently.
+                snapshot.withLock { changes.invalidate($0.abandonBatch(entry)) }
                 throw error
             }
-            let final = snapshot.withLock { $0.values }
-            guard final != start else { return result }
+            // A nested batch joins the outer one, which writes its values.
+            guard case .outermost = entry, case .write(let final, let start) = snapshot.withLock({ $0.endBatch() })
+            else { return result }
             if let window {
                 deferBatch(from: start, within: window)
                 return result
@@ -344,7 +327,7 @@ final class FileBackedStorage: Sendable {
             do {
                 try write(final, committingBatchFrom: start)
             } catch  where !error.isCommitted {
-                applyInBatch(start)
+                snapshot.withLock { changes.invalidate($0.rollBack(to: start)) }
                 // The body is never run again (it may have done more than write preferences): the caller decides.
                 // Memory follows the other writer's file at once.
                 if error is LockLostError {
@@ -362,7 +345,7 @@ final class FileBackedStorage: Sendable {
     /// `key`, when given, is the only key whose value differs from the current one: nothing else is compared.
     private func applyInBatch(_ values: [String: PrefValue], changing key: String? = nil) {
         snapshot.withLock { state in
-            let changed = key.map { [$0] } ?? SnapshotState.diff(state.values, values)
+            let changed = key.map { [$0] } ?? StoreState.diff(state.values, values)
             state.values = values
             changes.invalidate(changed)
         }
@@ -375,38 +358,23 @@ final class FileBackedStorage: Sendable {
         _ values: [String: PrefValue], changing key: String? = nil,
         committingBatchFrom batchValues: [String: PrefValue]? = nil
     ) throws {
-        if batchValues == nil, batchStart != nil {
+        if batchValues == nil, snapshot.withLock({ $0.inBatch }) {
             applyInBatch(values, changing: key)
             return
         }
-        let data = try codec.encode(values)
-        // One rule for reads and writes: a file an open would refuse is never written.
-        if data.count > POSIX.maximumFileSize {
-            throw PrefsError.tooLarge(path: path, size: data.count, limit: POSIX.maximumFileSize)
-        }
-        if !sweptTemporaryFiles {
-            // Holding the exclusive lock: no writer can be mid-write, so any temporary file is a killed one's.
-            sweptTemporaryFiles = true
-            file.removeStaleTemporaryFiles()
-        }
         // Past the rename the new values are in effect even if a later step (syncing the folder) fails: memory, the
         // layers and the codec follow the file, observers hear of it, and the error (`isCommitted`) is rethrown.
-        var identity: FileIdentity?
-        var committedError: (any Error)?
+        let (identity, committedError): (FileIdentity?, (any Error)?)
         do {
-            identity = try file.writeAtomically(
-                data, expecting: .some(snapshot.withLock { $0.identity }), beforeCommit: baseCheck())
+            (identity, committedError) = try replaceFile(
+                with: values, expecting: .some(snapshot.withLock { $0.identity }), beforeCommit: baseCheck())
         } catch is ForeignRewriteGuard.BaseChanged {
             // Rewritten in place since it was read: write over the new contents instead.
             return try rewriteOverForeignChange(values, changing: key, committingBatchFrom: batchValues)
-        } catch {
-            guard error.isCommitted else { throw error }
-            committedError = error
-            identity = try? file.identity()
         }
         let replaced = rewriteGuard == nil ? nil : (batchValues ?? snapshot.withLock { $0.values })
         snapshot.withLock { state in
-            committer.committedEverything()  // the values written included every deferred change
+            state.committed(through: nil)  // the values written included every deferred change
             if let batchValues {
                 // A batch's values are in memory already: announce what changed since it began, each key once.
                 state.values = batchValues
@@ -424,14 +392,35 @@ final class FileBackedStorage: Sendable {
         if let committedError { throw committedError }
     }
 
+    /// Encodes `values` and replaces the file with them, durably and atomically; the caller holds the exclusive
+    /// lock. One rule for reads and writes: a file an open would refuse is never written. The first write sweeps
+    /// the temporary files of killed writers. When a step after the rename fails (syncing the folder), the values
+    /// are in the file all the same: that error is returned with the file's identity, to be thrown once memory
+    /// follows the file.
+    func replaceFile(
+        with values: [String: PrefValue], expecting expected: FileIdentity?? = .none,
+        beforeCommit: (() throws -> Void)? = nil
+    ) throws -> (identity: FileIdentity?, committedError: (any Error)?) {
+        let data = try codec.encode(values)
+        if data.count > POSIX.maximumFileSize {
+            throw PrefsError.tooLarge(path: path, size: data.count, limit: POSIX.maximumFileSize)
+        }
+        if snapshot.withLock({ $0.takeSweep() }) { file.removeStaleTemporaryFiles() }
+        do {
+            return (try file.writeAtomically(data, expecting: expected, beforeCommit: beforeCommit), nil)
+        } catch  where error.isCommitted {
+            return (try? file.identity(), error)
+        }
+    }
+
     private func withWriteLock<T>(_ body: () throws -> T) throws -> T {
         try retryingWhileSuspect {
             writer.lock()
             defer { writer.unlock() }
             try checkOpen()
-            writerDepth += 1
-            defer { writerDepth -= 1 }
-            if writerDepth > 1 { return try body() }
+            let entry = snapshot.withLock { $0.beginWrite() }
+            defer { snapshot.withLock { $0.endWrite() } }
+            if entry == .nested { return try body() }
             return try file.withLock(.exclusive, body)
         }
     }
@@ -459,8 +448,9 @@ final class FileBackedStorage: Sendable {
     /// store waits where it is, since it cannot let go of the locks of the write around it.
     func refreshWaitingForReadableFile(canLetGo: Bool? = nil) throws {
         // In a batch the file was read when it began and is written when it ends; its values live in memory.
-        if batchStart != nil { return }
-        try waitForReadableFile(canLetGo: canLetGo ?? (writerDepth <= 1))
+        let (inBatch, depth) = snapshot.withLock { ($0.inBatch, $0.writerDepth) }
+        if inBatch { return }
+        try waitForReadableFile(canLetGo: canLetGo ?? (depth <= 1))
         try restoreForeignReverts()
     }
 
@@ -476,9 +466,6 @@ final class FileBackedStorage: Sendable {
     }
 
     // MARK: Foreign rewrites (UserDefaults suites)
-
-    /// How many writes in a row have met a file rewritten in place since it was read; only touched under `writer`.
-    nonisolated(unsafe) private var foreignRetries = 0
 
     /// The first load. A file another writer may be rewriting in place (a suite: `grace` above zero) that cannot be
     /// read yet is read again every millisecond, holding no lock, until it reads or stays unreadable for the grace
@@ -517,7 +504,7 @@ final class FileBackedStorage: Sendable {
 
     /// Writes back the values of recent commits that a foreign rewrite undid. Holds the write lock.
     private func restoreForeignReverts() throws {
-        guard let rewriteGuard, batchStart == nil else { return }
+        guard let rewriteGuard, !snapshot.withLock({ $0.inBatch }) else { return }
         let (values, identity) = snapshot.withLock { ($0.values, $0.identity) }
         let restore = rewriteGuard.restorations(in: values, identity: identity)
         guard !restore.isEmpty else { return }
@@ -528,8 +515,8 @@ final class FileBackedStorage: Sendable {
 
     /// For a suite: the check before a write's rename that the file is still the one its values were based on.
     private func baseCheck() -> (() throws -> Void)? {
-        guard rewriteGuard != nil, foreignRetries < 3 else { return nil }
-        let base = snapshot.withLock { $0.identity }
+        let (retries, base) = snapshot.withLock { ($0.foreignRetries, $0.identity) }
+        guard rewriteGuard != nil, retries < 3 else { return nil }
         return { [file] in
             if (try? file.identity()) != base { throw ForeignRewriteGuard.BaseChanged() }
         }
@@ -546,12 +533,10 @@ final class FileBackedStorage: Sendable {
         if let key, batchValues == nil {
             ours.updateValue(values[key], forKey: key)
         } else {
-            for changed in SnapshotState.diff(base, values) { ours.updateValue(values[changed], forKey: changed) }
+            for changed in StoreState.diff(base, values) { ours.updateValue(values[changed], forKey: changed) }
         }
-        foreignRetries += 1
-        defer { foreignRetries -= 1 }
-        // A batch's commit: its values are in memory; from here on they are written like any other.
-        batchStart = nil
+        snapshot.withLock { $0.foreignRetries += 1 }
+        defer { snapshot.withLock { $0.foreignRetries -= 1 } }
         try waitForReadableFile(canLetGo: false)  // in the middle of a write: its transform has run
         try restoreForeignReverts()
         var merged = snapshot.withLock { $0.values }
@@ -596,7 +581,7 @@ final class FileBackedStorage: Sendable {
             let verdict = snapshot.withLock { state in
                 guard graceful else {
                     state.health = .damaged(error)
-                    return SnapshotState.Unreadable.damaged
+                    return StoreState.Unreadable.damaged
                 }
                 return state.failedToDecode(error, at: .now)
             }
@@ -622,9 +607,8 @@ final class FileBackedStorage: Sendable {
     private func load(_ values: [String: PrefValue], identity: FileIdentity?, announcing: Bool) {
         let recovered = snapshot.withLock { state in
             let recovered = state.damage != nil
-            let values = committer.keepingPending(values, from: state.values)  // deferred writes stay
-            let changed = state.load(values, identity: identity, diffing: announcing)
-            if announcing { announceEffective(changed, of: values) }
+            let changed = state.load(values, identity: identity, diffing: announcing)  // deferred writes stay
+            if announcing { announceEffective(changed, of: state.values) }
             return recovered
         }
         if recovered { ErrorReporter.forgetIncidents(of: changes) }

@@ -71,7 +71,7 @@ final class ForeignRewriteGuard: Sendable {
         from old: [String: PrefValue], to new: [String: PrefValue], changing key: String?
     ) {
         let changed: [String] =
-            if let key { [key] } else { Array(SnapshotState.diff(old, new)) }
+            if let key { [key] } else { Array(StoreState.diff(old, new)) }
         let now = ContinuousClock.now
         state.withLock { state in
             state.prune(now: now)

@@ -1,6 +1,3 @@
-public import Foundation
-import Synchronization
-
 /// A store whose reads are served from a ``LayerStack``: every store Prefs ships.
 protocol LayeredStore: KeyValueStore {
     var layers: StoreLayers { get }
@@ -11,21 +8,6 @@ extension FileBackedStore: LayeredStore {
 }
 
 extension InMemoryStore: LayeredStore {}
-
-/// `store.addLayer(.arguments)`: a source of values a store can add to its layers (see <doc:LayeredPreferences>).
-public enum LayerSource: Sendable, Hashable {
-    /// `.arguments`: `-key value` pairs of this process's command line, read as Foundation's UserDefaults reads them.
-    case arguments
-    /// `.environment(prefix: "MYAPP_")`: environment variables for the store's registered keys, `fontSize` read from
-    /// `MYAPP_FONT_SIZE`.
-    case environment(prefix: String)
-    /// `.systemFiles(domain: "com.example.app")`: system-wide defaults from `<dir>/<domain>.plist` (and
-    /// `<dir>/managed-preferences/<domain>.plist`, a default too) for each folder of `$XDG_CONFIG_DIRS` (or `folders`
-    /// when given), the first folder most important; and forced values from
-    /// `/etc/xdg/managed-preferences/<domain>.plist` only, when root owns it and every folder above it and only root
-    /// can write them (see <doc:LayeredPreferences>).
-    case systemFiles(domain: String, folders: [URL]? = nil)
-}
 
 extension KeyValueStore {
     /// The layers of a store that keeps its own (a ``LayeredStore``), found by class rather than by a cast to the
@@ -142,68 +124,5 @@ extension KeyValueStore {
             }
             throw error
         }
-    }
-}
-
-/// The defaults registered with custom stores, which have no layers of their own: used by typed reads and
-/// wrappers, dropped when the store goes away.
-enum CustomStoreDefaults {
-    private final class Entry: Sendable {
-        weak let feed: ChangeFeed?
-        let values: Mutex<[String: PrefValue]>
-        init(_ feed: ChangeFeed) {
-            self.feed = feed
-            values = Mutex([:])
-        }
-    }
-
-    private static let entries = Mutex<[ObjectIdentifier: Entry]>([:])
-
-    static func register(_ defaults: [String: PrefValue], in store: some KeyValueStore, keepingExisting: Bool) {
-        let feed = store.changes
-        let entry = entries.withLock { entries in
-            if let entry = entries[ObjectIdentifier(feed)], entry.feed === feed { return entry }
-            entries = entries.filter { $0.value.feed != nil }
-            let entry = Entry(feed)
-            entries[ObjectIdentifier(feed)] = entry
-            return entry
-        }
-        let changed = entry.values.withLock { values in
-            var changed: [String] = []
-            for (key, value) in defaults where values[key] != value && !(keepingExisting && values[key] != nil) {
-                values[key] = value
-                changed.append(key)
-            }
-            return changed
-        }
-        // A declaration announces nothing (see `StoreLayers.register`); a registration does.
-        if keepingExisting { feed.invalidate(Set(changed)) } else { feed.publish(changedKeys: changed) }
-    }
-
-    static func value(forKey key: String, in store: some KeyValueStore) -> PrefValue? {
-        let feed = store.changes
-        guard let entry = entries.withLock({ $0[ObjectIdentifier(feed)] }), entry.feed === feed else { return nil }
-        return entry.values.withLock { $0[key] }
-    }
-}
-
-/// How text from the command line or the environment becomes a typed value, as Foundation's `integer(forKey:)`,
-/// `bool(forKey:)`, … convert strings.
-enum TextConversion {
-    /// The values `text` may stand for, tried in order against the declared type.
-    static func candidates(for text: String) -> [PrefValue] {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
-        var candidates: [PrefValue] = []
-        if let number = Int64(trimmed) { candidates.append(.int(number)) }
-        if let number = UInt64(trimmed) { candidates.append(.unsignedInt(number)) }
-        if let number = Double(trimmed) { candidates += [.double(number), .float(Float(number))] }
-        switch trimmed.lowercased() {
-        case "yes", "true", "y", "t": candidates.append(.bool(true))
-        case "no", "false", "n", "f": candidates.append(.bool(false))
-        default: break
-        }
-        if let date = try? Date(trimmed, strategy: .iso8601) { candidates.append(.date(date)) }
-        if let value = try? PrefValue(jsonText: trimmed), value != .string(trimmed) { candidates.append(value) }
-        return candidates
     }
 }

@@ -57,6 +57,8 @@ final class StoreLayers: Sendable {
         system.withLock { system in
             for token in system.watches.values { token.cancel() }
         }
+        // System-file failures are reported keyed by this object; layers made later at its address start afresh.
+        ErrorReporter.forgetIncidents(of: self)
     }
 
     // MARK: Reads

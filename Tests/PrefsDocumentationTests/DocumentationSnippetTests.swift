@@ -9,18 +9,30 @@ import Testing
     static let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
+    /// The model a reader copies first, and the deferred-writes lines that follow it, as one `main.swift`.
+    @Test func theReadmesOpeningExamplesCompileAsWritten() throws {
+        try Self.typecheck(blocks(in: "README.md", containing: ["final class Preferences", "deferringWrites()"]))
+    }
+
     @Test func theReadmesPostgreSQLSnippetCompilesAsWritten() throws {
-        let snippet = try Self.swiftBlocks(in: "README.md").filter { $0.contains("PostgresStore(connection:") }
-        try #require(snippet.count == 1)
-        try Self.typecheck(snippet[0])
+        try Self.typecheck(blocks(in: "README.md", containing: ["PostgresStore(connection:"]))
     }
 
     @Test func theCustomStoreSnippetsCompileAsWritten() throws {
-        let blocks = try Self.swiftBlocks(in: "Sources/Prefs/Prefs.docc/StoresAndBackends.md")
-        let store = blocks.filter { $0.contains("final class RemoteConfigStore: KeyValueStore") }
-        let use = blocks.filter { $0.contains("RemoteConfigStore()") }
-        try #require(store.count == 1 && use.count == 1)
-        try Self.typecheck(store[0] + "\n" + use[0])
+        try Self.typecheck(
+            blocks(
+                in: "Sources/Prefs/Prefs.docc/StoresAndBackends.md",
+                containing: ["final class RemoteConfigStore: KeyValueStore", "RemoteConfigStore()"]))
+    }
+
+    /// For each of `markers`, the one ```swift block of `document` that contains it, joined into one source.
+    func blocks(in document: String, containing markers: [String]) throws -> String {
+        let blocks = try Self.swiftBlocks(in: document)
+        return try markers.map { marker in
+            let matching = blocks.filter { $0.contains(marker) }
+            try #require(matching.count == 1, "one block of \(document) contains \(marker)")
+            return matching[0]
+        }.joined(separator: "\n")
     }
 
     /// The ```swift blocks of a document of this repository.

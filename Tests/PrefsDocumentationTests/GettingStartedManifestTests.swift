@@ -18,6 +18,14 @@ import Testing
         return try #require(blocks.first { $0.hasPrefix("dependencies: [") })
     }
 
+    /// SwiftPM leaves a lock file in `$TMPDIR` for each build folder it meets: the child's `TMPDIR` is a folder
+    /// inside `scratch`, so nothing stays behind in the system's.
+    static func privateTemporaryFolder(in scratch: URL) throws -> [String: String] {
+        let folder = scratch.appending(path: "tmp")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return ["TMPDIR": folder.path]
+    }
+
     @Test(arguments: ["Prefs", "prefs-main"])
     func theDocumentedManifestResolves(checkoutFolder: String) throws {
         let scratch = FileManager.default.temporaryDirectory.appending(path: "prefs-manifest-\(UUID().uuidString)")
@@ -49,9 +57,28 @@ import Testing
         let described = try ChildProcess.run(
             URL(filePath: "/usr/bin/env"),
             ["swift", "package", "--package-path", app.path, "describe", "--type", "json"],
-            mergingErrors: true)
+            environment: try Self.privateTemporaryFolder(in: scratch), mergingErrors: true)
         let text = described.output
         #expect(described.status == 0, "\(manifest)\n\(text)")
         #expect(text.contains("\"product_dependencies\""), "\(text)")
+    }
+
+    /// A package depending on Prefs sees the three libraries and the `prefs` command; the demo, the test helpers
+    /// and the benchmarks (a package of their own) are not products.
+    @Test func aDependentSeesOnlyTheLibrariesAndTheCommand() throws {
+        // A scratch folder of its own: the running `swift test` holds the lock of the checkout's `.build`.
+        let scratch = FileManager.default.temporaryDirectory.appending(path: "prefs-products-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let dumped = try ChildProcess.run(
+            URL(filePath: "/usr/bin/env"),
+            ["swift", "package", "--package-path", Self.root.path, "--scratch-path", scratch.path, "dump-package"],
+            environment: try Self.privateTemporaryFolder(in: scratch))
+        #expect(dumped.status == 0, "\(dumped.error)")
+        struct Manifest: Decodable {
+            struct Product: Decodable { let name: String }
+            let products: [Product]
+        }
+        let manifest = try JSONDecoder().decode(Manifest.self, from: Data(dumped.output.utf8))
+        #expect(Set(manifest.products.map(\.name)) == ["Prefs", "PrefsTesting", "PrefsPostgres", "prefs"])
     }
 }

@@ -559,6 +559,7 @@ struct DocumentationExamplesTests {
         }
         #expect(try store.value(for: .fontSize) == 32)
         #expect(try vault.value(forKey: "syncToken") == .string("t"))
+        #expect(try store.value(forKey: "syncToken") == nil, "each scope replaces one kind of store")
     }
 
     @Test func testingWithAnInjectedStore() throws {

@@ -151,4 +151,26 @@ import Testing
         try app.writeSystem(["volume": .int(9)], in: app.managed)
         #expect(await lines.next() == "volume=9 forced=true")
     }
+
+    /// LayeredPreferences: "`EncryptedFileStore` has the user's values and registered defaults only: secrets never
+    /// come from the command line or the environment" (the default vault of an app whose standard domain reads both).
+    @Test func theDefaultVaultIgnoresArgumentsAndTheEnvironment() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let app = "promises.\(UUID().uuidString.prefix(8))"
+        let environment = [
+            "HOME": directory.url.path, "XDG_CONFIG_HOME": directory.file("config").path,
+            "XDG_DATA_HOME": directory.file("data").path, "XDG_STATE_HOME": directory.file("state").path,
+            "XDG_CONFIG_DIRS": directory.file("etc").path,
+        ]
+        let fromArguments = try ChildProcess.run(
+            ["promise-vault-layers", app, "-authToken", "injected"], environment: environment)
+        #expect(fromArguments.status == 0, "\(fromArguments.error)")
+        #expect(fromArguments.lines == ["setting=injected layer=arguments", "secret=nil layer=none"])
+
+        let fromEnvironment = try ChildProcess.run(
+            ["promise-vault-layers", app], environment: environment.merging(["PROMISE_AUTH_TOKEN": "injected"]) { $1 })
+        #expect(fromEnvironment.status == 0, "\(fromEnvironment.error)")
+        #expect(fromEnvironment.lines == ["setting=injected layer=environment", "secret=nil layer=none"])
+    }
 }

@@ -70,4 +70,34 @@ import Testing
         }
         #expect(violations.isEmpty, "\(violations.joined(separator: "\n"))")
     }
+
+    /// README: "`PrefsPostgres` is its own product, so apps that do not use it never link libpq"; GettingStarted:
+    /// `PrefsTesting` "is the only part of Prefs that imports Swift Testing, so apps never link it".
+    @Test func libpqAndSwiftTestingStayOutOfTheLibrariesAppsLink() throws {
+        let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        func imports(under folder: String) throws -> Set<String> {
+            let files = FileManager.default.enumerator(
+                at: root.appending(path: folder), includingPropertiesForKeys: nil)
+            var found: Set<String> = []
+            for case let url as URL in files! where url.pathExtension == "swift" {
+                for line in try String(contentsOf: url, encoding: .utf8).split(separator: "\n") {
+                    let words = line.split(separator: " ")
+                    if let index = words.firstIndex(of: "import"), index + 1 < words.count {
+                        found.insert(String(words[index + 1]))
+                    }
+                }
+            }
+            return found
+        }
+        let core = try imports(under: "Sources/Prefs")
+        #expect(core.isDisjoint(with: ["CLibPQ", "PrefsPostgres", "Testing", "XCTest"]), "\(core.sorted())")
+        #expect(try imports(under: "Sources/PrefsPostgres").isDisjoint(with: ["Testing", "XCTest"]))
+        #expect(try imports(under: "Sources/PrefsTesting").contains("Testing"))
+        // The manifest: the Prefs target depends on libsodium only.
+        let manifest = try String(contentsOf: root.appending(path: "Package.swift"), encoding: .utf8)
+        let target = try #require(manifest.range(of: "name: \"Prefs\",\n            dependencies: ["))
+        let dependencies = manifest[target.upperBound...].prefix { $0 != "]" }
+        #expect(dependencies == "\"CSodium\"")
+    }
 }

@@ -34,7 +34,7 @@ import Testing
         let directory = try TempDir()
         defer { directory.cleanup() }
         let plist = directory.file("config/PrefsTestHelper.plist")
-        try FileManager.default.createDirectory(at: directory.file("config"), withIntermediateDirectories: true)
+        try directory.createFolders(["config"])
         try damage.make(at: plist)
         let before = damage.snapshot(plist)
 

@@ -1,0 +1,241 @@
+/// Everything a store knows, in one place, with the decisions it makes kept apart from its I/O so they can be
+/// tested without files: the values and the file they came from, the file's health, the deferred writes not yet
+/// in the file, and the write in progress (its nesting and batch). `FileBackedStorage` holds it under one lock, reads
+/// it, and performs what its transitions return; `InMemoryStore` holds it with no file under it.
+struct StoreState: Sendable {
+    /// How long a UserDefaults suite may stay unreadable before it counts as damaged. Foundation's `synchronize()`
+    /// rewrites a property list in place (truncate, write, close), so a reader can meet an empty or half-written
+    /// file for the few milliseconds the rewrite takes; only a file that stays unreadable this long is damaged.
+    /// Files only Prefs writes (always by atomic rename) get no grace.
+    static let inPlaceRewriteGrace: Duration = .milliseconds(500)
+
+    /// How long the file may stay unreadable before it counts as damaged: zero, or ``inPlaceRewriteGrace``.
+    let grace: Duration
+
+    /// The values last read from, or written to, the file.
+    var values: [String: PrefValue] = [:]
+    /// The identity (device, inode, size, change time) of the file those values came from; nil when absent.
+    var identity: FileIdentity?
+    /// Whether the file on disk reads.
+    enum Health {
+        /// It read, or there is none: the values are the file's.
+        case healthy
+        /// It could not be decoded since then, but may be in the middle of a rewrite: the last good values keep
+        /// being served, nothing is reported and nothing is announced.
+        case suspect(since: ContinuousClock.Instant)
+        /// It cannot be decoded, for longer than the grace: writes are refused so it is never overwritten.
+        case damaged(any Error)
+    }
+
+    var health = Health.healthy
+    /// Whether a re-check of a suspect file is already scheduled.
+    var recheckScheduled = false
+
+    /// Keys changed in memory by deferred writes and not yet in the file, with the sequence number of their last
+    /// change (see `DeferredCommitter`): a reload keeps their values, a commit forgets those it wrote.
+    private(set) var pending: [String: UInt64] = [:]
+    /// The sequence number of the latest deferred change.
+    private(set) var sequence: UInt64 = 0
+    /// Whether the first write has swept temporary files left by killed writers.
+    private var swept = false
+
+    /// How deep the write in progress is nested (a transform or a batch writing through the same store); only the
+    /// thread holding the storage's writer lock changes it.
+    private(set) var writerDepth = 0
+    /// The values when the current batch began; nil when no batch runs.
+    private(set) var batchStart: [String: PrefValue]?
+    /// How many writes in a row have met a file rewritten in place since it was read (a UserDefaults suite).
+    var foreignRetries = 0
+
+    init(values: [String: PrefValue] = [:], identity: FileIdentity? = nil, grace: Duration = .zero) {
+        self.values = values
+        self.identity = identity
+        self.grace = grace
+    }
+
+    /// What a refresh must do, given the identity the file has now.
+    enum Refresh: Equatable {
+        /// The file is the one the values came from: nothing to read.
+        case upToDate
+        /// The file is gone: the store is empty now.
+        case cleared
+        /// The file changed, or the last read failed: read and decode it again.
+        case read
+    }
+
+    /// What a file that could not be decoded means now.
+    enum Unreadable: Equatable {
+        /// Possibly a rewrite in progress: keep serving the last good values, and look again within `recheck`
+        /// (`scheduleRecheck` says whether a re-check must be scheduled, or one is pending already).
+        case suspect(recheck: Duration, scheduleRecheck: Bool)
+        /// Unreadable for longer than the grace period: the store is damaged and the error is to be reported.
+        case damaged
+    }
+
+    /// Whether the store is waiting to see if its unreadable file is being rewritten.
+    var isSuspect: Bool {
+        if case .suspect = health { return true }
+        return false
+    }
+
+    /// The error that keeps the file from being read, while it is damaged.
+    var damage: (any Error)? {
+        if case .damaged(let error) = health { return error }
+        return nil
+    }
+
+    /// A damaged or suspect store re-reads even an unchanged file, so a repaired or finished file is noticed.
+    func refresh(currentIdentity current: FileIdentity?) -> Refresh {
+        if case .healthy = health, let current, current == identity { return .upToDate }
+        if current == nil { return .cleared }
+        return .read
+    }
+
+    /// Records that the file could not be decoded at `now`, and decides what that means.
+    mutating func failedToDecode(_ error: any Error, at now: ContinuousClock.Instant) -> Unreadable {
+        let since: ContinuousClock.Instant
+        switch health {
+        case .healthy: since = now
+        case .suspect(let start): since = start
+        case .damaged: since = now - grace
+        }
+        let elapsed = now - since
+        if elapsed >= grace {
+            health = .damaged(error)
+            return .damaged
+        }
+        health = .suspect(since: since)
+        defer { recheckScheduled = true }
+        return .suspect(recheck: grace - elapsed, scheduleRecheck: !recheckScheduled)
+    }
+
+    /// Takes newly read values; returns the keys whose values changed (none when not `diffing`: a first load,
+    /// which nobody observes yet). Clears damage and suspicion; deferred changes stay (see ``take(_:identity:)``).
+    mutating func load(
+        _ newValues: [String: PrefValue], identity newIdentity: FileIdentity?, diffing: Bool = true
+    ) -> Set<String> {
+        let old = values
+        take(newValues, identity: newIdentity)
+        return diffing ? Self.diff(old, values) : []
+    }
+
+    /// Takes new values without comparing them (a write whose changes the caller knows). Clears damage and
+    /// suspicion. Keys with deferred changes keep their values in memory, so a reload never takes back a change
+    /// this process has not committed yet.
+    mutating func take(_ newValues: [String: PrefValue], identity newIdentity: FileIdentity?) {
+        var merged = newValues
+        for key in pending.keys { merged[key] = values[key] }
+        values = merged
+        identity = newIdentity
+        health = .healthy
+    }
+
+    // MARK: Deferred writes
+
+    /// Records that `keys` changed in memory and are left to a deferred commit.
+    mutating func deferred(_ keys: some Sequence<String>) {
+        sequence += 1
+        for key in keys { pending[key] = sequence }
+    }
+
+    /// A commit wrote the values taken at `through` (a sequence number): forget the keys it contained. Keys
+    /// changed again since stay pending. Nil: a durable write wrote every value, so nothing is pending.
+    mutating func committed(through: UInt64?) {
+        guard let through else { return pending.removeAll() }
+        pending = pending.filter { $0.value > through }
+    }
+
+    /// Whether this write is the first, which sweeps temporary files left by killed writers (the caller holds the
+    /// file's exclusive lock, so any such file is a killed writer's).
+    mutating func takeSweep() -> Bool {
+        defer { swept = true }
+        return !swept
+    }
+
+    // MARK: The write in progress
+
+    /// How a write begins: `outermost` takes the file's lock; a nested one runs inside the write around it.
+    enum WriteEntry: Equatable {
+        case outermost
+        case nested
+    }
+
+    /// A write begins on the thread holding the writer lock.
+    mutating func beginWrite() -> WriteEntry {
+        writerDepth += 1
+        return writerDepth == 1 ? .outermost : .nested
+    }
+
+    /// The write begun last ends.
+    mutating func endWrite() {
+        precondition(writerDepth > 0, "a write ended that did not begin")
+        writerDepth -= 1
+    }
+
+    /// Whether a batch is running: its writes change memory only, and reach the file when it ends.
+    var inBatch: Bool { batchStart != nil }
+
+    /// How a batch begins: the outermost one remembers the values it started from; a nested one joins it. Both
+    /// are given the values to go back to if their body throws.
+    enum BatchEntry: Equatable {
+        case outermost(start: [String: PrefValue])
+        case nested(start: [String: PrefValue])
+    }
+
+    /// A batch begins (inside a write: call ``beginWrite()`` first).
+    mutating func beginBatch() -> BatchEntry {
+        if batchStart != nil { return .nested(start: values) }
+        batchStart = values
+        return .outermost(start: values)
+    }
+
+    /// What the end of the outermost batch must do.
+    enum BatchEnd: Equatable {
+        /// Its writes left every value as it was: nothing to write.
+        case unchanged
+        /// Write `values`; observers hear of the keys that changed since `start`.
+        case write(values: [String: PrefValue], start: [String: PrefValue])
+    }
+
+    /// The outermost batch's body returned: memory holds its values, which are now written like any others.
+    mutating func endBatch() -> BatchEnd {
+        guard let start = batchStart else { return .unchanged }
+        batchStart = nil
+        return values == start ? .unchanged : .write(values: values, start: start)
+    }
+
+    /// A batch's body threw: memory goes back to the values it began with, and the outermost batch ends. Returns
+    /// the keys whose values move back.
+    mutating func abandonBatch(_ entry: BatchEntry) -> Set<String> {
+        switch entry {
+        case .outermost(let start):
+            batchStart = nil
+            return rollBack(to: start)
+        case .nested(let start):
+            return rollBack(to: start)
+        }
+    }
+
+    /// A write of values already in memory failed: memory goes back to `start`. Returns the keys whose values move
+    /// back.
+    mutating func rollBack(to start: [String: PrefValue]) -> Set<String> {
+        let changed = Self.diff(values, start)
+        values = start
+        return changed
+    }
+
+    /// The new values of `keys`, as a change feed announces them (nil: removed).
+    func newValues(of keys: Set<String>) -> [String: PrefValue?] {
+        Dictionary(uniqueKeysWithValues: keys.map { ($0, values[$0]) })
+    }
+
+    /// The keys whose values differ between two snapshots.
+    static func diff(_ old: [String: PrefValue], _ new: [String: PrefValue]) -> Set<String> {
+        // The first load of a file: everything is new, and there is nothing to compare.
+        if old.isEmpty { return Set(new.keys) }
+        var changed = Set<String>()
+        for (key, value) in old where new[key] != value { changed.insert(key) }
+        for key in new.keys where old[key] == nil { changed.insert(key) }
+        return changed
+    }
+}

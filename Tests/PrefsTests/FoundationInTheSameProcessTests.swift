@@ -1,0 +1,34 @@
+import Foundation
+import Testing
+
+@testable import Prefs
+
+/// The rule for mixing Foundation's `UserDefaults` and Prefs on one suite in one process, as the guides state it.
+struct FoundationInTheSameProcessTests {
+    @Test func eachSeesTheOthersWritesOnlyAfterFoundationsSynchronize() async throws {
+        let suite = "prefs-mixing-\(UUID().uuidString.prefix(8))"
+        let defaults = try #require(UserDefaults(suiteName: suite))
+        let store = try UserDefaultsStore(suiteName: suite)
+        defer {
+            try? FileManager.default.removeItem(at: store.url)
+            try? FileManager.default.removeItem(at: store.url.deletingPathExtension().appendingPathExtension("lock"))
+        }
+        #expect(defaults.object(forKey: "fromPrefs") == nil)
+        try store.setValue(.int(1), forKey: "fromPrefs")
+        // Foundation keeps serving its cache until its own synchronize() re-reads the file.
+        #expect(defaults.object(forKey: "fromPrefs") == nil)
+        defaults.synchronize()
+        #expect(defaults.integer(forKey: "fromPrefs") == 1)
+
+        defaults.set(2, forKey: "fromFoundation")
+        #expect(try store.value(forKey: "fromFoundation") == nil, "not on disk before synchronize()")
+        defaults.synchronize()
+        // Foundation's synchronize() rewrote the file; the store's watcher notices and reloads it.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try store.value(forKey: "fromFoundation") == nil, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(try store.value(forKey: "fromFoundation") == .int(2))
+        #expect(try store.value(forKey: "fromPrefs") == .int(1), "Foundation's rewrite kept Prefs' key")
+    }
+}

@@ -1,0 +1,189 @@
+import Foundation
+import PrefsTestSupport
+import Testing
+
+@testable import Prefs
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+private func isRollback(_ error: any Error) -> Bool {
+    if case .rollbackDetected? = error as? VaultError { return true }
+    return false
+}
+
+/// A vault replaced by an older copy of itself, or by another vault sealed under the same key, is refused and left
+/// as it is; the rollback record that catches it, and the generation every write advances.
+@Suite struct VaultRollbackTests {
+    @Test func anOlderCopyOfAVaultIsRefusedAndLeftUntouched() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        try vault.store.setValue(.string("old-token"), forKey: "token")
+        let old = try Data(contentsOf: vault.url)
+        try vault.store.setValue(.string("new-token"), forKey: "token")
+        try old.write(to: vault.url)
+        let error = #expect(throws: VaultError.self) { try vault.reopen() }
+        #expect(error.map(isRollback) == true, "\(String(describing: error))")
+        #expect(error?.description.contains("older copy") == true)
+        #expect(try Data(contentsOf: vault.url) == old)
+        // Restored on purpose: deleting the record named in the message accepts it again.
+        let record = VaultRecord.path(forVault: vault.url.path(percentEncoded: false))
+        #expect(error?.description.contains(record) == true)
+        try FileManager.default.removeItem(atPath: record)
+        #expect(try vault.reopen().value(forKey: "token") == .string("old-token"))
+    }
+
+    @Test func anotherVaultUnderTheSameKeyIsRefused() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        try vault.store.setValue(.string("mine"), forKey: "token")
+        let other = vault.directory.file("other.vault")
+        try EncryptedFileStore(url: other, key: .keyFile(vault.keyFile)).setValue(.string("theirs"), forKey: "token")
+        let original = try Data(contentsOf: other)
+        try FileManager.default.removeItem(at: vault.url)
+        try FileManager.default.copyItem(at: other, to: vault.url)
+        let error = #expect(throws: VaultError.self) { try vault.reopen() }
+        #expect(error.map(isRollback) == true, "\(String(describing: error))")
+        #expect(error?.description.contains("another vault") == true)
+        #expect(try Data(contentsOf: vault.url) == original)
+    }
+
+    @Test func theRecordGrowsByOneLinePerWriteAndStillCatchesAnOlderCopy() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        let record = VaultRecord.path(forVault: vault.url.path(percentEncoded: false))
+        try vault.store.setValue(.int(0), forKey: "counter")
+        let old = try Data(contentsOf: vault.url)
+        for value in Int64(1)...5 { try vault.store.setValue(.int(value), forKey: "counter") }
+        let lines = try String(contentsOfFile: record, encoding: .utf8).split(separator: "\n")
+        #expect(lines.first == "prefs vault record 2" && lines.suffix(6) == ["1", "2", "3", "4", "5", "6"])
+        // A last line cut short (a crash in the middle of an append) is ignored: generation 6 still counts.
+        let handle = try #require(FileHandle(forWritingAtPath: record))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data("99".utf8))
+        try handle.close()
+        try old.write(to: vault.url)
+        let error = #expect(throws: VaultError.self) { try vault.reopen() }
+        #expect(error?.description.contains("older copy (generation 1)") == true, "\(String(describing: error))")
+        #expect(error?.description.contains("generation 6 was seen") == true, "\(String(describing: error))")
+    }
+
+    @Test func aRecordIsRewrittenWholeForAnotherVaultOrOnceItIsLong() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        let record = VaultRecord.path(forVault: vault.url.path(percentEncoded: false))
+        var written: Int64 = 0
+        // About 4 KiB of generations, then the record starts again from its header.
+        repeat {
+            written += 1
+            try vault.store.setValue(.int(written), forKey: "counter")
+        } while (try Data(contentsOf: URL(filePath: record))).count < 4096
+        try vault.store.setValue(.int(written + 1), forKey: "counter")
+        let lines = try String(contentsOfFile: record, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 4 && lines.last == "\(written + 1)")
+        // A version 1 record (one generation line) still reads.
+        let text = try String(contentsOfFile: record, encoding: .utf8)
+        try text.replacingOccurrences(of: "prefs vault record 2", with: "prefs vault record 1")
+            .write(toFile: record, atomically: true, encoding: .utf8)
+        #expect(try vault.reopen().value(forKey: "counter") == .int(written + 1))
+    }
+
+    @Test func everySpellingOfAVaultsPathSharesOneRecord() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        let path = vault.url.path(percentEncoded: false)
+        let folder = POSIX.parentPath(of: path)
+        let name = POSIX.lastComponent(of: path)
+        #expect(folder + "/" + name == path)
+        let linked = vault.directory.file("linked").path(percentEncoded: false)
+        #expect(symlink(folder, linked) == 0)
+        let record = VaultRecord.path(forVault: path)
+        #expect(VaultRecord.path(forVault: linked + "/" + name) == record, "through a symbolic link to the folder")
+        #expect(VaultRecord.path(forVault: folder + "//./" + name) == record, "with extra separators")
+        // An older copy reached through the link is refused as it is through the real path.
+        try vault.store.setValue(.int(1), forKey: "counter")
+        let old = try Data(contentsOf: vault.url)
+        try vault.store.setValue(.int(2), forKey: "counter")
+        try old.write(to: vault.url)
+        let error = #expect(throws: VaultError.self) {
+            try EncryptedFileStore(url: URL(filePath: linked + "/" + name), key: .keyFile(vault.keyFile))
+        }
+        #expect(error.map(isRollback) == true, "\(String(describing: error))")
+        // The path helpers, on the shapes a path takes.
+        #expect(POSIX.parentPath(of: "/a/b/c") == "/a/b" && POSIX.parentPath(of: "/a/b/c//") == "/a/b")
+        #expect(POSIX.parentPath(of: "/a") == "/" && POSIX.parentPath(of: "/") == "/")
+        #expect(POSIX.parentPath(of: "c") == ".")
+        #expect(POSIX.lastComponent(of: "/a/b/c//") == "c" && POSIX.lastComponent(of: "c") == "c")
+        #expect(POSIX.lastComponent(of: "/") == "" && POSIX.parentPath(of: "/dé/ü.vault") == "/dé")
+    }
+
+    @Test func aRunningStoreNeverMovesBackwardsEvenWithoutARecord() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        try vault.store.setValue(.int(1), forKey: "counter")
+        let old = try Data(contentsOf: vault.url)
+        try vault.store.setValue(.int(2), forKey: "counter")
+        try FileManager.default.removeItem(atPath: VaultRecord.path(forVault: vault.url.path(percentEncoded: false)))
+        try old.write(to: vault.url)
+        vault.store.storage.reloadFromDisk()
+        let error = #expect(throws: VaultError.self) { try vault.store.value(forKey: "counter") }
+        #expect(error.map(isRollback) == true, "\(String(describing: error))")
+        // Its next write is refused too, rather than built on the old copy.
+        #expect(throws: VaultError.self) { try vault.store.setValue(.int(3), forKey: "counter") }
+        #expect(try Data(contentsOf: vault.url) == old)
+    }
+
+    /// A store's first load takes no lock, so it may read a vault that another process replaces (and records) a
+    /// moment later: that read is out of date, not a rollback, and must not fail the open.
+    @Test func aFirstLoadRacingAnotherWriterIsNotARollback() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        try vault.store.setValue(.int(1), forKey: "k")
+        let read = try Data(contentsOf: vault.url)
+        try vault.store.setValue(.int(2), forKey: "k")  // the other writer, after the read
+        let path = vault.url.path(percentEncoded: false)
+        let opening = VaultSnapshotCodec(key: .keyFile(vault.keyFile), cost: .testing, vaultPath: path)
+        #expect(try opening.decode(read, path: path) == ["k": .int(1)])
+        // The same bytes still on disk are a rollback.
+        try read.write(to: vault.url)
+        let reopening = VaultSnapshotCodec(key: .keyFile(vault.keyFile), cost: .testing, vaultPath: path)
+        #expect(throws: VaultError.self) { try reopening.decode(read, path: path) }
+    }
+
+    @Test func version1VaultsOpenAndAreUpgradedOnTheirNextWrite() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        try vault.store.setValue(.string("v"), forKey: "k")  // creates the key file
+        let key = try VaultKey.keyFile(vault.keyFile).resolve(for: nil, creating: false)
+        let plaintext = try VaultPayload.encode(["k": .string("from version 1")])
+        let version1 = vault.directory.file("old.vault")
+        try VaultFormat.seal(plaintext, key: key.key, kdf: .none, identity: nil).write(to: version1)
+        #expect(try VaultFormat.parseHeader(Data(contentsOf: version1)).version == 1)
+
+        let store = try EncryptedFileStore(url: version1, key: .keyFile(vault.keyFile))
+        #expect(try store.value(forKey: "k") == .string("from version 1"))
+        try store.setValue(.string("upgraded"), forKey: "k")
+        let header = try VaultFormat.parseHeader(Data(contentsOf: version1))
+        #expect(header.version == 2 && header.identity?.generation == 1)
+        // Once upgraded, the version 1 copy is an older vault.
+        let upgraded = try Data(contentsOf: version1)
+        try VaultFormat.seal(plaintext, key: key.key, kdf: .none, identity: nil).write(to: version1)
+        #expect(throws: VaultError.self) { try EncryptedFileStore(url: version1, key: .keyFile(vault.keyFile)) }
+        try upgraded.write(to: version1)
+        #expect(
+            try EncryptedFileStore(url: version1, key: .keyFile(vault.keyFile)).value(forKey: "k")
+                == .string("upgraded"))
+    }
+
+    @Test func everyWriteAdvancesTheGenerationAndRekeyKeepsTheVaultID() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        try vault.store.setValue(.int(1), forKey: "k")
+        let first = try #require(VaultFormat.parseHeader(Data(contentsOf: vault.url)).identity)
+        try vault.store.setValue(.int(2), forKey: "k")
+        try vault.store.rekey(to: .raw(Data(repeating: 9, count: 32)))
+        let third = try #require(VaultFormat.parseHeader(Data(contentsOf: vault.url)).identity)
+        #expect(third.id == first.id && third.generation == first.generation + 2)
+    }
+}
