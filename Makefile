@@ -19,8 +19,9 @@ cli: deps
 	swift build -c release --product prefs
 	@echo "built $$(swift build -c release --show-bin-path)/prefs"
 
-# `make docs` builds the DocC catalog with the toolchain's docc and fails on any warning; `make coverage` runs the
-# tests with coverage and fails below 90% line coverage of the library.
+# `make docs` builds the DocC catalog with the toolchain's docc and fails on any warning. Every `make test` measures
+# coverage and fails below 90% line coverage of the library; `make coverage` is that run, printing every uncovered
+# line as well.
 .PHONY: docs coverage
 
 docs: deps
@@ -42,9 +43,10 @@ bench-quick: deps
 bench-scaling: deps
 	$(BENCH) --scaling
 
-# Reliability: `make reliability` is the CI-sized suite, `make soak` the same ten times longer (figures in
-# docs/RELIABILITY.md), `make tsan` the tests under ThreadSanitizer, `make fuzz` libFuzzer over the store decoders
-# (PREFS_FUZZ_SECONDS, default 60), `make asan` the tests under AddressSanitizer with LeakSanitizer.
+# Reliability: `make reliability` is the CI-sized suite on `make test`'s build, `make soak` the same ten times
+# longer (figures in docs/RELIABILITY.md), `make tsan` the library's tests under ThreadSanitizer, `make fuzz`
+# libFuzzer over the store decoders (PREFS_FUZZ_SECONDS, default 60), `make asan` the library's tests under
+# AddressSanitizer with LeakSanitizer.
 .PHONY: reliability soak tsan fuzz asan
 
 reliability: deps

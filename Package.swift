@@ -63,6 +63,13 @@ let package = Package(
             dependencies: ["Prefs"],
             path: "Sources/PrefsDemo"
         ),
+        // The `.ownThreads` suite trait every test suite carries: test bodies run on threads of their own, never on
+        // the cooperative pool (see Tests/TestThreads/OwnThreads.swift). Kept apart from PrefsTestSupport so the
+        // child-process helpers do not link Swift Testing.
+        .target(
+            name: "TestThreads",
+            path: "Tests/TestThreads"
+        ),
         .target(
             name: "PrefsTestSupport",
             dependencies: ["Prefs"],
@@ -109,6 +116,10 @@ let package = Package(
     swiftLanguageModes: [.v6]
 )
 
+for target in package.targets where target.type == .test {
+    target.dependencies.append("TestThreads")
+}
+
 for target in package.targets where target.type != .system {
     target.swiftSettings =
         (target.swiftSettings ?? []) + [
@@ -116,4 +127,19 @@ for target in package.targets where target.type != .system {
             .enableUpcomingFeature("MemberImportVisibility"),
             .enableUpcomingFeature("InternalImportsByDefault"),
         ]
+}
+
+// A sanitizer build compiles only what its sanitizer checks (scripts/tsan.sh, scripts/asan.sh; docs/RELIABILITY.md
+// says what runs where and why): the library and the PostgreSQL store with the tests that run them in this process,
+// and for AddressSanitizer the child-process tests too. The command-line tool, its tests and the documentation tests
+// stay out: a third of the compilation, and nothing a sanitizer finds in the library that the kept tests miss.
+let sanitizerScopes: [String: Set<String>] = [
+    "thread": ["PrefsTests", "PrefsPostgresTests", "PrefsTestingTests", "PrefsReliabilityTests"],
+    "address": ["PrefsTests", "PrefsProcessTests", "PrefsPostgresTests", "PrefsTestingTests"],
+]
+if let scope = Context.environment["PREFS_SANITIZER_SCOPE"], let kept = sanitizerScopes[scope] {
+    package.targets.removeAll { target in
+        (target.type == .test && !kept.contains(target.name)) || ["PrefsCLICore", "PrefsCLI"].contains(target.name)
+    }
+    package.products.removeAll { $0.name == "prefs" }
 }

@@ -2,12 +2,13 @@ import Foundation
 import Prefs
 import PrefsTestSupport
 import Synchronization
+import TestThreads
 import Testing
 
 @testable import PrefsCLICore
 
 /// The parsing and formatting inside `prefs`, tested in process.
-@Suite struct ArgumentParserTests {
+@Suite(.ownThreads) struct ArgumentParserTests {
     let command = Command(
         "write", arguments: "DOMAIN KEY VALUE", positionals: 3...3,
         options: [.value("--type", "TYPE", "the type"), .flag("--json", "JSON")], summary: "Write.", help: "",
@@ -91,7 +92,7 @@ import Testing
     }
 }
 
-@Suite struct ValueTextTests {
+@Suite(.ownThreads) struct ValueTextTests {
     @Test func boolsAcceptTheUsualSpellings() {
         for text in ["true", "YES", "1", "True"] { #expect(ValueText.parse(text, as: .bool) == .bool(true)) }
         for text in ["false", "no", "0", "NO"] { #expect(ValueText.parse(text, as: .bool) == .bool(false)) }
@@ -135,7 +136,7 @@ import Testing
     }
 }
 
-@Suite struct ISODateTests {
+@Suite(.ownThreads) struct ISODateTests {
     @Test func parsesOffsetsAndFractions() {
         let noon = Date(timeIntervalSinceReferenceDate: 736_257_600)  // 2024-05-01T12:00:00Z
         #expect(ISODate.parse("2024-05-01T12:00:00Z") == noon)
@@ -204,7 +205,7 @@ import Testing
 }
 
 /// Whole commands run in process with a captured console: the terminal prompts, without a terminal.
-@Suite struct InProcessCommandTests {
+@Suite(.ownThreads) struct InProcessCommandTests {
     @Test func aPassphraseTypedOnTheTerminalIsAskedTwiceWhenCreating() async throws {
         let folder = try TempDir("prefs-cli", create: false)
         defer { folder.cleanup() }

@@ -1,9 +1,10 @@
 import Foundation
 import Prefs
+import TestThreads
 import Testing
 
 /// What a `defaults` user types first, run through the real `prefs`.
-@Suite struct DefaultsCompatibilityTests {
+@Suite(.ownThreads) struct DefaultsCompatibilityTests {
     func stored(_ sandbox: Sandbox, _ domain: String, _ key: String) throws -> PrefValue? {
         try UserDefaultsStore(suiteName: domain, directory: sandbox.config).value(forKey: key)
     }

@@ -1,9 +1,10 @@
 import Foundation
 import Prefs
+import TestThreads
 import Testing
 
 /// `prefs` as a user runs it: real processes, real suites in a temporary `XDG_CONFIG_HOME`.
-@Suite struct DomainCommandTests {
+@Suite(.ownThreads) struct DomainCommandTests {
     /// The stored value, read back through the library from the suite file `prefs` wrote.
     func stored(_ sandbox: Sandbox, _ domain: String, _ key: String) throws -> PrefValue? {
         try UserDefaultsStore(suiteName: domain, directory: sandbox.config).value(forKey: key)

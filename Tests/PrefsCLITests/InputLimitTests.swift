@@ -1,12 +1,13 @@
 import Foundation
 import Prefs
+import TestThreads
 import Testing
 
 @testable import PrefsCLICore
 
 /// What `prefs` does with standard input it should not take as it is: bytes that are not text, nothing at all, or
 /// more than it reads. Each refusal is one line with status 2, and what was stored stays.
-@Suite struct InputLimitTests {
+@Suite(.ownThreads) struct InputLimitTests {
     struct Vault {
         let sandbox: Sandbox
         var options: [String] { ["--vault", sandbox.path("v.vault"), "--key-file", sandbox.path("v.key")] }

@@ -2,6 +2,7 @@ import Foundation
 import Prefs
 import PrefsCLICore
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 #if canImport(Glibc)
@@ -21,7 +22,7 @@ private let privateXDGFolders: Bool = {
 
 /// `prefs read` over layered domains: system-wide defaults under `$XDG_CONFIG_DIRS`, where a `managed-preferences`
 /// file is a default too (forced values come only from `/etc/xdg/managed-preferences`: LayerTests).
-@Suite struct LayerCommandTests {
+@Suite(.ownThreads) struct LayerCommandTests {
     /// A sandbox with a system folder given to `prefs` as `$XDG_CONFIG_DIRS`.
     struct Layered {
         let sandbox: Sandbox

@@ -1,6 +1,7 @@
 import Foundation
 import PostgresTestServer
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 #if canImport(Glibc)
@@ -8,7 +9,7 @@ import Testing
 #endif
 
 /// `prefs … --postgres-env VAR` against a real PostgreSQL server (started once per test process).
-@Suite struct PostgresCommandTests {
+@Suite(.ownThreads) struct PostgresCommandTests {
     /// A fresh database and the environment that names it in `PG`.
     struct Target {
         let server: PostgresServer

@@ -1,8 +1,9 @@
 import Foundation
+import TestThreads
 import Testing
 
 /// `prefs repair DOMAIN`: the way out of a damaged domain file.
-@Suite struct RepairCommandTests {
+@Suite(.ownThreads) struct RepairCommandTests {
     @Test func aDamagedDomainIsKeptAsideAndWritableAgain() throws {
         let sandbox = try Sandbox()
         defer { sandbox.cleanup() }

@@ -1,10 +1,11 @@
 import Foundation
 import Prefs
+import TestThreads
 import Testing
 
 /// `prefs export` then `prefs import` gives back the very same domain, for values and keys that other tools write
 /// but that JSON or an app cannot spell plainly.
-@Suite struct RoundTripTests {
+@Suite(.ownThreads) struct RoundTripTests {
     /// Values that are equal bit for bit: `==` would call two NaNs different.
     static func identical(_ left: PrefValue, _ right: PrefValue) -> Bool {
         switch (left, right) {

@@ -1,9 +1,10 @@
 import Foundation
 import Prefs
+import TestThreads
 import Testing
 
 /// `prefs secure` as a user runs it, over real vault files in a temporary folder.
-@Suite struct SecureCommandTests {
+@Suite(.ownThreads) struct SecureCommandTests {
     @Test func keyFileVaultLifecycle() throws {
         let sandbox = try Sandbox()
         defer { sandbox.cleanup() }

@@ -1,5 +1,6 @@
 import Foundation
 import Prefs
+import TestThreads
 import Testing
 
 @testable import PrefsCLICore
@@ -11,7 +12,7 @@ import Testing
 // The `prefs secure` commands where secrets can leak or a user can be misled: no secret in messages, long app names, rollback exit status, core
 // dumps, and the terminal left as it was when the passphrase prompt is killed.
 
-@Suite struct SecureHardeningTests {
+@Suite(.ownThreads) struct SecureHardeningTests {
     static let secret = "sk_live_123RecognisableSecret"
 
     @Test func aSecretGivenAsAnArgumentIsNeverEchoed() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import TestThreads
 import Testing
 
 #if canImport(Glibc)
@@ -9,7 +10,7 @@ import Testing
 
 /// A vault's rollback record that cannot be kept, as `prefs` users meet it: a warning on stderr from
 /// every command, and `prefs secure verify` exiting 3. Each test gives `prefs` a state folder of its own.
-@Suite struct VaultRecordCommandTests {
+@Suite(.ownThreads) struct VaultRecordCommandTests {
     struct Secured {
         let sandbox: Sandbox
         let state: URL

@@ -1,4 +1,5 @@
 import Foundation
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -6,7 +7,7 @@ import Testing
 
 /// What `prefs` prints when the library reports instead of throwing: a warning that names the
 /// file, not an empty key, once per cause.
-@Suite struct WarningTests {
+@Suite(.ownThreads) struct WarningTests {
     @Test func aDamagedSystemFileIsOneWarningThatNamesTheFile() throws {
         let sandbox = try Sandbox()
         defer { sandbox.cleanup() }

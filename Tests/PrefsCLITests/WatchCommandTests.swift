@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 #if canImport(Glibc)
@@ -12,7 +13,7 @@ struct CommandFailed: Error {
     let result: String
 }
 
-@Suite struct WatchCommandTests {
+@Suite(.ownThreads) struct WatchCommandTests {
     /// `prefs watch` prints the changes other processes make, only for the keys it watches, in order, and exits
     /// with status 0 on SIGTERM. Each step waits for the watcher's line before the next write.
     @Test func watchSeesWritesFromOtherProcesses() async throws {

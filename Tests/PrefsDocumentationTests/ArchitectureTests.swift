@@ -1,11 +1,12 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 /// The folders of `Sources/Prefs` are layers, listed here from the bottom up. A file may use what its own layer and
 /// the layers below declare, never what a layer above declares: the folder list reads as the architecture, and no
 /// cycle (like the one between configuration and the stores that once crashed apps at launch) can come back.
-@Suite struct ArchitectureTests {
+@Suite(.ownThreads) struct ArchitectureTests {
     static let layers: [(name: String, folders: [String])] = [
         ("values", ["Values"]),
         ("reporting", ["Reporting"]),

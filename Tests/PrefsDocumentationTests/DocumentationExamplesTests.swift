@@ -6,6 +6,7 @@ import Foundation
 import Observation
 import PrefsTestSupport
 import Synchronization
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -331,6 +332,7 @@ private let privateXDGFolders: Bool = {
     return !config.hasPrefix(home + "/.config") && !data.hasPrefix(home + "/.local")
 }()
 
+@Suite(.ownThreads)
 struct DocumentationExamplesTests {
     @Test func layeredPreferencesSamplesBehaveAsTheArticleSays() throws {
         let directory = try TempDir()

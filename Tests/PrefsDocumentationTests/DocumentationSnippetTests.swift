@@ -1,11 +1,12 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 /// Snippets of the README and the articles that a reader copies into a `main.swift`, type-checked exactly as written
 /// with `swiftc` against the modules this build made (DocumentationExamplesTests runs the articles' declarations;
 /// this checks that the text itself compiles as top-level code).
-@Suite struct DocumentationSnippetTests {
+@Suite(.ownThreads) struct DocumentationSnippetTests {
     static let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 

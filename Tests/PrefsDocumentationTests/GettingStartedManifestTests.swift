@@ -1,10 +1,11 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 /// The manifest Getting Started tells users to write, taken from the article itself, resolves against this checkout
 /// whatever its folder is called.
-@Suite struct GettingStartedManifestTests {
+@Suite(.ownThreads) struct GettingStartedManifestTests {
     static let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 

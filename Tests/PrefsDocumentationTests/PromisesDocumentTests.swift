@@ -1,10 +1,11 @@
 import Foundation
+import TestThreads
 import Testing
 
 /// docs/PROMISES.md names the test of every promise as `` `File.swift` › `testA`, `testB` ``: each file it names is
 /// one file under Tests/, and each test it names (or, for a whole suite, the suite) is declared there, so a test
 /// moved, renamed or deleted cannot leave the list pointing at nothing.
-@Suite struct PromisesDocumentTests {
+@Suite(.ownThreads) struct PromisesDocumentTests {
     static let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 

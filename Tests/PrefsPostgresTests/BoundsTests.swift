@@ -3,15 +3,16 @@ import PostgresTestServer
 import Prefs
 import PrefsPostgres
 import Synchronization
+import TestThreads
 import Testing
 
 /// Every wait of a store is bounded, and a blocked write does not hold up the others.
-@Suite("PostgresStore bounded waits")
+@Suite("PostgresStore bounded waits", .ownThreads)
 struct BoundsTests {
     @Test func aRowLockedElsewhereBoundsThatWriteAndNotOthers() async throws {
         // The other key's write must come while the locked one still waits: on a thread of its own, no other test
         // holds this one up in between.
-        try await onOwnThread { try await Self.lockedRowBoundsOnlyThatWrite() }
+        try await onOwnThreads { try await Self.lockedRowBoundsOnlyThatWrite() }
     }
 
     private static func lockedRowBoundsOnlyThatWrite() async throws {
@@ -91,12 +92,12 @@ struct BoundsTests {
 }
 
 /// A network path that swallows packets (through a proxy that stops forwarding, the sockets staying open).
-@Suite("PostgresStore on a cut network")
+@Suite("PostgresStore on a cut network", .ownThreads)
 struct CutNetworkTests {
     @Test func aWriteOnACutNetworkThrowsWithinItsBoundAndReadsCatchUpAfterwards() async throws {
         // The pause must last about as long as the write, not as long as other tests hold the shared threads: with
         // every step on a thread of its own, nothing holds the test up between pausing and resuming the path.
-        try await onOwnThread { try await Self.writeOnACutNetwork() }
+        try await onOwnThreads { try await Self.writeOnACutNetwork() }
     }
 
     private static func writeOnACutNetwork() async throws {

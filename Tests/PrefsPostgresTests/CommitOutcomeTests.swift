@@ -2,16 +2,17 @@ import Foundation
 import PostgresTestServer
 import Prefs
 import PrefsPostgres
+import TestThreads
 import Testing
 
 /// The connection cut while `COMMIT` runs: the store reads the outcome back from the row and tells the caller.
-@Suite("PostgresStore commit outcomes", .serialized)
+@Suite("PostgresStore commit outcomes", .serialized, .ownThreads)
 struct CommitOutcomeTests {
     @Test(arguments: [true, false])
     func anUpdateWhoseCommitWentUnansweredReportsWhatHappened(commits: Bool) async throws {
         // Each step must come before the lock timeout below runs out: with every step on a thread of its own, no other test
         // holds the test up between them.
-        try await onOwnThread { try await Self.updateWithUnansweredCommit(commits: commits) }
+        try await onOwnThreads { try await Self.updateWithUnansweredCommit(commits: commits) }
     }
 
     private static func updateWithUnansweredCommit(commits: Bool) async throws {

@@ -3,9 +3,10 @@ import PostgresTestServer
 import Prefs
 import PrefsPostgres
 import PrefsTestSupport
+import TestThreads
 import Testing
 
-@Suite("PostgresStore against a real server")
+@Suite("PostgresStore against a real server", .ownThreads)
 struct PostgresStoreTests {
     static let samples: [String: PrefValue] = [
         "bool": .bool(true),

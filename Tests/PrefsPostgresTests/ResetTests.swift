@@ -3,10 +3,11 @@ import PostgresTestServer
 import Prefs
 import PrefsPostgres
 import Synchronization
+import TestThreads
 import Testing
 
 /// Versions going down (a `TRUNCATE`, a restore) and reloads racing with writes.
-@Suite("PostgresStore resets and monotonic reads")
+@Suite("PostgresStore resets and monotonic reads", .ownThreads)
 struct ResetTests {
     @Test func aTruncateIsDetectedAndEveryInstanceResynchronises() async throws {
         let database = try Database()

@@ -2,10 +2,11 @@ import Foundation
 import PostgresTestServer
 import Prefs
 import PrefsPostgres
+import TestThreads
 import Testing
 
 /// Keys, versions and schemas at their edges, and a listener that cannot reconnect.
-@Suite("PostgresStore edges")
+@Suite("PostgresStore edges", .ownThreads)
 struct SchemaEdgeTests {
     @Test func sqlWritesOfALongControlCharacterKeyWork() async throws {
         let database = try Database()

@@ -3,10 +3,11 @@ import PostgresTestServer
 import Prefs
 import PrefsPostgres
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 /// Tests that stop and restart a server of their own, so the other tests' shared server keeps running.
-@Suite("PostgresStore while the server is away")
+@Suite("PostgresStore while the server is away", .ownThreads)
 struct ServerAwayTests {
     @Test func aServerRestartInTheMiddleOfAWriteLoopLosesNoAcknowledgedWrite() async throws {
         let server = try PostgresServer.start()
@@ -81,7 +82,7 @@ struct ServerAwayTests {
 }
 
 /// A store with a cache file, opened while the server is away.
-@Suite("PostgresStore starting while the server is away")
+@Suite("PostgresStore starting while the server is away", .ownThreads)
 struct OfflineStartTests {
     @Test func aStoreWithACacheFileStartsFromItAndCatchesUpWhenTheServerReturns() async throws {
         let folder = FileManager.default.temporaryDirectory.appending(path: "prefs-pg-cache-" + UUID().uuidString)
@@ -131,7 +132,7 @@ struct OfflineStartTests {
 
 /// The server killed (`pg_ctl stop -m immediate`) and started again while a writer runs: every write that was in
 /// flight is settled once the server is back, and what the writer was told matches the table.
-@Suite("PostgresStore across server crashes")
+@Suite("PostgresStore across server crashes", .ownThreads)
 struct CrashTests {
     @Test func crashesLoseNoAcknowledgedWriteAndEveryOutcomeIsKnown() async throws {
         let server = try PostgresServer.start()
@@ -174,7 +175,7 @@ struct CrashTests {
 }
 
 /// The listener keeps reconnecting whatever wakes it meanwhile.
-@Suite("PostgresStore listener reconnecting")
+@Suite("PostgresStore listener reconnecting", .ownThreads)
 struct ListenerReconnectTests {
     /// A wake while the listener waited between attempts (a writer handing back a broken connection does it) made
     /// it stop reconnecting for good: the store heard nothing more and never caught up.
@@ -202,7 +203,7 @@ struct ListenerReconnectTests {
 
 /// How a failed connection attempt is typed decides whether a write waits for the server or gives up: a server that
 /// is starting, stopping or restarting is away (retried), one that refuses this client is not.
-@Suite("PostgresStore connection failures")
+@Suite("PostgresStore connection failures", .ownThreads)
 struct ConnectionFailureTests {
     private static let prefix = #"connection to server on socket "/tmp/pg/.s.PGSQL.5432" failed: "#
 

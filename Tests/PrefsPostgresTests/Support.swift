@@ -89,63 +89,6 @@ func eventually(
     }
 }
 
-/// Runs `body` with every step on a thread of its own, not on the few threads Swift Testing's tests share.
-///
-/// A test whose steps must follow each other before a server-side limit runs out (a lock timeout) uses it: between
-/// two `await`s an async test can wait minutes for one of the shared threads while other tests block them (child
-/// processes, key derivation under ThreadSanitizer), and the limit runs out meanwhile.
-func onOwnThread<T>(_ body: () async throws -> T) async throws -> T {
-    let executor = OwnThreadExecutor()
-    defer { executor.stop() }
-    return try await withTaskExecutorPreference(executor) { try await body() }
-}
-
-/// A task executor that runs its jobs, one at a time, on one thread it starts.
-private final class OwnThreadExecutor: TaskExecutor, @unchecked Sendable {
-    private let condition = NSCondition()
-    private var jobs: [UnownedJob] = []  // guarded by condition
-    private var stopped = false  // guarded by condition
-
-    init() {
-        Thread { [self] in run() }.start()
-    }
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        condition.lock()
-        let ended = stopped && jobs.isEmpty
-        if !ended {
-            jobs.append(job)
-            condition.signal()
-        }
-        condition.unlock()
-        // A task started in `body` keeps the preference: once the thread has ended, a job of its gets a new one.
-        if ended { Thread { [self] in job.runSynchronously(on: asUnownedTaskExecutor()) }.start() }
-    }
-
-    /// Lets the thread end once the jobs enqueued so far have run.
-    func stop() {
-        condition.lock()
-        stopped = true
-        condition.signal()
-        condition.unlock()
-    }
-
-    private func run() {
-        while true {
-            condition.lock()
-            while jobs.isEmpty, !stopped { condition.wait() }
-            if jobs.isEmpty {
-                condition.unlock()
-                return
-            }
-            let job = jobs.removeFirst()
-            condition.unlock()
-            job.runSynchronously(on: asUnownedTaskExecutor())
-        }
-    }
-}
-
 /// Collects what a `values` stream yields, on a task of its own.
 final class Collector<Value: Sendable>: Sendable {
     private let seen = Locked<[Value]>([])

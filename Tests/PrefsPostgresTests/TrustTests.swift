@@ -3,6 +3,7 @@ import PostgresTestServer
 import Prefs
 import PrefsPostgres
 import Synchronization
+import TestThreads
 import Testing
 
 extension Database {
@@ -28,7 +29,7 @@ extension Database {
 }
 
 /// A role that can connect but has no rights on the table can neither change nor read what instances see.
-@Suite("PostgresStore trusts only the table")
+@Suite("PostgresStore trusts only the table", .ownThreads)
 struct TrustTests {
     @Test func forgedNotificationsChangeNothingInstancesSee() async throws {
         let database = try Database()

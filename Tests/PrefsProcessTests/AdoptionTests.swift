@@ -1,12 +1,13 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
 
 /// A new app meeting the situations that stopped the first adopters: a damaged standard plist at launch, a home
 /// folder moved by `HOME`, a renamed binary. Each runs in a fresh child process, as an app would.
-@Suite struct AdoptionTests {
+@Suite(.ownThreads) struct AdoptionTests {
     /// The damaged standard plists an app can find at launch (a torn Foundation write leaves it empty).
     enum Damage: String, CaseIterable, Sendable {
         case empty, garbage, json, directory

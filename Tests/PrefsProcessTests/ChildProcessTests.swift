@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 #if canImport(Glibc)
@@ -8,7 +9,7 @@ import Testing
 
 /// The launcher every process test uses (PrefsTestSupport): what it captures, what it feeds, and that a child
 /// which hangs is killed at its time limit instead of stopping the suite.
-@Suite struct ChildProcessTests {
+@Suite(.ownThreads) struct ChildProcessTests {
     private static let shell = URL(filePath: "/bin/sh")
 
     @Test func capturesStandardOutputAndStandardErrorApartWithTheExitStatus() throws {

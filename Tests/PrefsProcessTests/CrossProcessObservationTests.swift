@@ -1,6 +1,7 @@
 import Foundation
 import Observation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -11,6 +12,7 @@ final class PlainSettings: Sendable {
     init(store: any KeyValueStore) { count = StoredValue(key: "n", default: 0, store: store) }
 }
 
+@Suite(.ownThreads)
 struct CrossProcessObservationTests {
     @Test(arguments: Backend.persistent)
     func observationTrackingSeesAnotherProcessesWrite(_ backend: Backend) async throws {

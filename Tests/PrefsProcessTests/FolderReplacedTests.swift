@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -19,7 +20,7 @@ private func eventually(within seconds: Double = 10, _ condition: () throws -> B
 }
 
 /// A store whose folder is moved away and replaced follows the folder's path, not the moved folder.
-@Suite struct FolderReplacedTests {
+@Suite(.ownThreads) struct FolderReplacedTests {
     @Test func aWatcherFollowsTheFolderPathAfterTheFolderIsReplaced() throws {
         let root = try TempDir()
         defer { root.cleanup() }

@@ -1,12 +1,13 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
 
 /// The layers that belong to a process (its arguments, its environment, its `$XDG_CONFIG_DIRS`), each through the
 /// standard domain of a real child process: wrappers, the typed store API, Foundation beside it.
-@Suite struct LayerProcessTests {
+@Suite(.ownThreads) struct LayerProcessTests {
     /// A home and system folders for one child app.
     struct App {
         let directory: TempDir

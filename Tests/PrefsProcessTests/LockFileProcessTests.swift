@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -9,7 +10,7 @@ import Testing
 #endif
 
 /// The lock file deleted under processes that hold it, in child processes.
-@Suite struct LockFileProcessTests {
+@Suite(.ownThreads) struct LockFileProcessTests {
     /// Three processes each open the lock file, which is deleted after each of them has: each holds a different
     /// lock file (the first two deleted). Their appends must still exclude each other: after `flock` each sees that
     /// its descriptor is no longer the lock file at the path and opens the current one. (The continuous version,

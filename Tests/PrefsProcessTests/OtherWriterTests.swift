@@ -1,13 +1,14 @@
 import Foundation
 import PrefsTestSupport
 import Synchronization
+import TestThreads
 import Testing
 
 @testable import Prefs
 
 /// Another process writing a suite without Prefs' lock: rewriting it in place (as Foundation's `synchronize()` does)
 /// never makes the store serve a default, fail or report damage.
-@Suite(.serialized)
+@Suite(.serialized, .ownThreads)
 struct OtherWriterTests {
     @Test func aSuiteRewrittenInPlaceByAnotherProcessKeepsServingItsValues() async throws {
         Reports.install()

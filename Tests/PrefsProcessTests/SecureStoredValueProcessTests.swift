@@ -1,10 +1,12 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
 
 /// Secrets written by child processes: two at once lose neither, and the default vault's place and permissions.
+@Suite(.ownThreads)
 struct SecureStoredValueProcessTests {
     @Test func twoProcessesSettingDifferentSecretsLoseNeither() async throws {
         let directory = try TempDir()

@@ -1,10 +1,12 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
 
 /// `PrefsConfig.appIdentifier` moves Prefs' standard domain away from the file `UserDefaults.standard` keeps.
+@Suite(.ownThreads)
 struct SeparateStandardDomainTests {
     @Test func aMovedStandardDomainIsReportedOnceAndOldValuesMoveOver() throws {
         let directory = try TempDir()

@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -10,7 +11,7 @@ import Testing
 
 /// A FIFO, a device, a huge sparse file or a dangling link where a store expects its file is refused at once, in a
 /// child with a deadline, so a hang or a runaway read fails the test instead of stopping the suite.
-@Suite struct SpecialFileTests {
+@Suite(.ownThreads) struct SpecialFileTests {
     private static func expectRefused(
         _ spec: String, saying phrase: String, type: String = "PrefsError", maxMiB: Int = 100
     ) throws {

@@ -1,11 +1,13 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
 
 /// Every persistent store shared with child processes: what they write reads back exactly, their updates are never
 /// lost, a set that returned survives `kill -9`, and their writes reach observers here.
+@Suite(.ownThreads)
 struct StoreProcessTests {
     @Test(arguments: Backend.persistent)
     func valuesWrittenByAnotherProcessReadBackExactly(_ backend: Backend) throws {

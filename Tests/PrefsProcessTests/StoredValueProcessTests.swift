@@ -1,10 +1,12 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
 
 /// Wrappers in a child process whose writes fail.
+@Suite(.ownThreads)
 struct StoredValueProcessTests {
     /// TOUR, GettingStarted: "Writes through a wrapper never throw; a failure keeps the old value and is reported."
     /// The disk is full in a child process (RLIMIT_FSIZE), so the write fails with EFBIG.

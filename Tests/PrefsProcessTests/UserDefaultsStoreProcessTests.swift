@@ -1,10 +1,12 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
 
 /// `UserDefaultsStore` and Foundation's `UserDefaults` in a child process reading and writing the same suite.
+@Suite(.ownThreads)
 struct UserDefaultsStoreProcessTests {
     @Test func foundationReadsWhatPrefsWrites() throws {
         let directory = try TempDir()

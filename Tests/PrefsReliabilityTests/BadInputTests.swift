@@ -2,6 +2,7 @@ import Foundation
 import Prefs
 import PrefsTestSupport
 import Synchronization
+import TestThreads
 import Testing
 
 #if canImport(Glibc)
@@ -14,7 +15,7 @@ struct Unencodable: Codable, Equatable, Sendable {
 
 /// Every entry point that takes user input, fed the inputs users get wrong: each gives a typed error or the
 /// documented fallback, never a crash, and what was stored before is still there.
-@Suite(.enabled(if: Reliability.enabled))
+@Suite(.enabled(if: Reliability.enabled), .ownThreads)
 struct BadInputTests {
     static let badSuiteNames = ["", "a/b", "/etc/passwd", "..", "a..b", "a\u{0}b", String(repeating: "s", count: 250)]
 

@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 #if canImport(Glibc)
@@ -8,7 +9,7 @@ import Testing
 
 /// A child process writes 1, 2, 3, … and is killed with SIGKILL at a random moment, over and over. After every
 /// kill a fresh process must open the store and find the last acknowledged value or the one being written.
-@Suite(.enabled(if: Reliability.enabled))
+@Suite(.enabled(if: Reliability.enabled), .ownThreads)
 struct CrashSafetyTests {
     struct Tally: CustomStringConvertible {
         var kills = 0

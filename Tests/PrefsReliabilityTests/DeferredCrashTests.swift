@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 #if canImport(Glibc)
@@ -12,7 +13,7 @@ import Testing
 /// the order they were made, and lose only
 /// changes of the last window: the changes it lost were acknowledged at most a window (plus the time a commit takes)
 /// before the kill.
-@Suite(.enabled(if: Reliability.enabled))
+@Suite(.enabled(if: Reliability.enabled), .ownThreads)
 struct DeferredCrashTests {
     static let windowMilliseconds = 50
     /// What a commit may add to the window: the fsyncs of one durable write on a busy disk.

@@ -1,10 +1,11 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 /// Opening and closing stores, subscribing and cancelling, in a loop in a child process: its resident memory
 /// must stay flat.
-@Suite(.enabled(if: Reliability.enabled))
+@Suite(.enabled(if: Reliability.enabled), .ownThreads)
 struct LeakTests {
     @Test(arguments: ["UserDefaultsStore", "FileStore", "EncryptedFileStore"])
     func openCloseSubscribeCancelStaysFlat(store name: String) async throws {

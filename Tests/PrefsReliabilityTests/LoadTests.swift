@@ -1,10 +1,11 @@
 import Foundation
 import Prefs
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 /// Many writers at once, in several processes and in several tasks of one process: no update may be lost.
-@Suite(.enabled(if: Reliability.enabled))
+@Suite(.enabled(if: Reliability.enabled), .ownThreads)
 struct LoadTests {
     /// 4 processes each make `count` read-modify-write updates on a suite, a file store and a vault at the same
     /// time (see the helper's `rmw`): appends and dictionary entries with unique names, and toggles of a

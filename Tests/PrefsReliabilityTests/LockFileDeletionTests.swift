@@ -1,6 +1,7 @@
 import Foundation
 import PrefsTestSupport
 import Synchronization
+import TestThreads
 import Testing
 
 #if canImport(Glibc)
@@ -9,7 +10,7 @@ import Testing
 
 /// The lock file deleted every 100 ms while four processes update one store: before processes
 /// re-checked their lock descriptor after `flock` and before each commit, 4 × 300 updates kept 928 of 1 200.
-@Suite(.enabled(if: Reliability.enabled))
+@Suite(.enabled(if: Reliability.enabled), .ownThreads)
 struct LockFileDeletionTests {
     @Test func deletingTheLockFileEvery100msLosesNoUpdate() async throws {
         let directory = try TempDir()

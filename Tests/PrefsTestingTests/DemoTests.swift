@@ -1,9 +1,10 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 /// `make demo` runs `prefs-demo`: it must write only inside its own temporary folder and print its sections in order.
-@Suite struct DemoTests {
+@Suite(.ownThreads) struct DemoTests {
     @Test func theDemoWritesOnlyInItsTemporaryFolderAndReadsTopToBottom() throws {
         let root = try TempDir("prefs-demo-test")
         defer { root.cleanup() }

@@ -3,6 +3,7 @@ import Observation
 import Prefs
 import PrefsTesting
 import Synchronization
+import TestThreads
 import Testing
 
 /// Declared at top level, as the brief shows: created by whichever test reads it first, then read by all.
@@ -21,7 +22,7 @@ enum AppSettings {
 
 /// Every case of these parameterized tests reads and writes the same global and static wrappers; each must see
 /// only its own test's store, in parallel.
-@Suite(.isolatedPreferences)
+@Suite(.isolatedPreferences, .ownThreads)
 struct GlobalWrapperTests {
     @Test(arguments: 0..<8)
     func aGlobalWrapperFollowsEachTestCase(_ index: Int) async throws {

@@ -2,6 +2,7 @@ import Foundation
 import Observation
 import Prefs
 import PrefsTesting
+import TestThreads
 import Testing
 
 /// A model declared exactly as the README shows: no `store:` anywhere.
@@ -15,7 +16,7 @@ final class ReaderSettings {
 
 /// Dozens of tests that run in parallel, each writing its own values into models declared inline; none may see
 /// another's values, and nothing may reach the real default stores.
-@Suite(.isolatedPreferences)
+@Suite(.isolatedPreferences, .ownThreads)
 struct IsolatedPreferencesTests {
     @Test(arguments: 0..<48)
     func eachTestCaseHasItsOwnPreferences(_ index: Int) async throws {
@@ -58,7 +59,7 @@ struct IsolatedPreferencesTests {
     }
 }
 
-@Test func outsideTheTraitTheProcessDefaultsApply() {
+@Test(.ownThreads) func outsideTheTraitTheProcessDefaultsApply() {
     #expect(PrefsIsolation.current == nil)
     #expect(PrefsConfig.defaultStore === UserDefaultsStore.standard)
 }
@@ -69,7 +70,7 @@ final class SharedSettings {
     var sharedSetting = false
 }
 
-@Suite(.isolatedPreferences)
+@Suite(.isolatedPreferences, .ownThreads)
 struct IsolatedStorageFormTests {
     /// Run twice (two cases, and every run of the suite): a value left behind by an earlier case or run fails it.
     @Test(arguments: 0..<2)

@@ -2,11 +2,14 @@ import Foundation
 import Prefs
 import PrefsTestSupport
 import PrefsTesting
+import TestThreads
 import Testing
 
 /// A new user's test suite using only documented forms, run by ``NothingOutsideTheTestTests`` in a child process
 /// with a private, read-only `HOME` and empty XDG folders (skipped in the normal run).
-@Suite(.isolatedPreferences, .enabled(if: ProcessInfo.processInfo.environment["PREFS_ISOLATION_PROBE"] != nil))
+@Suite(
+    .isolatedPreferences, .enabled(if: ProcessInfo.processInfo.environment["PREFS_ISOLATION_PROBE"] != nil), .ownThreads
+)
 struct IsolationProbe {
     @Test(arguments: 0..<6)
     func everyDocumentedForm(_ index: Int) async throws {

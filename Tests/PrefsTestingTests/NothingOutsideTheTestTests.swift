@@ -1,11 +1,12 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 /// Runs ``IsolationProbe`` (every documented form under `.isolatedPreferences`, in parallel) in a child copy of this
 /// test binary, twice, with a read-only `HOME`, empty XDG folders and a private temporary folder, and checks that
 /// both runs pass and that nothing appeared in any of those folders.
-@Suite struct NothingOutsideTheTestTests {
+@Suite(.ownThreads) struct NothingOutsideTheTestTests {
     @Test func isolatedTestsCreateNothingInHomeOrTheXDGFolders() throws {
         let root = try TempDir("prefs-isolation")
         defer {

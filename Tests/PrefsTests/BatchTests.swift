@@ -1,11 +1,13 @@
 import Foundation
 import PrefsTestSupport
 import Synchronization
+import TestThreads
 import Testing
 
 @testable import Prefs
 
 /// `try store.batch { … }`: many writes, one durable write of the file, one announcement per changed key.
+@Suite(.ownThreads)
 struct BatchTests {
     struct Failure: Error {}
 

@@ -1,6 +1,7 @@
 import Foundation
 import PrefsTestSupport
 import Synchronization
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -9,7 +10,7 @@ private enum Mood: String, Codable, Sendable { case calm, busy, away }
 
 /// Cached reads: every kind of value, small plain ones (`Int`, `Bool`, `Double`, simple enums) included, must return
 /// exactly the value last written, from any wrapper and thread.
-@Suite struct CachedReadTests {
+@Suite(.ownThreads) struct CachedReadTests {
     @Test func everyKindOfSmallPlainValueReadsBackExactly() throws {
         let store = InMemoryStore()
         @StoredValue(key: "int", store: store) var int = 0

@@ -2,12 +2,14 @@ import Foundation
 import Observation
 import PrefsTestSupport
 import Synchronization
+import TestThreads
 import Testing
 
 @testable import Prefs
 
 /// When and where observers hear of a change: a store's own write is delivered exactly once, on the writer's
 /// thread, before the write returns, whichever store it is; the file watcher never delivers it (again).
+@Suite(.ownThreads)
 struct ChangeDeliveryTests {
     /// Who ran an Observation callback, and whether the write had returned by then.
     private final class Sightings: Sendable {

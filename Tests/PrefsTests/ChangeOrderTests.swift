@@ -2,11 +2,13 @@ import Foundation
 import Observation
 import PrefsTestSupport
 import Synchronization
+import TestThreads
 import Testing
 
 @testable import Prefs
 
 /// Every value that became current reaches a subscriber, in the order the store applied them.
+@Suite(.ownThreads)
 struct ChangeOrderTests {
     @Test(arguments: [Backend.memory, .file, .userDefaults])
     func concurrentWritersOfDistinctValuesAreAllSeenInApplyOrder(_ backend: Backend) async throws {

@@ -1,6 +1,7 @@
 import Foundation
 import PrefsTestSupport
 import Synchronization
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -11,7 +12,7 @@ import Testing
 
 /// A write or rekey that failed after its commit point (the folder sync) throws `durabilityNotConfirmed`, and the
 /// store and the file go on from the new state, as for any write.
-@Suite struct CommittedWriteTests {
+@Suite(.ownThreads) struct CommittedWriteTests {
     private static let failingSync: @Sendable (String) -> SystemCallError? = { path in
         SystemCallError(path: path, operation: "sync directory", errno: EIO)
     }

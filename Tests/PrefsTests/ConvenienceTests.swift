@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -21,7 +22,7 @@ extension PrefKey where Value == Int {
     fileprivate static let volume = PrefKey("volume", default: 5)
 }
 
-@Suite struct ConvenienceTests {
+@Suite(.ownThreads) struct ConvenienceTests {
     static func stores(_ directory: TempDir) throws -> [(String, any KeyValueStore)] {
         [
             ("memory", InMemoryStore()), ("custom", MinimalStore()),

@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -7,7 +8,7 @@ import Testing
 /// Each way of declaring a preference chooses the stored form from the type written there: a built-in type and a
 /// raw-value enum are stored natively, an Optional's nil removes the key, any other `Codable` type is JSON text.
 /// Every overload is pinned here, so one that picked the JSON form by mistake is caught.
-@Suite struct DeclarationFormTests {
+@Suite(.ownThreads) struct DeclarationFormTests {
     private let date = Date(timeIntervalSinceReferenceDate: 123_456)
 
     @Test func everyDeclarationWithAStoreStoresTheNativeForm() throws {

@@ -2,13 +2,14 @@ import Foundation
 import Observation
 import PrefsTestSupport
 import Synchronization
+import TestThreads
 import Testing
 
 @testable import Prefs
 
 /// `store.deferringWrites()`: writes that return at once, are seen at once in this process and reach the file
 /// within the window, in one write per window; `flush()` and a normal exit make them durable.
-@Suite struct DeferredWriteTests {
+@Suite(.ownThreads) struct DeferredWriteTests {
     /// So long that only a flush, an exit or a durable write commits during a test.
     static let hour: Duration = .seconds(3600)
 

@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -21,7 +22,7 @@ private enum Version2 {
 }
 
 /// What reads and writes models stored by an older version of the app: missing fields and declared migrations.
-@Suite struct EvolvingModelTests {
+@Suite(.ownThreads) struct EvolvingModelTests {
     @Test func aVersion1FileReadsInVersion2WithItsValuesAndTheNewFieldsDefaults() throws {
         let folder = try TempDir("prefs-evolve")
         defer { folder.cleanup() }
@@ -145,6 +146,7 @@ private enum Version2 {
 
 // MARK: - EvolvingModels.md and docs/TOUR.md, as written
 
+@Suite(.ownThreads)
 private enum EvolvingModelsArticle {
     enum V1 {
         struct EditorSettings: Codable, Sendable, Equatable {  // version 1

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import PrefsTestSupport
 import Synchronization
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -73,6 +74,7 @@ private func permissions(of url: URL) -> mode_t {
     return info.st_mode & 0o7777
 }
 
+@Suite(.ownThreads)
 struct FileLayerTests {
     @Test func writeThenReadRoundTrips() throws {
         let directory = try TempDir("PrefsFileLayerTests", create: false)

@@ -1,6 +1,7 @@
 import Foundation
 import PrefsTestSupport
 import Synchronization
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -11,6 +12,7 @@ import Testing
 
 /// Where file stores meet the files and folders around them: their lifetime, size limit, symbolic links, damaged
 /// files and a lock file replaced mid-write.
+@Suite(.ownThreads)
 struct FileLifetimeTests {
     // MARK: close()
 

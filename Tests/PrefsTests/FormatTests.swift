@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -110,6 +111,7 @@ private let sampleStore: [String: PrefValue] = [
     "": .string("empty key"),
 ]
 
+@Suite(.ownThreads)
 struct FormatTests {
     // MARK: JSON
 

@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -27,7 +28,7 @@ enum DefaultsKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
 /// swift-corelibs-foundation's `TestUserDefaults`, case by case, as a user of a Prefs store meets it: each Foundation
 /// getter is the typed read of a key declared with that type. Registered defaults are registered with the store.
-@Suite struct FoundationUserDefaultsPortTests {
+@Suite(.ownThreads) struct FoundationUserDefaultsPortTests {
     private func read<T: PrefValueConvertible & Codable & Equatable>(
         _ store: any KeyValueStore, _ type: T.Type, default value: T
     ) throws -> T {
@@ -350,7 +351,7 @@ enum Priority: Int, Sendable {
     case high = 9
 }
 
-@Suite struct RawRepresentableTests {
+@Suite(.ownThreads) struct RawRepresentableTests {
     @Test func aStringRawValueEnumIsStoredAsItsRawValue() throws {
         let store = InMemoryStore()
         @StoredValue(key: "sort", store: store) var sort: SortOrder = .name

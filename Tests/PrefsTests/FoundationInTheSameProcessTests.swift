@@ -1,9 +1,11 @@
 import Foundation
+import TestThreads
 import Testing
 
 @testable import Prefs
 
 /// The rule for mixing Foundation's `UserDefaults` and Prefs on one suite in one process, as the guides state it.
+@Suite(.ownThreads)
 struct FoundationInTheSameProcessTests {
     @Test func eachSeesTheOthersWritesOnlyAfterFoundationsSynchronize() async throws {
         let suite = "prefs-mixing-\(UUID().uuidString.prefix(8))"

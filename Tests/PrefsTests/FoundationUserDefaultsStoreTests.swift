@@ -1,6 +1,7 @@
 import Foundation
 import Observation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -37,7 +38,7 @@ struct Coordinates: Codable, Sendable, Equatable {
     var longitude = 0.0
 }
 
-@Suite struct FoundationUserDefaultsStoreTests {
+@Suite(.ownThreads) struct FoundationUserDefaultsStoreTests {
     @Test func foundationWritesAreReadByPrefsAtOnce() throws {
         let suite = FoundationSuite()
         defer { suite.cleanup() }

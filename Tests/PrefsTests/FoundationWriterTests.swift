@@ -1,6 +1,7 @@
 import Foundation
 import PrefsTestSupport
 import Synchronization
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -8,7 +9,7 @@ import Testing
 /// Prefs updates beside Foundation's `UserDefaults` writing the same suite, in another process
 /// and on another thread of this one. Foundation takes no lock and rewrites the file in place; no Prefs update and
 /// no Foundation value may be lost.
-@Suite(.serialized)
+@Suite(.serialized, .ownThreads)
 struct FoundationWriterTests {
     /// The suite file as Foundation's own property-list reader sees it.
     private static func fileValues(_ url: URL) -> [String: Any] {

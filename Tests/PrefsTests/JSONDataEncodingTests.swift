@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -7,6 +8,7 @@ import Testing
 /// `FileStore` writes `Data` as standard padded base64 with its own encoder; it must match Foundation's byte for
 /// byte at every length (each remainder of three, and each way a length can end the encoder's six-byte steps) and
 /// read back exactly.
+@Suite(.ownThreads)
 struct JSONDataEncodingTests {
     @Test func dataIsWrittenAsFoundationsBase64AndReadsBack() throws {
         var state: UInt32 = 12_345

@@ -2,6 +2,7 @@ import Foundation
 import Observation
 import PrefsTestSupport
 import Synchronization
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -15,7 +16,7 @@ import Testing
 /// The layers, in this process: the pure merge, the readers of each source, registered defaults, and
 /// system-wide and managed files given as folders. Arguments and environment of a real process, and
 /// `$XDG_CONFIG_DIRS`, are tested in child processes (LayerProcessTests).
-@Suite struct LayerStackTests {
+@Suite(.ownThreads) struct LayerStackTests {
     @Test func theStrongestLayerWinsAndRemovingItRevealsTheNext() {
         var stack = LayerStack()
         #expect(stack.isEmpty && stack.resolve("volume", user: .int(9))! == (.int(9), .user))
@@ -53,7 +54,7 @@ import Testing
     }
 }
 
-@Suite struct LayerSourceTests {
+@Suite(.ownThreads) struct LayerSourceTests {
     @Test func argumentsAreReadAsFoundationReadsThem() {
         let values = LayerSources.arguments([
             "/usr/bin/app", "-volume", "3", "-flag", "YES", "-list", "(a, b)", "-dict", "{ a = 1; }",
@@ -109,7 +110,7 @@ import Testing
     }
 }
 
-@Suite struct RegisteredDefaultTests {
+@Suite(.ownThreads) struct RegisteredDefaultTests {
     @Test func registeredDefaultsReadThroughEveryAPIAndAreNeverWritten() throws {
         let store = InMemoryStore()
         store.register(defaults: ["volume": .int(5)])
@@ -193,7 +194,7 @@ final class PlainStore: KeyValueStore {
 
 /// System-wide defaults and managed values, with folders given to the store (the standard domain reads them from
 /// `$XDG_CONFIG_DIRS`; see LayerProcessTests).
-@Suite struct SystemLayerTests {
+@Suite(.ownThreads) struct SystemLayerTests {
     struct System {
         let directory: TempDir
         var first: URL { directory.file("etc-first") }

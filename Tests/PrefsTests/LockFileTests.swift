@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -11,7 +12,7 @@ import Testing
 /// The lock file and the temporary files beside a store: a link at the lock path is not followed, and the sweep of
 /// stale temporary files reads every name whole and removes only this store's. (Processes holding a deleted lock
 /// file: LockFileProcessTests.)
-@Suite struct LockFileTests {
+@Suite(.ownThreads) struct LockFileTests {
     @Test func aSymbolicLinkAtTheLockPathIsNotFollowed() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }

@@ -1,11 +1,13 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
 
 /// The exact forms sindresorhus/Defaults, Boutique and `@AppStorage` write, in a property list
 /// written by Foundation, read as the declared type; the next write stores Prefs' own form.
+@Suite(.ownThreads)
 struct MigrationFormTests {
     enum Level: Int, Codable, Sendable {
         case one = 1
@@ -183,6 +185,7 @@ struct Member: PrefValueConvertible, Hashable {
     var prefValue: PrefValue { .string("member:" + name) }
 }
 
+@Suite(.ownThreads)
 struct ConvertibleCollectionTests {
     @Test func optionalsArraysDictionariesAndSetsOfAConvertibleTypeWork() throws {
         let store = InMemoryStore()
@@ -233,6 +236,7 @@ struct ConvertibleCollectionTests {
 }
 
 /// FileStore keeps non-finite numbers.
+@Suite(.ownThreads)
 struct NonFiniteNumberTests {
     @Test func infinitiesAndNaNRoundTripThroughAFileStore() throws {
         let directory = try TempDir()

@@ -1,9 +1,10 @@
 import Foundation
 import Prefs
 import PrefsTestSupport
+import TestThreads
 import Testing
 
-@Suite struct PrefValueJSONTests {
+@Suite(.ownThreads) struct PrefValueJSONTests {
     @Test func singleValuesRoundTripExactly() throws {
         let values: [PrefValue] = [
             .bool(true), .int(-3), .unsignedInt(.max), .float(0.1), .double(0.5), .string("a \"quoted\"\nline"),

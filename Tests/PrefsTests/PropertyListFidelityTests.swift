@@ -1,11 +1,13 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
 
 /// Files Foundation and Python's plistlib write read as they read them, and what Prefs writes
 /// back keeps every value as it was: shared objects, exact code points, non-finite floats.
+@Suite(.ownThreads)
 struct PropertyListFidelityTests {
     /// Runs `python3` with `arguments`; returns its standard output.
     private static func python(_ arguments: [String]) throws -> String {
@@ -247,6 +249,7 @@ struct PropertyListFidelityTests {
 }
 
 /// Damaged XML that Foundation would read with guessed values is refused (and, in a suite, never overwritten).
+@Suite(.ownThreads)
 struct DamagedXMLPropertyListTests {
     private static func xml(_ body: String) -> Data {
         Data(

@@ -1,12 +1,13 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
 
 /// What reaches `PrefsConfig.errorHandler`: reports name what failed and where, and a failure that repeats on every
 /// write is reported once per cause.
-@Suite struct ReportTests {
+@Suite(.ownThreads) struct ReportTests {
     @Test func aFolderThatCannotBeWrittenIsReportedOncePerCauseNotOncePerWrite() throws {
         Reports.install()
         let folder = try TempDir("prefs-reports")

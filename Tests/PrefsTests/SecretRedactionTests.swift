@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -8,7 +9,7 @@ private enum Tier: String, Codable, Sendable, Equatable { case free, gold }
 private struct APICredentials: Codable, Sendable, Equatable { var token: String }
 
 /// No error text or report shows a stored secret, even one that does not decode as the type asked for.
-@Suite struct SecretRedactionTests {
+@Suite(.ownThreads) struct SecretRedactionTests {
     static let secret = "sk_live_4f9aXq81Recognisable"
 
     @Test func aStoredSecretThatDoesNotDecodeNeverAppearsInErrors() throws {

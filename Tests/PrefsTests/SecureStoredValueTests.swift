@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -22,6 +23,7 @@ struct Vault {
     }
 }
 
+@Suite(.ownThreads)
 struct SecureStoredValueTests {
     @Test func secretsAreOptionalAndRemovable() throws {
         let vault = try Vault()
@@ -229,6 +231,7 @@ struct SecureStoredValueTests {
     }
 }
 
+@Suite(.ownThreads)
 struct VaultTamperingTests {
     /// Every single-bit flip and every truncation of a real vault file is refused by `EncryptedFileStore`, and the
     /// refused file is left exactly as it was.

@@ -1,9 +1,11 @@
+import TestThreads
 import Testing
 
 @testable import Prefs
 
 /// A store's decisions, without files: what `StoreState` returns is what `FileBackedStorage` (and `InMemoryStore`)
 /// performs. A file that cannot be decoded, deferred writes, and the write in progress.
+@Suite(.ownThreads)
 struct StoreStateTests {
     private struct Broken: Error {}
 

@@ -1,9 +1,11 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
 
+@Suite(.ownThreads)
 struct StoreTests {
     @Test(arguments: Backend.allCases)
     func everyHelperOnEveryBackend(_ backend: Backend) throws {
@@ -189,6 +191,7 @@ struct StoreTests {
     }
 }
 
+@Suite(.ownThreads)
 struct UserDefaultsStoreTests {
     @Test(arguments: [
         ("", "a suite name cannot be empty"),

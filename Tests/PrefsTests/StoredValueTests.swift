@@ -2,6 +2,7 @@ import Foundation
 import Observation
 import PrefsTestSupport
 import Synchronization
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -40,6 +41,7 @@ final class ObservableModel {
     }
 }
 
+@Suite(.ownThreads)
 struct StoredValueTests {
     @Test func defaultsUntilSetAndResetBack() {
         let model = SampleModel(store: InMemoryStore())
@@ -205,6 +207,7 @@ struct StoredValueTests {
     }
 }
 
+@Suite(.ownThreads)
 struct ObservationTests {
     @Test func valuesYieldCurrentThenDistinctChanges() async throws {
         let store = InMemoryStore()
@@ -354,6 +357,7 @@ struct Celsius: Codable, PrefValueConvertible, Equatable {
     var prefValue: PrefValue { .double(degrees) }
 }
 
+@Suite(.ownThreads)
 struct CustomRepresentationTests {
     @Test func aNonCodableTypeStoresItsOwnForm() throws {
         let store = InMemoryStore()
@@ -383,6 +387,7 @@ struct CustomRepresentationTests {
     }
 }
 
+@Suite(.ownThreads)
 struct ObservationsSequenceTests {
     @Test func observationsSequenceSeesChangesFromAnotherWrapper() async throws {
         let store = InMemoryStore()

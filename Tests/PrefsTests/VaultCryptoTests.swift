@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -10,6 +11,7 @@ import Testing
     import Darwin
 #endif
 
+@Suite(.ownThreads)
 struct VaultCryptoTests {
     // MARK: Helpers
 
@@ -445,7 +447,7 @@ struct VaultCryptoTests {
 
 /// A passphrase vault's Argon2id cost is read from its unauthenticated header: a cost above what this build writes
 /// is refused before deriving.
-@Suite struct ArgonCostTests {
+@Suite(.ownThreads) struct ArgonCostTests {
     @Test func aPassphraseVaultAskingForMoreThanThisBuildWritesIsRefusedBeforeDeriving() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
@@ -471,7 +473,7 @@ struct VaultCryptoTests {
 }
 
 /// Passphrases and raw keys are kept in guarded memory.
-@Suite struct KeyMaterialTests {
+@Suite(.ownThreads) struct KeyMaterialTests {
     @Test func passphrasesAndRawKeysAreKeptInGuardedMemory() throws {
         guard case .passphrase(let bytes?) = VaultKeyMaterial(.passphrase("correct horse")) else {
             Issue.record("no guarded passphrase")

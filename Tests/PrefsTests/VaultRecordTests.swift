@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -14,7 +15,7 @@ import Testing
 /// `rollbackRecordProblem`, and a record that does not parse is never rewritten. Serialized: one test turns the
 /// process-wide opt-in on. A state folder that cannot be created and a read-only one need a state folder of their
 /// own, so they run through `prefs` (VaultRecordCommandTests).
-@Suite(.serialized) struct VaultRecordTests {
+@Suite(.serialized, .ownThreads) struct VaultRecordTests {
     /// The reports about `vault`'s record, by their text.
     static func recordReports(_ vault: Vault) -> [VaultError] {
         let record = record(of: vault)

@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import TestThreads
 import Testing
 
 @testable import Prefs
@@ -15,7 +16,7 @@ private func isRollback(_ error: any Error) -> Bool {
 
 /// A vault replaced by an older copy of itself, or by another vault sealed under the same key, is refused and left
 /// as it is; the rollback record that catches it, and the generation every write advances.
-@Suite struct VaultRollbackTests {
+@Suite(.ownThreads) struct VaultRollbackTests {
     @Test func anOlderCopyOfAVaultIsRefusedAndLeftUntouched() throws {
         let vault = try Vault()
         defer { vault.directory.cleanup() }
