@@ -12,6 +12,9 @@ extension PostgresStore {
     /// `store.listenerFailure`: why the listener cannot reconnect (nil while it is connected).
     package var listenerFailure: PostgresStoreError? { server.listenerFailure }
 
+    /// `store.settlingFailureCount`: how many attempts to find out whether an unanswered write committed have failed.
+    package var settlingFailureCount: Int { settlingFailures.load(ordering: .acquiring) }
+
     /// `store.wakeListener()` wakes the listener thread as a writer handing back a connection does.
     package func wakeListener() { server.wake() }
 

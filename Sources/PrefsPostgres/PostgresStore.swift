@@ -137,6 +137,8 @@ public final class PostgresStore: KeyValueStore {
         server.detach(snapshot, wait: true)
     }
     private let closed = Atomic<Bool>(false)
+    /// How many attempts to settle an unanswered write have failed so far (tests wait on it; see +Testing).
+    let settlingFailures = Atomic<Int>(0)
 
     /// `try store.value(forKey: "theme")` returns the value, served from memory.
     public func value(forKey key: String) throws -> PrefValue? { snapshot.value(forKey: key) }
@@ -337,6 +339,7 @@ public final class PostgresStore: KeyValueStore {
             do {
                 return try attempt()
             } catch {
+                settlingFailures.add(1, ordering: .releasing)
                 let final: Bool
                 switch error as? PostgresStoreError {
                 case .closed?, .authenticationFailed?, .unsupportedSchemaVersion?, .damagedSchema?: final = true

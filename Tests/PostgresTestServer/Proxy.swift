@@ -9,6 +9,11 @@ import Synchronization
 /// forwarding without closing anything, like a network path that swallows packets, and ``resume()`` goes on;
 /// ``cut()`` closes the connections open now, as a failing middlebox or a server's host going down does, and
 /// forwards new ones.
+///
+/// Faults at a named step, the same way on every run: ``cutConnection(whenClientSends:)`` loses a connection just
+/// before a statement reaches the server (one sent while the connection is set up, say);
+/// ``cutConnection(afterForwarding:thenRefuseSessionsWith:)`` loses it just after (the answer to `COMMIT`), and can
+/// then refuse every new session with a server's `FATAL` message until ``clearFaults()``.
 public final class Proxy: Sendable {
     /// The port clients connect to.
     public let port: Int
@@ -25,6 +30,22 @@ public final class Proxy: Sendable {
     /// What the accepting thread does now: 0 accepting, 1 connecting to the target, 2 starting a forwarding thread,
     /// 3 ended.
     private let stage = Atomic<Int>(0)
+
+    private struct Faults {
+        /// A connection whose client sends this text is closed before it reaches the server, until cleared.
+        var cutBefore: [UInt8]?
+        /// Once: the first message holding this text reaches the server, then its connection is closed.
+        var cutAfter: [UInt8]?
+        /// Armed by `cutAfter` when it fires.
+        var refusalAfterCut: String?
+        /// New sessions get this `FATAL` message, until cleared.
+        var refusal: String?
+    }
+
+    private let faults = Mutex(Faults())
+    /// How many connections the faults above closed, and how many sessions they refused.
+    private let faultCuts = Atomic<Int>(0)
+    private let refusedSessions = Atomic<Int>(0)
 
     public init(to target: Int) throws {
         self.target = target
@@ -53,13 +74,42 @@ public final class Proxy: Sendable {
     /// Closes every connection forwarded so far (within 50 ms), without sending or reading anything more on them.
     public func cut() { generation.add(1, ordering: .acquiringAndReleasing) }
 
+    /// `proxy.cutConnection(whenClientSends: "SET lock_timeout")`: from now on, a connection whose client sends a
+    /// message holding `text` is closed before that message reaches the server (so its statement never runs), until
+    /// ``clearFaults()``.
+    public func cutConnection(whenClientSends text: String) {
+        faults.withLock { $0.cutBefore = Array(text.utf8) }
+    }
+
+    /// `proxy.cutConnection(afterForwarding: "COMMIT")`: once, the first message holding `text` reaches the server,
+    /// and its connection is closed before any answer comes back. With `message`, every session opened from then
+    /// on is refused with it (as a `FATAL` error, SQLSTATE 53300, the one a server with too many clients sends)
+    /// until ``clearFaults()``.
+    public func cutConnection(afterForwarding text: String, thenRefuseSessionsWith message: String? = nil) {
+        faults.withLock {
+            $0.cutAfter = Array(text.utf8)
+            $0.refusalAfterCut = message
+        }
+    }
+
+    /// Forwards everything again: no connection is cut and no session refused by a fault from now on.
+    public func clearFaults() { faults.withLock { $0 = Faults() } }
+
+    /// How many connections the faults closed.
+    public var cutsByFaults: Int { faultCuts.load(ordering: .acquiring) }
+    /// How many forwarded connections are open now (a cut one is closed within 50 ms).
+    public var connectionsOpen: Int { forwarding.load(ordering: .acquiring) }
+    /// How many sessions the faults refused.
+    public var sessionsRefused: Int { refusedSessions.load(ordering: .acquiring) }
+
     /// What the proxy has done so far, for a failing test's message.
     public var statistics: String {
         let stages = ["accepting", "connecting to the target", "starting a forwarding thread", "ended"]
         return "proxy: \(accepted.load(ordering: .relaxed)) accepted, \(forwarded.load(ordering: .relaxed)) "
             + "forwarded, \(refused.load(ordering: .relaxed)) not connected to the target, "
             + "\(forwarding.load(ordering: .relaxed)) forwarding now, paused \(paused.load(ordering: .relaxed)), "
-            + "accepting thread \(stages[stage.load(ordering: .relaxed)])"
+            + "accepting thread \(stages[stage.load(ordering: .relaxed)]), \(cutsByFaults) cut and "
+            + "\(sessionsRefused) refused by faults"
     }
 
     /// Stops accepting and forwarding; the forwarding threads close their sockets.
@@ -84,6 +134,10 @@ public final class Proxy: Sendable {
                 break
             }
             accepted.add(1, ordering: .relaxed)
+            if let refusal = faults.withLock({ $0.refusal }) {
+                Thread { [self] in refuse(client, with: refusal) }.start()
+                continue
+            }
             stage.store(1, ordering: .relaxed)
             let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             var address = Self.loopback(port: target)
@@ -130,13 +184,80 @@ public final class Proxy: Sendable {
             for (from, to) in [(0, second), (1, first)] where descriptors[from].revents != 0 {
                 let count = read(descriptors[from].fd, &buffer, buffer.count)
                 guard count > 0 else { return }
+                // What the client sends is matched against the faults (libpq sends each message whole).
+                let cutAfterSending = from == 0 ? fault(in: buffer[..<count]) : .none
+                if cutAfterSending == .before { return }
                 var sent = 0
                 while sent < count {
                     let written = buffer[sent..<count].withUnsafeBytes { write(to, $0.baseAddress, $0.count) }
                     guard written > 0 else { return }
                     sent += written
                 }
+                if cutAfterSending == .after { return }
             }
         }
+    }
+
+    private enum Cut { case none, before, after }
+
+    /// Whether `bytes`, sent by a client, trigger a fault: the connection is then closed before or after they are
+    /// forwarded. A fault that fires after forwarding arms its refusal of new sessions.
+    private func fault(in bytes: ArraySlice<UInt8>) -> Cut {
+        let cut = faults.withLock { faults -> Cut in
+            if let text = faults.cutBefore, bytes.firstRange(of: text) != nil { return .before }
+            if let text = faults.cutAfter, bytes.firstRange(of: text) != nil {
+                faults.cutAfter = nil
+                faults.refusal = faults.refusalAfterCut
+                return .after
+            }
+            return .none
+        }
+        if cut != .none { faultCuts.add(1, ordering: .releasing) }
+        return cut
+    }
+
+    /// Answers a new session as a server refusing it does: declines SSL and GSS encryption, reads the startup
+    /// message, sends `FATAL` with `message`, and closes.
+    private func refuse(_ client: Int32, with message: String) {
+        defer { close(client) }
+        for _ in 0..<3 {
+            guard let length = readInt32(client), length >= 8, length < 10_000,
+                let rest = readExactly(client, count: Int(length) - 4)
+            else { return }
+            let code = rest.prefix(4).reduce(0) { $0 << 8 | Int32($1) }
+            // SSLRequest and GSSENCRequest are answered "N" (not supported); the startup message gets the refusal.
+            if code == 80_877_103 || code == 80_877_104 {
+                guard write(client, "N", 1) == 1 else { return }
+                continue
+            }
+            var fields: [UInt8] = []
+            for (tag, value) in [("S", "FATAL"), ("V", "FATAL"), ("C", "53300"), ("M", message)] {
+                fields += Array(tag.utf8) + Array(value.utf8) + [0]
+            }
+            fields.append(0)
+            let size = Int32(fields.count + 4)
+            let packet = Array("E".utf8) + withUnsafeBytes(of: size.bigEndian, Array.init) + fields
+            _ = packet.withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
+            refusedSessions.add(1, ordering: .releasing)
+            return
+        }
+    }
+
+    private func readInt32(_ socket: Int32) -> Int32? {
+        readExactly(socket, count: 4).map { $0.reduce(0) { $0 << 8 | Int32($1) } }
+    }
+
+    /// Reads `count` bytes, waiting at most 5 s for each part of them.
+    private func readExactly(_ socket: Int32, count: Int) -> [UInt8]? {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var filled = 0
+        while filled < count {
+            var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 5_000) > 0 else { return nil }
+            let got = bytes[filled...].withUnsafeMutableBytes { read(socket, $0.baseAddress, $0.count) }
+            guard got > 0 else { return nil }
+            filled += got
+        }
+        return bytes
     }
 }
