@@ -236,6 +236,61 @@ import Testing
         #expect(try readInt("theirs", .file, in: directory) == ["5"])
     }
 
+    /// A deferred change is not yet in the file; another process that sets the same key afterwards is told its
+    /// write is stored. That later, acknowledged write is what the file keeps and what this process ends on: the
+    /// older deferred change gives way instead of overwriting it at the next commit.
+    @Test(arguments: Backend.persistent)
+    func aDeferredChangeGivesWayToALaterWriteOfItsKeyByAnotherProcess(_ backend: Backend) async throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let durable = try durableStore(backend, in: directory)
+        let quick = durable.deferringWrites(window: Self.hour)
+        let key = StoredValue(key: "k", default: 0, store: quick)
+        let seen = key.values
+        key.set(1)  // deferred: in memory only
+
+        let other = try ChildProcess.run(["set-int", backend.spec(in: directory), "k", "2"])
+        #expect(other.status == 0, "\(other.error)")
+        try await quick.flush()  // reads the file first, whether or not the watcher has yet
+        #expect(try readInt("k", backend, in: directory) == ["2"])
+        #expect(key.wrappedValue == 2)
+        // Observers heard 1 (this process's change), then 2, and end on 2.
+        #expect(try await first(3, of: seen) == [0, 1, 2])
+        // Another key deferred beside it is still committed.
+        key.set(3)
+        try await quick.flush()
+        #expect(try readInt("k", backend, in: directory) == ["3"])
+    }
+
+    /// Closed is closed: a deferred store whose base was closed, or which was closed itself, refuses writes and
+    /// flushes with `storeClosed`, and nothing reaches its folder afterwards.
+    @Test func aClosedDeferredStoreThrowsAndNeverTouchesItsFolderAgain() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let folder = directory.url.appending(path: "app")
+        let durable = try FileStore(url: folder.appending(path: "store.json"))
+        try durable.setValue(.int(1), forKey: "seed")
+        let quick = durable.deferringWrites(window: .milliseconds(5))
+        quick.close()
+        durable.close()
+        try FileManager.default.removeItem(at: folder)
+
+        func isClosed(_ error: any Error) -> Bool {
+            if case .storeClosed? = error as? PrefsError { return true }
+            return false
+        }
+        #expect(performing: { try quick.setValue(.int(2), forKey: "k") }, throws: isClosed)
+        #expect(performing: { try quick.flush() }, throws: isClosed)
+        #expect(performing: { try quick.batch { try quick.setValue(.int(3), forKey: "k") } }, throws: isClosed)
+        // A deferred view made from a closed store is closed too.
+        let late = durable.deferringWrites(window: .milliseconds(5))
+        #expect(performing: { try late.setValue(.int(4), forKey: "k") }, throws: isClosed)
+        #expect(performing: { try late.flush() }, throws: isClosed)
+        // Nothing recreated the folder (a commit would have, within its 5 ms window).
+        DeferredExitFlush.flushAll()
+        #expect(!FileManager.default.fileExists(atPath: folder.path))
+    }
+
     @Test func aDurableWriteCommitsTheDeferredChangesBeforeIt() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }

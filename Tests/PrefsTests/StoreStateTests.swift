@@ -1,3 +1,5 @@
+import Foundation
+import PrefsTestSupport
 import TestThreads
 import Testing
 
@@ -30,33 +32,68 @@ struct StoreStateTests {
         #expect(state.damage != nil)
     }
 
-    @Test func aReloadKeepsTheValuesOfDeferredKeysAndTakesTheRest() {
+    @Test func aReloadKeepsADeferredValueWhileTheFileHoldsWhatItReplacedAndTakesTheRest() {
         var state = StoreState(values: ["a": .int(1), "b": .int(1)])
         state.values["a"] = .int(2)
-        state.deferred(["a"])
-        // Another process wrote both keys: its `b` is taken, this process's uncommitted `a` stays.
-        let changed = state.load(["a": .int(9), "b": .int(9)], identity: nil)
+        state.deferred(["a"], before: ["a": .int(1)])
+        // Another process wrote `b`: it is taken; the file still holds the `a` this process's change replaced.
+        let changed = state.load(["a": .int(1), "b": .int(9)], identity: nil)
         #expect(state.values == ["a": .int(2), "b": .int(9)])
         #expect(changed == ["b"])
-        // Removed by the other process: a deferred key still keeps its value.
-        _ = state.load([:], identity: nil)
-        #expect(state.values == ["a": .int(2)])
+        #expect(state.fileValues == ["a": .int(1), "b": .int(9)])
     }
 
-    @Test func aCommitForgetsOnlyTheChangesItTookAndADurableWriteForgetsAll() {
-        var state = StoreState()
-        state.deferred(["a"])
-        let taken = state.sequence
-        state.deferred(["b"])  // after the commit took its values
-        state.committed(through: taken)
-        #expect(Set(state.pending.keys) == ["b"])
-        state.deferred(["a"])
-        state.committed(through: nil)
+    @Test func aDeferredValueGivesWayToAnotherWritersLaterWriteOfItsKey() {
+        var state = StoreState(values: ["a": .int(1)])
+        state.values["a"] = .int(2)
+        state.deferred(["a"], before: ["a": .int(1)])
+        // Another process set `a` after this process deferred its change, and was told it is stored: its value wins.
+        #expect(state.load(["a": .int(5)], identity: nil) == ["a"])
+        #expect(state.values == ["a": .int(5)])
+        #expect(state.pending.isEmpty)
+        // The same for a removal, and for a key that was absent when it was deferred.
+        state.values["a"] = .int(6)
+        state.values["new"] = .int(1)
+        state.deferred(["a", "new"], before: ["a": .int(5)])
+        #expect(state.load(["new": .int(3)], identity: nil) == ["a", "new"])
+        #expect(state.values == ["new": .int(3)])
+        #expect(state.pending.isEmpty)
+    }
+
+    @Test func aKeyDeferredAgainKeepsItsFirstBaseAndAWriteCommitsEveryKey() {
+        var state = StoreState(values: ["a": .int(1)])
+        state.values["a"] = .int(2)
+        state.deferred(["a"], before: ["a": .int(1)])
+        state.values["a"] = .int(3)
+        state.deferred(["a"], before: ["a": .int(2)])
+        state.values["b"] = .int(1)
+        state.deferred(["b"], before: [:])
+        #expect(state.fileValues == ["a": .int(1)])
+        state.committed()
         #expect(state.pending.isEmpty)
         // Nothing deferred any more: a reload takes the file's values of every key.
-        state.values = ["b": .int(1)]
         _ = state.load(["b": .int(2)], identity: nil)
         #expect(state.values == ["b": .int(2)])
+    }
+
+    /// Foundation rewrites a suite in place but never removes it: a suite file that is gone was removed on purpose,
+    /// so the guard against stale rewrites restores nothing (it used to write the recent values back, re-creating
+    /// the folder someone had just deleted).
+    @Test func aRemovedSuiteIsNotTakenForAStaleRewrite() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let guardian = ForeignRewriteGuard(path: directory.path("suite.plist"))
+        guardian.recordCommit(from: ["k": .int(1)], to: ["k": .int(2)], changing: "k")
+        #expect(guardian.restorations(in: [:], identity: nil).isEmpty)
+        // Forgotten for good: the same stale value in a file Foundation wrote later is not restored either.
+        try Data("<plist/>".utf8).write(to: URL(filePath: directory.path("suite.plist")))
+        let identity = try #require(try LockedFile(url: URL(filePath: directory.path("suite.plist"))).identity())
+        #expect(guardian.restorations(in: ["k": .int(1)], identity: identity).isEmpty)
+        // While it is remembered, a stale value in a foreign file is restored, except for a key with a deferred change.
+        guardian.recordCommit(from: ["k": .int(1)], to: ["k": .int(2)], changing: "k")
+        #expect(guardian.restorations(in: ["k": .int(1)], identity: identity) == ["k": .int(2)])
+        #expect(guardian.restorations(in: ["k": .int(1)], identity: identity, deferred: ["k"]).isEmpty)
+        #expect(guardian.replaced(.int(1), forKey: "k") && !guardian.replaced(.int(3), forKey: "k"))
     }
 
     @Test func onlyTheFirstWriteSweepsTemporaryFiles() {

@@ -17,8 +17,12 @@ extension FileBackedStore {
     /// (`set`, `reset`, `setValue(_:forKey:)`, `removeValues(forKeys:)`, `replaceAll(_:)`, `batch(_:)`) change
     /// memory and return; a background commit then writes every change made within the window in one durable,
     /// atomic write of the file, in the order they were made, on top of the file's latest values under its
-    /// cross-process lock. Other processes see a change once it is committed.
+    /// cross-process lock. Other processes see a change once it is committed. A commit is a write like a durable
+    /// one, with the same checks (see ``FileBackedStore``).
     ///
+    /// - A change not committed yet gives way to a later write of the same key by another process: that write,
+    ///   which its writer was told is stored, is what the file keeps and what this process's readers and observers
+    ///   end on. (A write this process had not seen when it made its change counts as later.)
     /// - A batch is one commit: its changes reach the file together, or, if its body throws, not at all.
     /// - Read-modify-write helpers (`update`, `toggle`, `append`, `set(_:to:)`, `updateValue(forKey:_:)`) stay
     ///   durable and atomic across processes: they run under the file's lock and write before they return, taking
@@ -31,6 +35,8 @@ extension FileBackedStore {
     ///   reported to ``PrefsConfig/errorHandler`` once while it keeps failing, and is tried again a second later,
     ///   at the next change and at a flush; `flush()` throws its error.
     /// - A file that cannot be read is never overwritten: writes throw its error, as durable ones do.
+    /// - Once the store, or the store it was made from, is closed, writes and `flush()` throw
+    ///   ``PrefsError/storeClosed(path:)``, and nothing of it touches the file or its folder again.
     ///
     /// - Parameter window: How long a change may wait in memory; changes within one window share one write. Zero
     ///   commits as soon as the background thread gets to it.
@@ -50,7 +56,7 @@ final class DeferredWriteStore: FileBackedStore, @unchecked Sendable {
     }
 
     override func setValue(_ value: PrefValue?, forKey key: String) throws {
-        try storage.setDeferred(value, forKey: key, within: window)
+        try open().setDeferred(value, forKey: key, within: window)
     }
 
     override func replaceAll(_ values: [String: PrefValue]) throws {
@@ -62,7 +68,7 @@ final class DeferredWriteStore: FileBackedStore, @unchecked Sendable {
     }
 
     override func batch<T>(_ body: () throws -> T) throws -> T {
-        try storage.batch(deferringWithin: window, body)
+        try open().batch(deferringWithin: window, body)
     }
 }
 
@@ -76,17 +82,18 @@ extension KeyValueStore {
     ///
     /// - Throws: the error of the write when it fails; the values stay in memory and are written by a later commit.
     ///   Inside a batch or an update of the same store, ``PrefsError/io(path:operation:errno:message:)`` with
-    ///   `EDEADLK`, since the flush would wait for itself: flush after it.
+    ///   `EDEADLK`, since the flush would wait for itself: flush after it. On a closed store,
+    ///   ``PrefsError/storeClosed(path:)``.
     public func flush() throws {
         guard let store = self as? FileBackedStore else { return }
-        try store.storage.commitDeferred()
+        try store.open().commitDeferred()
     }
 
     /// `try await store.flush()` returns once every write deferred so far is durably in the file, writing on a
     /// background thread rather than the caller's.
     public func flush() async throws {
         guard let store = self as? FileBackedStore else { return }
-        let storage = store.storage
+        let storage = try store.open()
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             storage.committer.queue.async {
                 continuation.resume(with: Result { try storage.commitDeferred() })

@@ -31,11 +31,11 @@ struct StoreState: Sendable {
     /// Whether a re-check of a suspect file is already scheduled.
     var recheckScheduled = false
 
-    /// Keys changed in memory by deferred writes and not yet in the file, with the sequence number of their last
-    /// change (see `DeferredCommitter`): a reload keeps their values, a commit forgets those it wrote.
-    private(set) var pending: [String: UInt64] = [:]
-    /// The sequence number of the latest deferred change.
-    private(set) var sequence: UInt64 = 0
+    /// Keys changed in memory by deferred writes and not yet in the file, each with the value the file held for it
+    /// when it was first deferred (nil: absent). A reload keeps a deferred value while the file still holds that
+    /// base; a key another writer has changed since gives way to that later, acknowledged write. Every write to the
+    /// file commits them all (it holds the writer lock, so none can be added meanwhile).
+    private(set) var pending: [String: PrefValue?] = [:]
     /// Whether the first write has swept temporary files left by killed writers.
     private var swept = false
 
@@ -112,19 +112,32 @@ struct StoreState: Sendable {
     /// Takes newly read values; returns the keys whose values changed (none when not `diffing`: a first load,
     /// which nobody observes yet). Clears damage and suspicion; deferred changes stay (see ``take(_:identity:)``).
     mutating func load(
-        _ newValues: [String: PrefValue], identity newIdentity: FileIdentity?, diffing: Bool = true
+        _ newValues: [String: PrefValue], identity newIdentity: FileIdentity?, diffing: Bool = true,
+        staleRevert: (String, PrefValue?) -> Bool = { _, _ in false }
     ) -> Set<String> {
         let old = values
-        take(newValues, identity: newIdentity)
+        take(newValues, identity: newIdentity, staleRevert: staleRevert)
         return diffing ? Self.diff(old, values) : []
     }
 
     /// Takes new values without comparing them (a write whose changes the caller knows). Clears damage and
-    /// suspicion. Keys with deferred changes keep their values in memory, so a reload never takes back a change
-    /// this process has not committed yet.
-    mutating func take(_ newValues: [String: PrefValue], identity newIdentity: FileIdentity?) {
+    /// suspicion. A key with a deferred change keeps its value in memory while the file still holds the value the
+    /// change replaced, so a reload never takes back a change this process has not committed yet; a key that
+    /// another writer changed since gives way: the file's value, acknowledged to that writer, is kept. Except when
+    /// `staleRevert` says the file's value is a stale copy put back by a foreign rewrite (see
+    /// `ForeignRewriteGuard`): that is no write of the key, and the deferred change stands.
+    mutating func take(
+        _ newValues: [String: PrefValue], identity newIdentity: FileIdentity?,
+        staleRevert: (String, PrefValue?) -> Bool = { _, _ in false }
+    ) {
         var merged = newValues
-        for key in pending.keys { merged[key] = values[key] }
+        for (key, base) in pending {
+            if newValues[key] == base || staleRevert(key, newValues[key]) {
+                merged[key] = values[key]
+            } else {
+                pending.removeValue(forKey: key)
+            }
+        }
         values = merged
         identity = newIdentity
         health = .healthy
@@ -132,17 +145,21 @@ struct StoreState: Sendable {
 
     // MARK: Deferred writes
 
-    /// Records that `keys` changed in memory and are left to a deferred commit.
-    mutating func deferred(_ keys: some Sequence<String>) {
-        sequence += 1
-        for key in keys { pending[key] = sequence }
+    /// Records that `keys` changed in memory, from the values in `before`, and are left to a commit. A key
+    /// deferred already keeps its first base: the file still holds that.
+    mutating func deferred(_ keys: some Sequence<String>, before: [String: PrefValue]) {
+        for key in keys where pending.index(forKey: key) == nil { pending.updateValue(before[key], forKey: key) }
     }
 
-    /// A commit wrote the values taken at `through` (a sequence number): forget the keys it contained. Keys
-    /// changed again since stay pending. Nil: a durable write wrote every value, so nothing is pending.
-    mutating func committed(through: UInt64?) {
-        guard let through else { return pending.removeAll() }
-        pending = pending.filter { $0.value > through }
+    /// A write put every value in memory into the file: nothing is pending.
+    mutating func committed() { pending.removeAll() }
+
+    /// The values as far as the file holds them: memory, with each deferred key at the value the file has for it.
+    var fileValues: [String: PrefValue] {
+        guard !pending.isEmpty else { return values }
+        var file = values
+        for (key, base) in pending { file[key] = base }
+        return file
     }
 
     /// Whether this write is the first, which sweeps temporary files left by killed writers (the caller holds the

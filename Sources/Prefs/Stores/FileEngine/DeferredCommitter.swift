@@ -4,10 +4,10 @@ import Synchronization
 /// The timer that commits one file's deferred writes, and the reporting of a commit that fails.
 ///
 /// A deferred write changes the storage's snapshot at once (so every reader and observer in the process sees it)
-/// and records its key as pending, with a sequence number, in the engine's state (`StoreState`). A commit
-/// takes the whole snapshot under the file's lock, writes it durably and atomically, and then forgets the keys
-/// recorded up to the sequence number it took: keys changed again meanwhile stay pending for the next commit. A
-/// durable write of the storage writes the whole snapshot too, so it commits everything pending.
+/// and records its key as pending, with the value the file held for it, in the engine's state (`StoreState`). A
+/// commit is a write like any other (`FileBackedStorage.commitDeferredChanges`): under the file's lock, on top of
+/// its latest values, with every check a durable write makes. A durable write of the storage writes the whole
+/// snapshot too, so it commits everything pending.
 final class DeferredCommitter: Sendable {
     private struct State {
         /// When the earliest scheduled commit runs; nil when none is scheduled.
@@ -125,6 +125,7 @@ extension FileBackedStorage {
         defer { changes.deliverAnnouncements() }
         writer.lock()
         defer { writer.unlock() }
+        try checkOpen()
         if snapshot.withLock({ $0.inBatch }) {
             // This thread runs a batch of this storage: the write is one of the batch's.
             try update(forKey: key) { _ in value }
@@ -133,10 +134,11 @@ extension FileBackedStorage {
         let changed = try snapshot.withLock { state throws -> Bool in
             // A file that cannot be read is never overwritten, so nothing is accepted for it.
             if let damage = state.damage { throw damage }
-            guard state.values[key] != value else { return false }
+            let before = state.values[key]
+            guard before != value else { return false }
             state.values[key] = value
             announceEffective([key], of: state.values)
-            state.deferred(CollectionOfOne(key))
+            state.deferred(CollectionOfOne(key), before: before.map { [key: $0] } ?? [:])
             return true
         }
         if changed { scheduleCommit(within: window) }
@@ -148,7 +150,7 @@ extension FileBackedStorage {
         snapshot.withLock { state in
             let changed = StoreState.diff(start, state.values)
             announceEffective(changed, of: state.values)
-            state.deferred(changed)
+            state.deferred(changed, before: start)
         }
         scheduleCommit(within: window)
     }
@@ -167,6 +169,7 @@ extension FileBackedStorage {
     /// reported (once while it repeats), the values stay in memory and, when `retrying`, another commit is
     /// scheduled.
     func commitDeferred(retrying: Bool = true) throws {
+        try checkOpen()
         guard hasPendingWrites else { return }
         // A flush from inside a batch or a transform of this storage, on the thread that holds its locks, would
         // wait for itself; what that write holds reaches the file when it ends.
@@ -180,30 +183,12 @@ extension FileBackedStorage {
         }
         defer { changes.deliverAnnouncements() }
         do {
-            try retryingWhileSuspect {
-                try file.withLock(.exclusive) { try commitPending() }
-            }
+            try commitDeferredChanges()
             committer.succeeded()
         } catch {
             let keys = snapshot.withLock { $0.pending.keys.sorted() }
             committer.failed(error, keys: keys, storage: retrying ? self : nil)
             throw error
         }
-    }
-
-    /// The commit of ``commitDeferred(retrying:)``, holding the cross-process lock.
-    private func commitPending() throws {
-        // Another process's changes are read first; the pending keys keep their values (see `load`).
-        try refreshWaitingForReadableFile(canLetGo: true)
-        let (values, sequence, pending) = snapshot.withLock { ($0.values, $0.sequence, !$0.pending.isEmpty) }
-        guard pending else { return }
-        // Past the rename the values are in the file even if syncing the folder fails (`isCommitted`).
-        let (identity, committedError) = try replaceFile(with: values)
-        snapshot.withLock { state in
-            state.identity = identity
-            state.committed(through: sequence)
-        }
-        codec.didCommit()
-        if let committedError { throw committedError }
     }
 }

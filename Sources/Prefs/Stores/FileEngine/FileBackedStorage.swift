@@ -54,8 +54,9 @@ final class FileBackedStorage: Sendable {
     /// Whether the storage has shut down (every store on it closed): the registry then opens a new one.
     var isShut: Bool { openStores.withLock { $0 == nil } }
 
-    /// Called by each store that uses this storage, when it is made.
-    func retain() { openStores.withLock { $0 = ($0 ?? 0) + 1 } }
+    /// Called by each store that uses this storage, when it is made. A storage that has shut stays shut: a store
+    /// made from a closed one (`deferringWrites()`) is closed too.
+    func retain() { openStores.withLock { $0 = $0.map { $0 + 1 } } }
 
     /// Called by each store that uses this storage when it is closed (or deinitialised unclosed). The last one
     /// stops the watch and closes the lock file, after any write in progress has finished.
@@ -82,7 +83,7 @@ final class FileBackedStorage: Sendable {
     }
 
     /// Throws ``PrefsError/storeClosed(path:)`` once the storage has shut down.
-    private func checkOpen() throws {
+    func checkOpen() throws {
         if isShut { throw PrefsError.storeClosed(path: path) }
     }
 
@@ -246,6 +247,20 @@ final class FileBackedStorage: Sendable {
         }
     }
 
+    /// Writes the deferred changes in memory on the path every write takes: under the cross-process lock, on top of
+    /// the file's latest values (a key another writer changed since it was deferred gives way), with the base check
+    /// and the record against foreign rewrites, the size rule, and a redo when the lock file was lost meanwhile.
+    /// Nothing deferred, nothing written.
+    func commitDeferredChanges() throws {
+        try redoingIfAnotherWriterCommitted {
+            try withWriteLock {
+                try refreshWaitingForReadableFile()
+                let (values, deferred) = snapshot.withLock { ($0.values, !$0.pending.isEmpty) }
+                if deferred { try write(values) }
+            }
+        }
+    }
+
     /// Re-encodes the current values after `prepare` changed the codec (a new vault key). `prepare` returns how
     /// to undo its change, which runs if the write fails before its commit point, so the codec keeps matching the
     /// file; after the rename the new key stays, whatever is thrown.
@@ -372,9 +387,10 @@ final class FileBackedStorage: Sendable {
             // Rewritten in place since it was read: write over the new contents instead.
             return try rewriteOverForeignChange(values, changing: key, committingBatchFrom: batchValues)
         }
-        let replaced = rewriteGuard == nil ? nil : (batchValues ?? snapshot.withLock { $0.values })
+        // What the file held before: a batch's start, or memory with each deferred key at its base.
+        let replaced = rewriteGuard == nil ? nil : (batchValues ?? snapshot.withLock { $0.fileValues })
         snapshot.withLock { state in
-            state.committed(through: nil)  // the values written included every deferred change
+            state.committed()  // the values written included every deferred change
             if let batchValues {
                 // A batch's values are in memory already: announce what changed since it began, each key once.
                 state.values = batchValues
@@ -505,8 +521,11 @@ final class FileBackedStorage: Sendable {
     /// Writes back the values of recent commits that a foreign rewrite undid. Holds the write lock.
     private func restoreForeignReverts() throws {
         guard let rewriteGuard, !snapshot.withLock({ $0.inBatch }) else { return }
-        let (values, identity) = snapshot.withLock { ($0.values, $0.identity) }
-        let restore = rewriteGuard.restorations(in: values, identity: identity)
+        // The file's values, as far as this process knows them: deferred keys at what the file has for them.
+        let (values, file, identity, deferred) = snapshot.withLock {
+            ($0.values, $0.fileValues, $0.identity, Set($0.pending.keys))
+        }
+        let restore = rewriteGuard.restorations(in: file, identity: identity, deferred: deferred)
         guard !restore.isEmpty else { return }
         var repaired = values
         for (key, value) in restore { repaired[key] = value }
@@ -539,9 +558,11 @@ final class FileBackedStorage: Sendable {
         defer { snapshot.withLock { $0.foreignRetries -= 1 } }
         try waitForReadableFile(canLetGo: false)  // in the middle of a write: its transform has run
         try restoreForeignReverts()
-        var merged = snapshot.withLock { $0.values }
+        // Deferred changes that still stand are in memory already (see `StoreState.take`), and must be written.
+        let (current, deferred) = snapshot.withLock { ($0.values, !$0.pending.isEmpty) }
+        var merged = current
         for (changed, value) in ours { merged[changed] = value }
-        guard merged != snapshot.withLock({ $0.values }) else { return }
+        guard merged != current || deferred else { return }
         try write(merged)
     }
 
@@ -566,6 +587,7 @@ final class FileBackedStorage: Sendable {
         }
         let values: [String: PrefValue]
         let identity: FileIdentity?
+        let foreign: Bool
         do {
             // A file that cannot even be read (a folder in its place, no permission) is unreadable like one that
             // cannot be decoded: never overwritten, reported, and recovered from once it reads again.
@@ -575,6 +597,8 @@ final class FileBackedStorage: Sendable {
             }
             values = try codec.decode(data, path: path)
             identity = readIdentity
+            // Prefs writes a suite as a binary property list; anything else was rewritten by another tool.
+            foreign = rewriteGuard != nil && !data.starts(with: BinaryPropertyListValidator.magic)
         } catch {
             // One error for the file, whichever path reports it: what reads throw and what the report says.
             let error = Self.namingTheWayOut(error)
@@ -593,7 +617,7 @@ final class FileBackedStorage: Sendable {
                 return
             }
         }
-        load(values, identity: identity, announcing: announcing)
+        load(values, identity: identity, announcing: announcing, foreign: foreign)
     }
 
     /// A store file that cannot be decoded, with what to do about it in the one report the app gets.
@@ -604,10 +628,14 @@ final class FileBackedStorage: Sendable {
             reason: reason + "; to keep it aside and start afresh: moveDamagedFileAside(), or `prefs repair`")
     }
 
-    private func load(_ values: [String: PrefValue], identity: FileIdentity?, announcing: Bool) {
+    private func load(_ values: [String: PrefValue], identity: FileIdentity?, announcing: Bool, foreign: Bool = false) {
+        // A deferred change gives way to another writer's change of its key, not to a stale foreign rewrite.
+        let rewriteGuard = foreign ? self.rewriteGuard : nil
         let recovered = snapshot.withLock { state in
             let recovered = state.damage != nil
-            let changed = state.load(values, identity: identity, diffing: announcing)  // deferred writes stay
+            let changed = state.load(values, identity: identity, diffing: announcing) { key, value in
+                rewriteGuard?.replaced(value, forKey: key) ?? false
+            }
             if announcing { announceEffective(changed, of: state.values) }
             return recovered
         }

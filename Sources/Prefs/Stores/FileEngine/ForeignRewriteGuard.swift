@@ -92,13 +92,24 @@ final class ForeignRewriteGuard: Sendable {
 
     /// The keys a foreign rewrite put back to older values, with the values to restore (nil: remove again), given
     /// the values just read from the file (nil identity: it is gone). Forgets keys that someone changed on purpose.
-    func restorations(in values: [String: PrefValue], identity: FileIdentity?) -> [String: PrefValue?] {
+    ///
+    /// A file that is gone was removed on purpose (Foundation rewrites a suite, it never removes it): nothing is
+    /// restored, so deleting a live store's folder is not undone by the store.
+    ///
+    /// Keys in `deferred` have a newer value in memory, which the next commit writes: they are left alone.
+    func restorations(
+        in values: [String: PrefValue], identity: FileIdentity?, deferred: Set<String> = []
+    ) -> [String: PrefValue?] {
         state.withLock { state in
             state.prune(now: .now)
             guard !state.keys.isEmpty else { return [:] }
-            let differing = state.keys.filter { values[$0.key] != $0.value.latest }
+            guard identity != nil else {
+                state.keys.removeAll()
+                return [:]
+            }
+            let differing = state.keys.filter { !deferred.contains($0.key) && values[$0.key] != $0.value.latest }
             guard !differing.isEmpty else { return [:] }
-            let foreign = identity == nil || !startsWithBinaryMagic()
+            let foreign = !startsWithBinaryMagic()
             var restore: [String: PrefValue?] = [:]
             for (key, history) in differing {
                 if foreign, history.earlier.contains(values[key]) {
@@ -109,6 +120,15 @@ final class ForeignRewriteGuard: Sendable {
                 }
             }
             return restore
+        }
+    }
+
+    /// Whether `value` is one that this process's recent commits of `key` replaced: a foreign rewrite that puts it
+    /// back wrote a stale copy, which a deferred change of the key does not give way to.
+    func replaced(_ value: PrefValue?, forKey key: String) -> Bool {
+        state.withLock { state in
+            state.prune(now: .now)
+            return state.keys[key]?.earlier.contains(value) ?? false
         }
     }
 
