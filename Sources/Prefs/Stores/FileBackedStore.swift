@@ -10,8 +10,9 @@ import Synchronization
 ///   flushed too, so once a write returns it survives a crash, and a crash at any moment leaves either the old
 ///   or the new file, never a torn one (a store from ``deferringWrites(window:)`` returns first and writes within
 ///   its window);
-/// - writes and read-modify-write updates hold a lock file beside the data file (`flock`), so processes sharing
-///   the file never lose each other's updates;
+/// - writes and read-modify-write updates hold a lock file beside the data file (`flock`), so Prefs processes
+///   sharing the file never lose each other's updates (beside a Foundation writer of a suite,
+///   <doc:StoresAndBackends> says what holds);
 /// - another process's changes are noticed (inotify on Linux) and announced on ``changes``, key by key;
 /// - a file that cannot be decoded is never overwritten: reads and writes throw until it is repaired. A
 ///   UserDefaults suite that another writer is rewriting in place (Foundation's `synchronize()` truncates and
