@@ -134,6 +134,7 @@ final class FileBackedStorage: Sendable {
         {
             return
         }
+        let before = snapshot.withLock { $0.identity }
         do {
             try file.withLock(.shared) { try refreshLocked() }
         } catch {
@@ -141,7 +142,9 @@ final class FileBackedStorage: Sendable {
                 error, key: "", operation: .read, source: changes, file: file.url.path(percentEncoded: false))
         }
         changes.deliverAnnouncements()
-        restoreAfterForeignRewrite()
+        // The event may have been this process's own write, seen before it recorded the file's new identity:
+        // nothing was loaded then, and there is nothing to restore.
+        if snapshot.withLock({ $0.identity }) != before { restoreAfterForeignRewrite() }
     }
 
     /// Looks at a suspect file again once its grace period is over, in case no watcher event comes.
