@@ -49,6 +49,46 @@ import Testing
         return names
     }
 
+    /// Every test runs on threads of its own (`.ownThreads`, see Tests/TestThreads), never on Swift's cooperative
+    /// pool, so no test's blocking work can hold up another test's steps: each top-level type of a test file that
+    /// holds tests carries the trait, and so does each test outside a type.
+    @Test func everyTestSuiteRunsOnThreadsOfItsOwn() throws {
+        let tests = Self.sources.deletingLastPathComponent().deletingLastPathComponent().appending(path: "Tests")
+        let enumerator = try #require(FileManager.default.enumerator(at: tests, includingPropertiesForKeys: nil))
+        let declaration =
+            #/^(?:@[A-Za-z]+(?:\(.*\))? )*(?:(?:public|private|fileprivate|final) )*(?:struct|class|enum|actor) /#
+        var missing: [String] = []
+        for case let url as URL in enumerator where url.pathExtension == "swift" {
+            let lines = try String(contentsOf: url, encoding: .utf8).split(
+                separator: "\n", omittingEmptySubsequences: false)
+            // Each top-level declaration with the attribute lines above it, up to the next one.
+            var starts: [Int] = []
+            for (index, line) in lines.enumerated() where line.firstMatch(of: declaration) != nil {
+                starts.append(index)
+            }
+            for (position, start) in starts.enumerated() {
+                let end = position + 1 < starts.count ? starts[position + 1] : lines.count
+                guard lines[start..<end].contains(where: { $0.hasPrefix("    @Test") }) else { continue }
+                // Its attributes: the lines above it up to a comment, a blank line or the end of what came before
+                // (an attribute may be wrapped over several lines).
+                var first = start
+                while first > 0, !lines[first - 1].hasPrefix("//"), !lines[first - 1].hasPrefix("}"),
+                    !lines[first - 1].hasPrefix("import"),
+                    !lines[first - 1].trimmingCharacters(in: .whitespaces).isEmpty
+                {
+                    first -= 1
+                }
+                if !lines[first...start].contains(where: { $0.contains(".ownThreads") }) {
+                    missing.append("\(url.lastPathComponent):\(start + 1)")
+                }
+            }
+            for (index, line) in lines.enumerated() where line.hasPrefix("@Test") && !line.contains(".ownThreads") {
+                missing.append("\(url.lastPathComponent):\(index + 1)")
+            }
+        }
+        #expect(missing.isEmpty, "test suites without .ownThreads: \(missing)")
+    }
+
     @Test func everyFolderOfTheLibraryIsALayer() throws {
         let folders = try FileManager.default.contentsOfDirectory(atPath: Self.sources.path)
             .filter { !$0.hasSuffix(".docc") && !$0.hasPrefix(".") }
