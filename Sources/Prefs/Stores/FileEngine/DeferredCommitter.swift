@@ -186,6 +186,9 @@ extension FileBackedStorage {
             try commitDeferredChanges()
             committer.succeeded()
         } catch {
+            // Closed meanwhile (a timed commit racing `close()`): closing committed what was pending, and a closed
+            // store's commit is no failure to report or retry.
+            if case .storeClosed? = error as? PrefsError { throw error }
             let keys = snapshot.withLock { $0.pending.keys.sorted() }
             committer.failed(error, keys: keys, storage: retrying ? self : nil)
             throw error
