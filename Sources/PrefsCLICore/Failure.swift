@@ -57,7 +57,7 @@ struct Failure: Error, Equatable {
                 return Failure(.notDurable, error.description + "; do not undo it (keep any new key file)")
             case .tooLarge:
                 return Failure(.usage, error.description)
-            case .storeClosed:
+            case .storeClosed, .lockTimedOut:
                 return Failure(.notFound, error.description)
             }
         case let error as VaultError:

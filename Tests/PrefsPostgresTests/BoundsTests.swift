@@ -2,6 +2,7 @@ import Foundation
 import PostgresTestServer
 import Prefs
 import PrefsPostgres
+import PrefsTestSupport
 import Synchronization
 import TestThreads
 import Testing
@@ -45,7 +46,7 @@ struct BoundsTests {
         #expect(outcome.withLock { $0 } == nil, "the other key's write waited for the locked one")
         #expect(try store.value(forKey: "free") == .int(5))
 
-        try await eventually("the locked write to give up", within: 30) { outcome.withLock { $0 } != nil }
+        try await eventually("the locked write to give up", within: .seconds(30)) { outcome.withLock { $0 } != nil }
         let (error, elapsed) = try #require(outcome.withLock { $0 })
         guard case .timedOut? = error else {
             Issue.record("expected timedOut, got \(String(describing: error))")
@@ -129,7 +130,7 @@ struct CutNetworkTests {
         // The listener notices the dead connection within a heartbeat, then reconnects, checks the schema and reads
         // the namespace again: room for all of it under ThreadSanitizer on a busy machine.
         do {
-            try await eventually("the store to reconnect and catch up", within: 300) {
+            try await eventually("the store to reconnect and catch up", within: .seconds(300)) {
                 try store.value(forKey: "other") == .int(5)
             }
         } catch {

@@ -2,6 +2,7 @@ import Foundation
 import PostgresTestServer
 import Prefs
 import PrefsPostgres
+import PrefsTestSupport
 import TestThreads
 import Testing
 
@@ -56,7 +57,7 @@ struct CommitOutcomeTests {
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' "
                     + "AND query LIKE '\(query)'")
         }
-        try await eventually("the COMMIT to wait at the gate", within: 300) {
+        try await eventually("the COMMIT to wait at the gate", within: .seconds(300)) {
             try waitingForLocks("COMMIT").count == 1 || outcome.withLock { $0 } != nil
         }
         if let early = outcome.withLock({ $0 }) {
@@ -66,14 +67,14 @@ struct CommitOutcomeTests {
         let committing = try #require(try waitingForLocks("COMMIT").first?.first ?? nil)
         database.proxy.cut()
         // The store connects again and waits for the row's lock, which the unfinished transaction still holds.
-        try await eventually("the store to wait for the row's lock", within: 300) {
+        try await eventually("the store to wait for the row's lock", within: .seconds(300)) {
             (try? waitingForLocks("%prefs_values%"))?.count == 1 || outcome.withLock { $0 } != nil
         }
         if let early = outcome.withLock({ $0 }) {
             // An answer before the gate opens is right only if the transaction has ended all the same: its backend
             // was ended by something outside this test (the server log says what). It must then be the truth.
             var backend: [[String?]]? = nil
-            try await eventually("the server to answer (it may be recovering)", within: 120) {
+            try await eventually("the server to answer (it may be recovering)", within: .seconds(120)) {
                 backend = try? database.sql("SELECT pid FROM pg_stat_activity WHERE pid = \(committing)")
                 return backend != nil
             }
@@ -96,7 +97,7 @@ struct CommitOutcomeTests {
         } else {
             try database.sql("SELECT pg_terminate_backend(\(committing))")
         }
-        try await eventually("updateValue to return or throw", within: 300) { outcome.withLock { $0 } != nil }
+        try await eventually("updateValue to return or throw", within: .seconds(300)) { outcome.withLock { $0 } != nil }
         let (value, error) = try #require(outcome.withLock { $0 })
         let row = try database.sql("SELECT value::text FROM prefs_values WHERE key = 'count'")
         if commits {

@@ -2,6 +2,7 @@ import Foundation
 import PostgresTestServer
 import Prefs
 import PrefsPostgres
+import PrefsTestSupport
 import TestThreads
 import Testing
 
@@ -68,7 +69,7 @@ struct NamedFaultTests {
             }
             outcome.withLock { $0 = result }
         }.start()
-        try await eventually("finding out to meet two refused sessions", within: 300) {
+        try await eventually("finding out to meet two refused sessions", within: .seconds(300)) {
             store.settlingFailureCount >= 2 || outcome.withLock { $0 } != nil
         }
         if let early = outcome.withLock({ $0 }) {
@@ -78,7 +79,7 @@ struct NamedFaultTests {
         #expect(proxy.sessionsRefused >= 1, "\(proxy.statistics)")
 
         proxy.clearFaults()
-        try await eventually("updateValue to return or throw", within: 300) { outcome.withLock { $0 } != nil }
+        try await eventually("updateValue to return or throw", within: .seconds(300)) { outcome.withLock { $0 } != nil }
         let result = try #require(outcome.withLock { $0 })
         #expect(try result.get() == .int(2))
         #expect(try database.sql("SELECT value::text FROM prefs_values WHERE key = 'count'") == [["2"]])

@@ -2,6 +2,7 @@ import Foundation
 import PostgresTestServer
 import Prefs
 import PrefsPostgres
+import PrefsTestSupport
 import TestThreads
 import Testing
 

@@ -71,24 +71,6 @@ func changeWhileUnreachable(_ database: Database, _ body: (PostgresStore) throws
     try database.server.stop()
 }
 
-struct TimedOut: Error, CustomStringConvertible {
-    let what: String
-    var description: String { "timed out waiting for \(what)" }
-}
-
-/// Polls `condition` every 10 ms until it holds; fails after `seconds`. A guard against a hang, not a timing
-/// check: the default leaves room for this test's task to wait for one of Swift Testing's shared threads, and for
-/// the tasks it waits on (a ``Collector``) to wait for them too, while other tests block them.
-func eventually(
-    _ what: String, within seconds: Double = 120, _ condition: () throws -> Bool
-) async throws {
-    let deadline = ContinuousClock.now + .seconds(seconds)
-    while try !condition() {
-        guard ContinuousClock.now < deadline else { throw TimedOut(what: what) }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-}
-
 /// Collects what a `values` stream yields, on a task of its own.
 final class Collector<Value: Sendable>: Sendable {
     private let seen = Locked<[Value]>([])
@@ -113,7 +95,7 @@ extension ChildProcess {
     /// `let ended = try await child.ended()` waits until the child has ended without holding one of Swift Testing's
     /// shared threads meanwhile, then says how it ended and what it printed.
     func ended(within seconds: Double = 300) async throws -> Exit {
-        try await eventually("the child to end", within: seconds) { !isRunning }
+        try await eventually("the child to end", within: .seconds(seconds)) { !isRunning }
         return wait()
     }
 }

@@ -186,6 +186,9 @@ public final class ChildProcess: @unchecked Sendable {
     /// `child.isRunning`: the child has not ended yet.
     public var isRunning: Bool { changing { !hasEnded } }
 
+    /// `child.processID`: the child's process id.
+    public var processID: Int32 { process.processIdentifier }
+
     /// `child.signal(SIGTERM)` sends a signal to the child while it runs.
     public func signal(_ number: Int32) {
         // Under the lock, so that the process identifier cannot have been reused by the time the signal is sent.

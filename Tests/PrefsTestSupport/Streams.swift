@@ -1,6 +1,11 @@
-/// A stream did not yield what a test waited for in time.
-public struct TimedOut: Error {
-    public init() {}
+/// What a test waited for did not happen within the limit that guards it against a hang.
+public struct TimedOut: Error, CustomStringConvertible {
+    /// What the test was waiting for.
+    public let what: String
+
+    public init(_ what: String = "a stream to yield") { self.what = what }
+
+    public var description: String { "timed out waiting for \(what)" }
 }
 
 /// Takes the first `count` elements of a stream, failing after `seconds` (a guard, not a synchronisation: the

@@ -156,16 +156,6 @@ struct BatchTests {
         #expect(tags.wrappedValue == ["a", "b"])
     }
 
-    /// Polls `condition` until it holds or `seconds` pass; returns whether it held.
-    private func holds(within seconds: Double, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if condition() { return true }
-            usleep(2_000)
-        }
-        return condition()
-    }
-
     @Test func writesFromOtherThreadsAndProcessesWaitForTheBatch() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
@@ -185,17 +175,19 @@ struct BatchTests {
             let started = try ChildProcess.start(["set-int", "json:" + url.path, "process", "2"])
             child.withLock { $0 = started }
             // Neither may finish while the batch runs (each would take milliseconds otherwise).
-            #expect(
-                !holds(within: 0.5) { threadDone.load(ordering: .sequentiallyConsistent) || !started.isRunning }
-            )
+            #expect(throws: TimedOut.self) {
+                try eventually("the thread or the process to write during the batch", within: .milliseconds(500)) {
+                    threadDone.load(ordering: .sequentiallyConsistent) || !started.isRunning
+                }
+            }
         }
 
         let process = try #require(child.withLock { $0 })
         let ended = process.wait()
         #expect(ended.status == 0, "\(ended)")
-        #expect(holds(within: 10) { threadDone.load(ordering: .sequentiallyConsistent) })
+        try eventually("the thread's write to return") { threadDone.load(ordering: .sequentiallyConsistent) }
         // Both wrote after the batch's commit, so their values are the ones that stay.
-        #expect(holds(within: 10) { (try? store.value(forKey: "process")) == .int(2) })
+        try eventually("the process's write to be seen") { (try? store.value(forKey: "process")) == .int(2) }
         #expect(try store.value(forKey: "thread") == .int(2))
     }
 

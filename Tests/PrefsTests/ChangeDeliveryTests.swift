@@ -81,4 +81,47 @@ struct ChangeDeliveryTests {
         #expect(order.withLock { $0 } == ["outer observer returns", "inner change delivered"])
         #expect(second.wrappedValue == 1)
     }
+
+    /// Ported from StateGraph's `publicationRunsAfterCoordinatorUnlocks`: an observer of one key waits for a write
+    /// of another key made on another thread (a "save, then refresh" observer). That write is delivered on its own
+    /// thread before it returns, while the first observer still runs; so is a write that changes nothing.
+    @Test(arguments: Backend.allCases)
+    func anObserverOfOneKeyDoesNotHoldUpAWriteOfAnother(_ backend: Backend) throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try backend.open(in: directory)
+        let watched = StoredValue(key: uniqueKey("watched"), default: 0, store: store)
+        let saved = StoredValue(key: uniqueKey("saved"), default: 0, store: store)
+        saved.set(5)
+        let savedObserved = Atomic(false)
+        let outcome = Mutex<[String]>([])
+        withObservationTracking {
+            _ = watched.wrappedValue
+        } onChange: {
+            withObservationTracking {
+                _ = saved.wrappedValue
+            } onChange: {
+                savedObserved.store(true, ordering: .sequentiallyConsistent)
+            }
+            for (label, value) in [("change", 6), ("unchanged", 6)] {
+                let done = DispatchSemaphore(value: 0)
+                let thread = Thread {
+                    saved.set(value)
+                    let seen = savedObserved.load(ordering: .sequentiallyConsistent)
+                    outcome.withLock { $0.append("\(label) returned, observed: \(seen)") }
+                    done.signal()
+                }
+                thread.start()
+                // A hang guard: the write should not wait for this observer at all.
+                if done.wait(timeout: .now() + 30) == .timedOut {
+                    outcome.withLock { $0.append("\(label) still waiting after 30 s") }
+                }
+            }
+        }
+        watched.set(1)
+        #expect(
+            outcome.withLock { $0 } == ["change returned, observed: true", "unchanged returned, observed: true"],
+            "the write of another key returned before its observer ran, or never")
+        #expect(saved.wrappedValue == 6)
+    }
 }

@@ -32,16 +32,6 @@ import Testing
         try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
     }
 
-    /// Waits until `condition` holds, looking every few milliseconds; fails after `seconds` (a guard, not a pause).
-    private func eventually(within seconds: Double = 20, _ condition: () throws -> Bool) throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while ContinuousClock.now < deadline {
-            if try condition() { return true }
-            usleep(5_000)
-        }
-        return try condition()
-    }
-
     @Test(arguments: Backend.persistent)
     func aDeferredSetIsSeenAtOnceInThisProcessAndIsInTheFileAfterFlush(_ backend: Backend) async throws {
         let directory = try TempDir()
@@ -356,7 +346,9 @@ import Testing
 
         // Once the obstacle is gone, the retry scheduled after the failure commits without anyone asking.
         try FileManager.default.removeItem(at: lock)
-        #expect(try eventually { FileManager.default.fileExists(atPath: directory.path("prefs.json")) })
+        try eventually("the deferred write to reach the file") {
+            FileManager.default.fileExists(atPath: directory.path("prefs.json"))
+        }
         #expect(try readInt(key, .file, in: directory) == ["2"])
         #expect(Reports.for(key).count == 1)
     }

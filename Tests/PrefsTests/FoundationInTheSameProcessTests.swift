@@ -1,4 +1,5 @@
 import Foundation
+import PrefsTestSupport
 import TestThreads
 import Testing
 
@@ -26,9 +27,8 @@ struct FoundationInTheSameProcessTests {
         #expect(try store.value(forKey: "fromFoundation") == nil, "not on disk before synchronize()")
         defaults.synchronize()
         // Foundation's synchronize() rewrote the file; the store's watcher notices and reloads it.
-        let deadline = ContinuousClock.now + .seconds(10)
-        while try store.value(forKey: "fromFoundation") == nil, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
+        try await eventually("the watcher to load Foundation's rewrite") {
+            try store.value(forKey: "fromFoundation") != nil
         }
         #expect(try store.value(forKey: "fromFoundation") == .int(2))
         #expect(try store.value(forKey: "fromPrefs") == .int(1), "Foundation's rewrite kept Prefs' key")

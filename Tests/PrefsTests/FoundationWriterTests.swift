@@ -132,18 +132,11 @@ struct FoundationWriterTests {
             finished.store(true, ordering: .sequentiallyConsistent)
         }
         foundation.start()
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !started.load(ordering: .sequentiallyConsistent), ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(1))
-        }
+        try await eventually("Foundation's first save") { started.load(ordering: .sequentiallyConsistent) }
         let updates = 200
         for _ in 0..<updates { counter.update { $0 += 1 } }
         stop.store(true, ordering: .sequentiallyConsistent)
-        while !finished.load(ordering: .sequentiallyConsistent), ContinuousClock.now < deadline + .seconds(10) {
-            try await Task.sleep(for: .milliseconds(1))
-        }
-        let didFinish = finished.load(ordering: .sequentiallyConsistent)
-        #expect(didFinish)
+        try await eventually("Foundation's thread to stop") { finished.load(ordering: .sequentiallyConsistent) }
         let expectedLast = last.load(ordering: .sequentiallyConsistent)
         let outcome = try await Self.settle(store, updates: updates, last: expectedLast)
         print("FIGURE foundation-thread: pc kept \(outcome.pc ?? -1) of \(updates)")
@@ -203,11 +196,10 @@ struct FoundationWriterTests {
         #expect(ContinuousClock.now - started < StoreState.inPlaceRewriteGrace)
     }
 
-    /// Waits until `store` reads `expected` for `key`, or ten seconds pass.
+    /// Waits until `store` reads `expected` for `key`.
     private static func waitFor(_ expected: PrefValue?, forKey key: String, in store: UserDefaultsStore) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while try store.value(forKey: key) != expected, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
+        try await eventually("the store to read \(String(describing: expected)) for \(key)") {
+            try store.value(forKey: key) == expected
         }
     }
 
@@ -257,11 +249,9 @@ struct FoundationWriterTests {
         let store = try Self.suiteWithModeSetTwice(in: directory)
         try Self.foundationSetsMode(1, in: directory)
         // Foundation wrote XML; the restoring write is Prefs' binary form again.
-        let deadline = ContinuousClock.now + .seconds(10)
-        while (try? Data(contentsOf: store.url).starts(with: Data("bplist00".utf8))) != true
-            || (try? store.value(forKey: "mode")) != .int(2), ContinuousClock.now < deadline
-        {
-            try await Task.sleep(for: .milliseconds(10))
+        try await eventually("the restoring write of mode 2 in Prefs' binary form") {
+            (try? Data(contentsOf: store.url).starts(with: Data("bplist00".utf8))) == true
+                && (try? store.value(forKey: "mode")) == .int(2)
         }
         #expect(Self.fileValues(store.url)["mode"] as? Int == 2)
         #expect(try store.value(forKey: "mode") == .int(2))

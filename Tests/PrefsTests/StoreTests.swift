@@ -137,17 +137,11 @@ struct StoreTests {
         let garbage = Data("garbage".utf8)
         try garbage.write(to: file, options: .atomic)
         // Once the grace period is over, reads throw; until then they keep the last good value.
-        let deadline = ContinuousClock.now + .seconds(10)
-        while (try? store.value(forKey: key)) == .int(1), ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await eventually("reads to stop serving the last good value") { (try? store.value(forKey: key)) != .int(1) }
         #expect(throws: PrefsError.self) { try store.value(forKey: key) }
         #expect(throws: PrefsError.self) { try store.setValue(.int(2), forKey: key) }
         // The reload that finds the file damaged for good reports it just after reads start to throw.
-        let reportDeadline = ContinuousClock.now + .seconds(10)
-        while Reports.naming(directory).isEmpty, ContinuousClock.now < reportDeadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await eventually("the damaged file to be reported") { !Reports.naming(directory).isEmpty }
         #expect(Reports.naming(directory).count == 1)
         #expect(try Data(contentsOf: file) == garbage)
     }

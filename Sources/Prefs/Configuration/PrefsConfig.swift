@@ -89,6 +89,24 @@ public enum PrefsConfig {
         set { ErrorReporter.current = newValue }
     }
 
+    /// `PrefsConfig.lockTimeout = .seconds(2)` bounds how long a write to a file store waits for the file's lock
+    /// while another process holds it; past it the write throws ``PrefsError/lockTimedOut(path:holder:waited:)``
+    /// and nothing is written. The default is 5 seconds.
+    ///
+    /// Writers in Prefs processes hold the lock for the length of one write (milliseconds), so the limit is only
+    /// reached when the holder has stopped (Ctrl-Z, a debugger, a wedged tool). Reads never wait for the lock.
+    /// Deferred writes committed when the app exits wait at most this long too, then report the error.
+    public static var lockTimeout: Duration {
+        get { LockWait.timeout }
+        set { LockWait.timeout = newValue }
+    }
+
+    /// `PrefsConfig.withLockTimeout(.milliseconds(200)) { … }` runs `operation` with another lock timeout for the
+    /// writes it makes on this thread or task (and the child tasks it creates), leaving others' as they are.
+    public static func withLockTimeout<Result>(_ timeout: Duration, operation: () throws -> Result) rethrows -> Result {
+        try LockWait.$scoped.withValue(max(.zero, timeout), operation: operation)
+    }
+
     // MARK: Scoped default stores
 
     /// `PrefsConfig.withDefaultStore(InMemoryStore()) { … }` runs `operation` with `store` as the default store of

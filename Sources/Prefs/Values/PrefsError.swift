@@ -56,6 +56,11 @@ public enum PrefsError: Error, Sendable, Equatable {
     /// a store file may have (the same limit every open applies). Nothing was written; the stored values are as
     /// they were.
     case tooLarge(path: String, size: Int, limit: Int)
+    /// `.lockTimedOut(path:holder:waited:)`: a write that gave up after waiting `waited` for the lock file at `path`,
+    /// which another process held all along (`holder`, its process id, where the system can tell): a stopped
+    /// process (Ctrl-Z, a debugger) or a wedged one. Nothing was written; the stored values are as they were. The
+    /// limit is ``PrefsConfig/lockTimeout``.
+    case lockTimedOut(path: String, holder: Int32?, waited: Duration)
 }
 
 extension PrefsError: LocalizedError, CustomStringConvertible {
@@ -92,10 +97,20 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
             "the change to \(path) was made, but its durability is not confirmed (\(operation): \(message)); "
                 + "it is in effect now but might not survive a power loss"
         case .storeClosed(let path): "the store of \(path) is closed; open a new one to use the file"
+        case .lockTimedOut(let path, let holder, let waited):
+            "writing \(path.hasSuffix(".lock") ? String(path.dropLast(5)) : path) gave up after waiting "
+                + "\(Self.seconds(waited)) for its lock "
+                + (holder.map { "(held by process \($0))" } ?? "(held by another process)") + "; nothing was written"
         case .tooLarge(let path, let size, let limit):
             "writing \(path) refused: it would be \(size) bytes, more than the \(limit >> 20) MiB a preferences file "
                 + "may have; nothing was written"
         }
+    }
+
+    /// `1.5 s`, `0.2 s`: a wait, to a tenth of a second.
+    private static func seconds(_ duration: Duration) -> String {
+        let (whole, fraction) = duration.components
+        return "\(whole).\(fraction / 100_000_000_000_000_000) s"
     }
 
     /// A conflict of defaults names both as `Type = default`; a conflict of types names the types alone.

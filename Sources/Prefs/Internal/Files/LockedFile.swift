@@ -99,9 +99,7 @@ final class LockedFile: Sendable {
                     // No lock file for a reader: nothing to read under it and nobody to exclude.
                     if fd < 0 { return try body() }
                 }
-                if POSIX.retrying({ flock(fd, operation) }) != 0 {
-                    throw SystemCallError(path: lockPath, operation: "lock").prefsError
-                }
+                try acquire(fd, operation)
                 // The lock file may have been removed or replaced while this descriptor was open (or while it
                 // waited): a lock on a file nobody else opens excludes nobody, so start again on the current one,
                 // as SQLite's unix VFS does.
@@ -117,6 +115,31 @@ final class LockedFile: Sendable {
                 close(fd)
                 fd = -1
             }
+        }
+    }
+
+    /// Takes `flock` `operation` on `fd`, waiting at most `LockWait.timeout` for another process to release it:
+    /// `flock` itself cannot time out, so a held lock is tried again after pauses growing from 0.1 to 5 ms (as
+    /// SQLite's busy handler does). Throws `PrefsError.lockTimedOut` naming the holder, when the system can tell.
+    private func acquire(_ fd: Int32, _ operation: Int32) throws {
+        func attempt() throws -> Bool {
+            if POSIX.retrying({ flock(fd, operation | LOCK_NB) }) == 0 { return true }
+            guard errno == EWOULDBLOCK else { throw SystemCallError(path: lockPath, operation: "lock").prefsError }
+            return false
+        }
+        if try attempt() { return }
+        let clock = EngineClock.current
+        let limit = LockWait.timeout
+        let start = clock.now()
+        var pause = Duration.microseconds(100)
+        while true {
+            let waited = clock.now() - start
+            guard waited < limit else {
+                throw PrefsError.lockTimedOut(path: lockPath, holder: POSIX.flockHolder(of: fd), waited: waited)
+            }
+            clock.pause(min(pause, limit - waited))
+            if try attempt() { return }
+            pause = min(pause * 2, .milliseconds(5))
         }
     }
 
@@ -144,8 +167,9 @@ final class LockedFile: Sendable {
             attempts += 1
             let fd: Int32
             do { fd = try openLockFile(creating: true) } catch { throw LockLostError() }
-            guard POSIX.retrying({ flock(fd, LOCK_EX) }) == 0 else {
+            do { try acquire(fd, LOCK_EX) } catch {
                 close(fd)
+                if case .lockTimedOut? = error as? PrefsError { throw error }
                 throw LockLostError()
             }
             if isCurrentLockFile(fd) {

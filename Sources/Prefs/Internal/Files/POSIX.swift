@@ -272,9 +272,35 @@ enum POSIX {
         }
         return path[..<end]
     }
+
+    /// The process holding a `flock` on the file open at `fd`, read from `/proc/locks` (Linux); nil where the
+    /// system does not tell, or when nobody holds one any more.
+    static func flockHolder(of fd: Int32) -> Int32? {
+        var info = stat()
+        guard fstat(fd, &info) == 0,
+            let table = try? String(contentsOfFile: "/proc/locks", encoding: .utf8)
+        else { return nil }
+        let device = UInt64(info.st_dev)
+        let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~0xfff)
+        let minor = (device & 0xff) | ((device >> 12) & ~0xff)
+        // "1: FLOCK  ADVISORY  WRITE 8386 fe:00:16224565 0 EOF": the holder's pid, then major:minor:inode in
+        // hexadecimal, hexadecimal and decimal. A waiter's line has "->" after the number.
+        for line in table.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count >= 6, fields[1] == "FLOCK", let pid = Int32(fields[4]) else { continue }
+            let file = fields[5].split(separator: ":")
+            if file.count == 3, UInt64(file[0], radix: 16) == major, UInt64(file[1], radix: 16) == minor,
+                UInt64(file[2]) == UInt64(info.st_ino)
+            {
+                return pid
+            }
+        }
+        return nil
+    }
 }
 
 extension URL {
     /// The file-system path of a file URL, without percent encoding.
     var fileSystemPath: String { path(percentEncoded: false) }
+
 }

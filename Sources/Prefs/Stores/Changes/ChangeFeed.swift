@@ -23,8 +23,9 @@ import Observation
 /// 1. While still holding the lock under which it applied a change, the store calls ``announce(_:)`` with the
 ///    new values of the keys that changed. This fixes the change's place in the order.
 /// 2. After releasing every lock of its own, it calls ``deliverAnnouncements()`` on the same thread, which runs
-///    the observers of its announcements there, before it returns, in announcement order: a change announced
-///    earlier by another thread is delivered first (by that thread), so this call may wait for it.
+///    the observers of its announcements there, before it returns, in announcement order: a change of the same
+///    key announced earlier by another thread is delivered first (by that thread), so this call may wait for it.
+///    Changes of other keys never wait for each other's observers.
 ///
 /// ``publish(changedKeys:)`` does both at once for a store that cannot tell the new values; its observers then
 /// read the value current when they run, so two quick changes may reach them as one.
@@ -46,39 +47,52 @@ public final class ChangeFeed: Sendable {
 
     /// One call of `announce`: its entries and the thread that made it, which delivers it (nil: any thread may).
     private struct Announcement {
+        let id: UInt64
         var owner: ThreadID?
+        /// The thread running its observers, once one does.
+        var deliverer: ThreadID?
         let entries: [Entry]
+
+        func overlaps(_ other: Announcement) -> Bool {
+            entries.contains { entry in other.entries.contains { $0.key == entry.key } }
+        }
     }
 
+    /// The order is kept per key: an announcement waits only for earlier ones that share a key with it, so an
+    /// observer of one key never holds up the delivery (and so the write) of another.
     private struct State {
         var cells: [String: KeyCell] = [:]
         var keySubscribers: [UInt64: KeySubscriber] = [:]
         var nextToken: UInt64 = 0
-        /// Announced changes not yet delivered, oldest first.
+        var nextAnnouncement: UInt64 = 0
+        /// Announced changes not yet delivered, or being delivered, oldest first.
         var pending: [Announcement] = []
-        /// The thread running the delivery loop, if any; only one does at a time, which keeps the order.
-        var deliverer: ThreadID?
 
-        /// Whether `thread` may deliver the oldest pending announcement now.
-        func headIsDeliverable(by thread: ThreadID) -> Bool {
-            guard let owner = pending.first?.owner else { return true }
-            return owner == thread
-        }
+        func isDelivering(_ thread: ThreadID) -> Bool { pending.contains { $0.deliverer == thread } }
 
         func hasAnnouncements(of thread: ThreadID) -> Bool { pending.contains { $0.owner == thread } }
 
-        /// Lets any thread deliver the announcements of `thread` (or, with nil, every pending one).
-        /// Removes and returns the oldest announcements that `thread` may deliver, up to the first it may not.
-        mutating func takeDeliverable(by thread: ThreadID) -> [Announcement] {
-            let count = pending.prefix { $0.owner == nil || $0.owner == thread }.count
-            defer { pending.removeFirst(count) }
-            return Array(pending.prefix(count))
+        /// The index of the oldest announcement no one delivers yet, that `thread` may deliver (its own, or one
+        /// any thread may), and that no earlier announcement of one of its keys still holds up.
+        func nextDeliverable(by thread: ThreadID) -> Int? {
+            pending.indices.first { index in
+                let candidate = pending[index]
+                guard candidate.deliverer == nil, candidate.owner == nil || candidate.owner == thread else {
+                    return false
+                }
+                return !pending[..<index].contains { $0.overlaps(candidate) }
+            }
         }
 
+        /// The earlier announcement holding up the oldest one of `thread`.
+        func blocker(of thread: ThreadID) -> Announcement? {
+            guard let mine = pending.firstIndex(where: { $0.owner == thread }) else { return nil }
+            return pending[..<mine].first { $0.overlaps(pending[mine]) }
+        }
+
+        /// Lets any thread deliver the announcements of `thread`.
         mutating func release(_ thread: ThreadID?) {
-            for index in pending.indices where thread == nil || pending[index].owner == thread {
-                pending[index].owner = nil
-            }
+            for index in pending.indices where pending[index].owner == thread { pending[index].owner = nil }
         }
     }
 
@@ -122,50 +136,46 @@ public final class ChangeFeed: Sendable {
     /// order; call it after releasing your store's locks, since observers may read or write preferences.
     ///
     /// Each announcement is delivered exactly once, on the thread that announced it, before this call returns, so
-    /// a write's observers have run when the write returns, on the writer's thread. Announcements of other threads
-    /// that came first are delivered first, by those threads: this call waits for them. Two exceptions keep it
+    /// a write's observers have run when the write returns, on the writer's thread. The order is kept per key:
+    /// an announcement of another thread that came first and changes one of the same keys is delivered first, by
+    /// that thread, and this call waits for it; changes of other keys do not wait. Two exceptions keep it
     /// from ever hanging: called from an observer (a write inside an observer), it returns at once and the
     /// delivery already running delivers the new change right after the current observer returns; and if an
-    /// earlier announcement is not delivered within a second (its observer blocks), this thread's changes are
+    /// earlier announcement of the same key is not delivered within a second (its observer blocks), this thread's changes are
     /// left to the thread delivering.
     public func deliverAnnouncements() {
         let me = ThreadID.current
         while true {
-            let next = state.withLock { state, condition -> [Announcement]? in
+            let next = state.withLock { state, condition -> Announcement? in
+                // An observer wrote: the delivery running on this thread delivers it once the observer returns.
+                if state.isDelivering(me) { return nil }
                 var waitedSince: ContinuousClock.Instant?
                 while true {
-                    if state.deliverer == me { return nil }  // an observer wrote: the running loop delivers it
-                    if state.deliverer == nil, !state.pending.isEmpty, state.headIsDeliverable(by: me) { break }
-                    guard state.hasAnnouncements(of: me) else { return nil }
-                    // Another thread's announcement comes first: wait for it to be delivered.
+                    if let index = state.nextDeliverable(by: me) {
+                        state.pending[index].deliverer = me
+                        return state.pending[index]
+                    }
+                    guard state.hasAnnouncements(of: me), let blocker = state.blocker(of: me) else { return nil }
+                    // An earlier change of one of the same keys comes first: wait for it to be delivered.
                     let since = waitedSince ?? .now
                     waitedSince = since
                     if ContinuousClock.now - since >= Self.handOverAfter {
-                        // Its thread delivers ours too; or, if nobody is delivering, the head's thread never
-                        // came (a custom store that announced without delivering): deliver it ourselves.
-                        if state.deliverer != nil {
-                            state.release(me)
-                            return nil
-                        }
-                        state.release(state.pending.first?.owner)
-                        break
+                        // Its observer blocks (perhaps waiting for this very thread): its thread delivers ours
+                        // too, after it. Or its thread never came (a custom store that announced without
+                        // delivering): deliver it here.
+                        state.release(blocker.deliverer != nil ? me : blocker.owner)
+                        if blocker.deliverer != nil { return nil }
+                        waitedSince = nil
+                        continue
                     }
                     condition.wait(for: Self.handOverAfter - (ContinuousClock.now - since))
                 }
-                state.deliverer = me
-                return state.takeDeliverable(by: me)
             }
-            guard var batch = next else { return }
-            while !batch.isEmpty {
-                for announcement in batch { deliver(announcement.entries) }
-                batch = state.withLock { state, condition in
-                    let more = state.takeDeliverable(by: me)
-                    if more.isEmpty {
-                        state.deliverer = nil
-                        condition.broadcast()
-                    }
-                    return more
-                }
+            guard let announcement = next else { return }
+            deliver(announcement.entries)
+            state.withLock { state, condition in
+                state.pending.removeAll { $0.id == announcement.id }
+                condition.broadcast()
             }
         }
     }
@@ -199,7 +209,8 @@ public final class ChangeFeed: Sendable {
                 let cell = state.cells[key]
                 return Entry(key: key, cell: cell, version: cell?.advance() ?? 0, update: update)
             }
-            state.pending.append(Announcement(owner: .current, entries: entries))
+            state.nextAnnouncement += 1
+            state.pending.append(Announcement(id: state.nextAnnouncement, owner: .current, entries: entries))
         }
     }
 

@@ -453,7 +453,7 @@ final class FileBackedStorage: Sendable {
     /// thrown).
     func retryingWhileSuspect<T>(_ body: () throws -> T) throws -> T {
         while true {
-            do { return try body() } catch is FileIsSuspect { usleep(1_000) }
+            do { return try body() } catch is FileIsSuspect { EngineClock.current.pause(.milliseconds(1)) }
         }
     }
 
@@ -480,7 +480,7 @@ final class FileBackedStorage: Sendable {
             guard snapshot.withLock({ $0.isSuspect }) else { return }
             if canLetGo { throw FileIsSuspect() }
             // Every millisecond: a writer that rewrites in place again and again leaves it readable only briefly.
-            usleep(1_000)
+            EngineClock.current.pause(.milliseconds(1))
         }
     }
 
@@ -493,16 +493,17 @@ final class FileBackedStorage: Sendable {
     private func loadFirst() throws {
         let grace = snapshot.withLock { $0.grace }
         try refreshLocked(announcing: false, graceful: grace > .zero)
+        let clock = EngineClock.current
         var seen = try? file.identity()
-        var lastChange = ContinuousClock.now
+        var lastChange = clock.now()
         while snapshot.withLock({ $0.isSuspect }) {
-            usleep(1_000)
+            clock.pause(.milliseconds(1))
             let current = try? file.identity()
             if current != seen {
                 seen = current
-                lastChange = .now
+                lastChange = clock.now()
             }
-            let quiet = ContinuousClock.now - lastChange >= .milliseconds(50) && (current?.size ?? 0) > 0
+            let quiet = clock.now() - lastChange >= .milliseconds(50) && (current?.size ?? 0) > 0
             try refreshLocked(announcing: false, graceful: !quiet)
         }
     }

@@ -1,0 +1,61 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Where the file engine reads the time and waits for it to pass: the system's monotonic clock, or a test's.
+///
+/// The only place in the library that waits for time. Every bounded wait of the engine (the cross-process lock,
+/// a file another writer is rewriting in place) reads the time and pauses through the clock in effect, so a test
+/// can hand the engine a clock it moves itself.
+package struct EngineClock: Sendable {
+    /// Time since an arbitrary origin; never goes back.
+    package let now: @Sendable () -> Duration
+    /// Returns once `duration` has passed on this clock, blocking the calling thread.
+    package let pause: @Sendable (Duration) -> Void
+
+    package init(now: @escaping @Sendable () -> Duration, pause: @escaping @Sendable (Duration) -> Void) {
+        self.now = now
+        self.pause = pause
+    }
+
+    /// The system's monotonic clock.
+    package static let system: EngineClock = {
+        let origin = ContinuousClock.now
+        return EngineClock(now: { ContinuousClock.now - origin }, pause: waitOnSystemClock)
+    }()
+
+    /// The clock of this task (a test's, set with `withClock`), else the system's.
+    package static var current: EngineClock { scoped ?? system }
+
+    @TaskLocal private static var scoped: EngineClock?
+
+    /// Runs `body` with `clock` as the engine's clock in this task and the child tasks it creates.
+    package static func withClock<T>(_ clock: EngineClock, _ body: () throws -> T) rethrows -> T {
+        try $scoped.withValue(clock, operation: body)
+    }
+}
+
+private func waitOnSystemClock(_ duration: Duration) {
+    guard duration > .zero else { return }
+    let (seconds, attoseconds) = duration.components
+    var request = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
+    var remaining = timespec()
+    while nanosleep(&request, &remaining) != 0, errno == EINTR { request = remaining }
+}
+
+/// How long a writer waits for the cross-process lock of a store's file before it gives up with
+/// `PrefsError.lockTimedOut`. See `PrefsConfig.lockTimeout`.
+enum LockWait {
+    private static let configured = Mutex<Duration>(.seconds(5))
+    @TaskLocal static var scoped: Duration?
+
+    static var timeout: Duration {
+        get { scoped ?? configured.withLock { $0 } }
+        set { configured.withLock { $0 = max(.zero, newValue) } }
+    }
+}
