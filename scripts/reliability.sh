@@ -12,7 +12,7 @@ log=".build/reliability.log"
 started=$(date +%s)
 status=0
 PREFS_RELIABILITY=1 run_suite --filter PrefsReliabilityTests "$@" 2>&1 | tee "$log" || status=$?
-fuzz_iterations=$((${PREFS_SOAK:-0} == 1 ? 400000 : 40000))
+fuzz_iterations=$((${PREFS_SOAK:-0} == 1 ? 400000 : 10000))
 PREFS_FUZZ_ITERATIONS=$fuzz_iterations run_suite --filter 'MutationFuzzNeverCrashes' 2>&1 | tee -a "$log" \
     || status=$?
 echo

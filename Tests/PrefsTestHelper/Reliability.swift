@@ -4,6 +4,7 @@
 import Foundation
 import Prefs
 import PrefsTestSupport
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -108,7 +109,7 @@ enum ReliabilityCommands {
         var random = SplitMix64(seed: seed)
         var opened = 0
         var refused = 0
-        for index in 0..<count {
+        func openCase(_ index: Int) throws {
             let base = seeds[Int(random.next() % UInt64(seeds.count))]
             let bytes = Mutator.mutate(base, kind: kind, random: &random)
             guard FileManager.default.createFile(atPath: path, contents: bytes) else { fail("cannot write case") }
@@ -127,6 +128,12 @@ enum ReliabilityCommands {
             guard FileManager.default.contents(atPath: path) == bytes else {
                 fail("case \(index) (seed \(seed)): the file changed on open")
             }
+        }
+        // A refused suite is first given 50 ms of quiet, in case another writer is rewriting it in place. Nobody is
+        // here, so the engine waits on a clock that moves only when it pauses: the outcome is the same, without
+        // 50 ms of real time per case.
+        try EngineClock.withClock(.movingWhenPaused()) {
+            for index in 0..<count { try openCase(index) }
         }
         emit("cases \(count) opened \(opened) refused \(refused)")
     }
@@ -326,4 +333,18 @@ enum Mutator {
             bytes = randomBytes(Int.random(in: 0...4096, using: &random))
         }
     }
+}
+
+extension EngineClock {
+    /// A clock that stands still until the engine pauses on it, and then moves by exactly the pause, at once: for
+    /// runs whose outcome does not depend on real time passing (nobody else writes the file the engine waits on).
+    static func movingWhenPaused() -> EngineClock {
+        let elapsed = ElapsedTime()
+        return EngineClock(
+            now: { elapsed.time.withLock { $0 } }, pause: { step in elapsed.time.withLock { $0 += step } })
+    }
+}
+
+private final class ElapsedTime: Sendable {
+    let time = Mutex<Duration>(.zero)
 }

@@ -37,7 +37,7 @@ private func mutate(_ original: [UInt8], _ random: inout SplitMix64) -> [UInt8] 
 }
 
 /// `PREFS_FUZZ_ITERATIONS=1000000 PREFS_FUZZ_SEED=42 swift test --filter FormatTests` runs longer fuzz campaigns.
-/// `make test` runs a short fuzz of each decoder; `make reliability` runs each with `PREFS_FUZZ_ITERATIONS=40000`.
+/// `make test` runs a short fuzz of each decoder; `make reliability` runs each with `PREFS_FUZZ_ITERATIONS=10000` (`make soak`: 400000).
 private let fuzzIterations = ProcessInfo.processInfo.environment["PREFS_FUZZ_ITERATIONS"].flatMap { Int($0) }
 private let fuzzSeed = ProcessInfo.processInfo.environment["PREFS_FUZZ_SEED"].flatMap { UInt64($0) }
 
