@@ -338,10 +338,12 @@ enum Mutator {
 extension EngineClock {
     /// A clock that stands still until the engine pauses on it, and then moves by exactly the pause, at once: for
     /// runs whose outcome does not depend on real time passing (nobody else writes the file the engine waits on).
+    /// Its timers run on the system's time.
     static func movingWhenPaused() -> EngineClock {
         let elapsed = ElapsedTime()
         return EngineClock(
-            now: { elapsed.time.withLock { $0 } }, pause: { step in elapsed.time.withLock { $0 += step } })
+            now: { elapsed.time.withLock { $0 } }, pause: { step in elapsed.time.withLock { $0 += step } },
+            schedule: EngineClock.system.schedule)
     }
 }
 

@@ -113,28 +113,26 @@ import Testing
     @Test func changesWithinOneWindowShareOneFileWrite() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
+        let clock = ManualClock()
         let window: Duration = .milliseconds(100)
-        let quick = try durableStore(.file, in: directory).deferringWrites(window: window)
+        let durable = try durableStore(.file, in: directory)
         let url = try #require(Backend.file.dataFile(in: directory))
         let writes = try FileReplacements(of: url)
-        let slider = StoredValue(key: "slider", default: 0.0, store: quick)
-
-        let start = ContinuousClock.now
         let sets = 30
-        for frame in 1...sets {
-            slider.set(Double(frame) / 100)
-            usleep(16_667)  // 60 Hz, the pace of a slider; nothing waits on it
+        try EngineClock.withClock(clock.engineClock) {
+            let quick = durable.deferringWrites(window: window)
+            let slider = StoredValue(key: "slider", default: 0.0, store: quick)
+            for frame in 1...sets {
+                slider.set(Double(frame) / 100)
+                clock.advance(by: .microseconds(16_667))  // 60 Hz, the pace of a slider
+            }
+            // 30 frames are 500 ms: five windows, each ending in one commit of what it gathered.
+            #expect(writes.count() == 5)
+            #expect(try jsonFile(url)["slider"] as? Double == Double(sets) / 100)
+            try quick.flush()
         }
-        try quick.flush()
-        let elapsed = ContinuousClock.now - start
-
-        // A commit starts at most once per window, and the flush adds one.
-        let windows = Int(elapsed / window)
-        let count = writes.count()
-        #expect(count >= 1)
-        #expect(count <= windows + 2, "\(count) writes in \(elapsed) (\(windows) windows)")
-        #expect(count < sets)
-        #expect(try jsonFile(url)["slider"] as? Double == Double(sets) / 100)
+        #expect(writes.count() == 5, "nothing was left for the flush")
+        #expect(clock.pendingTimers == 0)
     }
 
     @Test func aBatchIsOneCommitAndAThrowingBatchIsNone() throws {
@@ -325,29 +323,31 @@ import Testing
         Reports.install()
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let store = try FileStore(url: directory.file("prefs.json"))
-        let quick = store.deferringWrites(window: Self.hour)
-        // A folder where the lock file goes: every commit fails before it writes anything.
-        let lock = directory.file("prefs.json.lock")
-        try FileManager.default.createDirectory(at: lock, withIntermediateDirectories: false)
+        let clock = ManualClock()
         let key = uniqueKey("volume")
-        let volume = StoredValue(key: key, default: 0, store: quick)
+        try EngineClock.withClock(clock.engineClock) {
+            let store = try FileStore(url: directory.file("prefs.json"))
+            let quick = store.deferringWrites(window: Self.hour)
+            // A folder where the lock file goes: every commit fails before it writes anything.
+            let lock = directory.file("prefs.json.lock")
+            try FileManager.default.createDirectory(at: lock, withIntermediateDirectories: false)
+            let volume = StoredValue(key: key, default: 0, store: quick)
 
-        volume.set(1)
-        #expect(throws: PrefsError.self) { try quick.flush() }
-        volume.set(2)
-        #expect(throws: PrefsError.self) { try quick.flush() }
-        #expect(throws: PrefsError.self) { try quick.flush() }
+            volume.set(1)
+            #expect(throws: PrefsError.self) { try quick.flush() }
+            volume.set(2)
+            #expect(throws: PrefsError.self) { try quick.flush() }
+            #expect(throws: PrefsError.self) { try quick.flush() }
 
-        #expect(Reports.for(key).count == 1)
-        #expect(Reports.for(key).first?.operation == .write)
-        #expect(volume.wrappedValue == 2)
-        #expect(!FileManager.default.fileExists(atPath: directory.path("prefs.json")))
+            #expect(Reports.for(key).count == 1)
+            #expect(Reports.for(key).first?.operation == .write)
+            #expect(volume.wrappedValue == 2)
+            #expect(!FileManager.default.fileExists(atPath: directory.path("prefs.json")))
 
-        // Once the obstacle is gone, the retry scheduled after the failure commits without anyone asking.
-        try FileManager.default.removeItem(at: lock)
-        try eventually("the deferred write to reach the file") {
-            FileManager.default.fileExists(atPath: directory.path("prefs.json"))
+            // Once the obstacle is gone, the retry scheduled after the failure commits without anyone asking.
+            try FileManager.default.removeItem(at: lock)
+            clock.advance(by: DeferredCommitter.retryDelay)
+            #expect(FileManager.default.fileExists(atPath: directory.path("prefs.json")))
         }
         #expect(try readInt(key, .file, in: directory) == ["2"])
         #expect(Reports.for(key).count == 1)

@@ -13,7 +13,7 @@ struct StoreStateTests {
 
     @Test func aSuiteIsSuspectForItsGracePeriodAndDamagedOnlyAfter() {
         var state = StoreState(values: ["a": .int(1)], grace: .milliseconds(500))
-        let start = ContinuousClock.now
+        let start: Duration = .seconds(1_000)
         #expect(
             state.failedToDecode(Broken(), at: start) == .suspect(recheck: .milliseconds(500), scheduleRecheck: true))
         #expect(state.values == ["a": .int(1)] && state.damage == nil && state.isSuspect)
@@ -28,7 +28,7 @@ struct StoreStateTests {
 
     @Test func aFileOnlyPrefsWritesIsDamagedAtOnce() {
         var state = StoreState(values: ["a": .int(1)])
-        #expect(state.failedToDecode(Broken(), at: .now) == .damaged)
+        #expect(state.failedToDecode(Broken(), at: .zero) == .damaged)
         #expect(state.damage != nil)
     }
 

@@ -22,7 +22,7 @@ struct StoreState: Sendable {
         case healthy
         /// It could not be decoded since then, but may be in the middle of a rewrite: the last good values keep
         /// being served, nothing is reported and nothing is announced.
-        case suspect(since: ContinuousClock.Instant)
+        case suspect(since: Duration)
         /// It cannot be decoded, for longer than the grace: writes are refused so it is never overwritten.
         case damaged(any Error)
     }
@@ -92,8 +92,8 @@ struct StoreState: Sendable {
     }
 
     /// Records that the file could not be decoded at `now`, and decides what that means.
-    mutating func failedToDecode(_ error: any Error, at now: ContinuousClock.Instant) -> Unreadable {
-        let since: ContinuousClock.Instant
+    mutating func failedToDecode(_ error: any Error, at now: Duration) -> Unreadable {
+        let since: Duration
         switch health {
         case .healthy: since = now
         case .suspect(let start): since = start

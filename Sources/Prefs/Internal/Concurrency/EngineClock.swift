@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 import Synchronization
 
 #if canImport(Glibc)
@@ -7,27 +7,46 @@ import Synchronization
     import Darwin
 #endif
 
-/// Where the file engine reads the time and waits for it to pass: the system's monotonic clock, or a test's.
+/// Where the file engine reads the time, waits for it to pass and schedules work: the system's monotonic clock,
+/// or a test's.
 ///
 /// The only place in the library that waits for time. Every bounded wait of the engine (the cross-process lock,
-/// a file another writer is rewriting in place) reads the time and pauses through the clock in effect, so a test
-/// can hand the engine a clock it moves itself.
+/// a file another writer is rewriting in place) and every timer (a deferred store's window, the retry of a failed
+/// commit) goes through the clock in effect, so a test can hand the engine a clock it moves itself.
 package struct EngineClock: Sendable {
     /// Time since an arbitrary origin; never goes back.
     package let now: @Sendable () -> Duration
     /// Returns once `duration` has passed on this clock, blocking the calling thread.
     package let pause: @Sendable (Duration) -> Void
+    /// Runs `work` on `queue` once `duration` has passed on this clock.
+    package let schedule: @Sendable (Duration, DispatchQueue, @escaping @Sendable () -> Void) -> Void
 
-    package init(now: @escaping @Sendable () -> Duration, pause: @escaping @Sendable (Duration) -> Void) {
+    package init(
+        now: @escaping @Sendable () -> Duration, pause: @escaping @Sendable (Duration) -> Void,
+        schedule: @escaping @Sendable (Duration, DispatchQueue, @escaping @Sendable () -> Void) -> Void
+    ) {
         self.now = now
         self.pause = pause
+        self.schedule = schedule
     }
 
     /// The system's monotonic clock.
     package static let system: EngineClock = {
         let origin = ContinuousClock.now
-        return EngineClock(now: { ContinuousClock.now - origin }, pause: waitOnSystemClock)
+        return EngineClock(
+            now: { ContinuousClock.now - origin }, pause: waitOnSystemClock,
+            schedule: { delay, queue, work in
+                queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds(delay)), execute: work)
+            })
     }()
+
+    /// `duration` in whole nanoseconds, negative durations as zero.
+    static func nanoseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0, attoseconds >= 0 else { return 0 }
+        return Int(clamping: seconds.multipliedReportingOverflow(by: 1_000_000_000).partialValue)
+            + Int(attoseconds / 1_000_000_000)
+    }
 
     /// The clock of this task (a test's, set with `withClock`), else the system's.
     package static var current: EngineClock { scoped ?? system }

@@ -10,8 +10,8 @@ import Synchronization
 /// snapshot too, so it commits everything pending.
 final class DeferredCommitter: Sendable {
     private struct State {
-        /// When the earliest scheduled commit runs; nil when none is scheduled.
-        var scheduled: DispatchTime?
+        /// When the earliest scheduled commit runs, on the clock that scheduled it; nil when none is scheduled.
+        var scheduled: Duration?
         /// The text of the last failure reported, so a failure that repeats is reported once.
         var reportedFailure: String?
         /// Whether this storage is known to the exit flush.
@@ -43,29 +43,25 @@ final class DeferredCommitter: Sendable {
 
     // MARK: Scheduling
 
-    /// Makes sure a commit runs within `window` from now.
+    /// Makes sure a commit runs within `window` from now, timed by the engine's clock in effect.
     func schedule(_ storage: FileBackedStorage, within window: Duration) {
-        let deadline = DispatchTime.now() + .nanoseconds(Self.nanoseconds(window))
+        let clock = EngineClock.current
+        let window = max(window, .zero)
+        let deadline = clock.now() + window
         let needed = state.withLock { state in
             if let scheduled = state.scheduled, scheduled <= deadline { return false }
             state.scheduled = deadline
             return true
         }
         guard needed else { return }
-        queue.asyncAfter(deadline: deadline) { [weak storage] in
+        clock.schedule(window, queue) { [weak storage] in
             guard let storage else { return }
             storage.committer.state.withLock { state in
                 if state.scheduled == deadline { state.scheduled = nil }
             }
-            try? storage.commitDeferred()  // a failure is reported and retried by `commitDeferred`
+            // A failure is reported and retried by `commitDeferred`, on the same clock.
+            EngineClock.withClock(clock) { try? storage.commitDeferred() }
         }
-    }
-
-    static func nanoseconds(_ duration: Duration) -> Int {
-        let (seconds, attoseconds) = duration.components
-        guard seconds >= 0, attoseconds >= 0 else { return 0 }
-        return Int(clamping: seconds.multipliedReportingOverflow(by: 1_000_000_000).partialValue)
-            + Int(attoseconds / 1_000_000_000)
     }
 
     // MARK: Failures

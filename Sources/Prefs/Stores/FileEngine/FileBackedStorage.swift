@@ -149,9 +149,7 @@ final class FileBackedStorage: Sendable {
 
     /// Looks at a suspect file again once its grace period is over, in case no watcher event comes.
     private func scheduleRecheck(after delay: Duration) {
-        let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
-        let deadline = DispatchTime.now() + .nanoseconds(Int(nanoseconds) + 20_000_000)
-        DispatchQueue.global().asyncAfter(deadline: deadline) { [weak self] in
+        EngineClock.current.schedule(delay + .milliseconds(20), .global()) { [weak self] in
             guard let self else { return }
             self.snapshot.withLock { $0.recheckScheduled = false }
             self.reloadFromDisk()
@@ -611,7 +609,7 @@ final class FileBackedStorage: Sendable {
                     state.health = .damaged(error)
                     return StoreState.Unreadable.damaged
                 }
-                return state.failedToDecode(error, at: .now)
+                return state.failedToDecode(error, at: EngineClock.current.now())
             }
             switch verdict {
             case .damaged:
