@@ -24,6 +24,7 @@ enum ReliabilityCommands {
             case "fsize":
                 try fileSizeLimit(
                     spec: arguments[1], key: arguments[2], bytes: Int(arguments[3])!, limit: Int(arguments[4])!)
+            case "full-disk-reports": try fullDiskReports(spec: arguments[1], keys: Int(arguments[2])!)
             case "umask-write":
                 try umaskWrite(spec: arguments[1], mask: mode_t(arguments[2], radix: 8)!, key: arguments[3])
             case "deep": try deepValues(spec: arguments[1], depths: arguments[2].split(separator: ",").map { Int($0)! })
@@ -193,6 +194,36 @@ enum ReliabilityCommands {
         emit("kept \(try store.allValues().count)")
         try store.set("small", for: PrefKey(key + "-small", default: ""))
         emit("small ok")
+    }
+
+    /// full-disk-reports SPEC N: sets N wrappers to 1, then lowers RLIMIT_FSIZE below the file's size (every write
+    /// of the file fails with EFBIG, as on a full disk) and sets each wrapper to 1 again (no change) and then to 2.
+    /// Prints "reports R": how many write failures reached the error handler.
+    static func fullDiskReports(spec: String, keys: Int) throws {
+        let store = try StoreSpec.open(spec)
+        let reports = Mutex(0)
+        PrefsConfig.errorHandler = { report in
+            if report.operation == .write { reports.withLock { $0 += 1 } }
+        }
+        let wrappers = (0..<keys).map { StoredValue(key: "setting\($0)", default: 0, store: store) }
+        for wrapper in wrappers { wrapper.set(1) }
+        #if os(Linux)
+            let resource = Int32(RLIMIT_FSIZE.rawValue)
+        #else
+            let resource = RLIMIT_FSIZE
+        #endif
+        var limits = rlimit()
+        guard getrlimit(resource, &limits) == 0 else { fail("getrlimit") }
+        let previous = limits
+        limits.rlim_cur = 16
+        guard setrlimit(resource, &limits) == 0 else { fail("setrlimit") }
+        for wrapper in wrappers {
+            wrapper.set(1)
+            wrapper.set(2)
+        }
+        var restored = previous
+        setrlimit(resource, &restored)
+        emit("reports \(reports.withLock { $0 })")
     }
 
     /// umask-write SPEC MASK KEY: sets the process umask to MASK (octal), then stores a value under KEY.

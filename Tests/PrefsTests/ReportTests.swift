@@ -41,6 +41,18 @@ import Testing
         #expect(Reports.for(key).filter { $0.operation == .write }.count == 2)
     }
 
+    /// A write that succeeds because it changes nothing never reached the file, so it says nothing about the cause:
+    /// on a full disk (a child process whose file size limit is below the file's), writes of five keys, each first
+    /// set to the value it has, are reported once.
+    @Test(arguments: [Backend.file, .userDefaults, .vault])
+    func aWriteThatChangesNothingDoesNotReportTheSameCauseAgain(_ backend: Backend) throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let run = try ChildProcess.run(["full-disk-reports", backend.spec(in: directory), "5"])
+        #expect(run.succeeded, "\(run)")
+        #expect(run.lines == ["reports 1"], "five keys, one cause")
+    }
+
     @Test func aDamagedFileIsReportedOnceForSixtyWritesAndNamesTheFile() throws {
         Reports.install()
         let folder = try TempDir("prefs-reports")

@@ -81,7 +81,7 @@ public enum PrefsConfig {
     /// A read that fails (for example a stored value of the wrong type) returns the default and reports here;
     /// nothing stored is overwritten. A failed write leaves the old value in place and reports here; writes to one
     /// store that keep failing for the same cause (a read-only folder, a damaged file) are reported once, until a
-    /// write succeeds. A store that cannot be read at all is reported once, not on every read; such a report has an
+    /// write reaches the store's file again (a write that changes nothing does not count). A store that cannot be read at all is reported once, not on every read; such a report has an
     /// empty ``PrefsReport/key`` and names the file in ``PrefsReport/file``. The default handler prints one line to
     /// standard error. The handler is called without any Prefs lock held, so it may itself use preferences.
     public static var errorHandler: @Sendable (PrefsReport) -> Void {

@@ -51,16 +51,12 @@ package enum ErrorReporter {
 
     /// Runs a write of a wrapper that cannot throw, reporting a failure of the store's file once per store (`source`,
     /// its change feed) and cause: a read-only folder or a damaged file fails every write alike, and a slider writing
-    /// sixty times a second must not print sixty lines. A write to the store that succeeds re-arms the report. Other
-    /// failures (a forced key, a value that cannot be encoded) are reported every time.
+    /// sixty times a second must not print sixty lines. Only a write that reaches the store's file re-arms the report
+    /// (``writeReachedTheFile(of:)``): one that succeeds because it changed nothing says nothing about the cause.
+    /// Other failures (a forced key, a value that cannot be encoded) are reported every time.
     static func reportingWrite(key: String, source: AnyObject, _ body: () throws -> Void) {
         do {
             try body()
-            guard anyWriteIncident.load(ordering: .relaxed) else { return }
-            incidents.withLock { incidents in
-                let id = ObjectIdentifier(source)
-                incidents[id] = incidents[id]?.filter { !$0.hasPrefix(writeCausePrefix) }
-            }
         } catch {
             // Only failures of the store's file repeat for every key and every write; a refused value is news.
             guard let fileError = PrefsReport.fileError(in: error) else {
@@ -71,6 +67,15 @@ package enum ErrorReporter {
             let cause = writeCausePrefix + fileError.repeatCause
             let isNew = incidents.withLock { $0[ObjectIdentifier(source), default: []].insert(cause).inserted }
             if isNew { report(error, key: key, operation: .write) }
+        }
+    }
+
+    /// A write of the store whose feed is `source` reached its file: the next failure of a write is news.
+    static func writeReachedTheFile(of source: AnyObject) {
+        guard anyWriteIncident.load(ordering: .relaxed) else { return }
+        incidents.withLock { incidents in
+            let id = ObjectIdentifier(source)
+            incidents[id] = incidents[id]?.filter { !$0.hasPrefix(writeCausePrefix) }
         }
     }
 

@@ -273,6 +273,7 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     private func synchronize() throws {
         #if !canImport(Darwin)
             let saved = state.withLock { _ in defaults.synchronize() }
+            if saved { ErrorReporter.writeReachedTheFile(of: changes) }
             if !saved {
                 throw PrefsError.io(
                     path: "UserDefaults", operation: "synchronize", errno: 0,

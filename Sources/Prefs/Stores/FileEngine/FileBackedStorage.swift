@@ -424,8 +424,11 @@ final class FileBackedStorage: Sendable {
         }
         if snapshot.withLock({ $0.takeSweep() }) { file.removeStaleTemporaryFiles() }
         do {
-            return (try file.writeAtomically(data, expecting: expected, beforeCommit: beforeCommit), nil)
+            let identity = try file.writeAtomically(data, expecting: expected, beforeCommit: beforeCommit)
+            ErrorReporter.writeReachedTheFile(of: changes)
+            return (identity, nil)
         } catch  where error.isCommitted {
+            ErrorReporter.writeReachedTheFile(of: changes)
             return (try? file.identity(), error)
         }
     }
