@@ -171,29 +171,19 @@ enum ReliabilityCommands {
     /// of values still readable, then "small ok" once a small write has succeeded under the same limit.
     static func fileSizeLimit(spec: String, key: String, bytes: Int, limit: Int) throws {
         let store = try StoreSpec.open(spec)
-        #if os(Linux)
-            let resource = Int32(RLIMIT_FSIZE.rawValue)
-        #else
-            let resource = RLIMIT_FSIZE
-        #endif
-        var limits = rlimit()
-        guard getrlimit(resource, &limits) == 0 else { fail("getrlimit") }
-        var previous = limits
-        limits.rlim_cur = rlim_t(limit)
-        guard setrlimit(resource, &limits) == 0 else { fail("setrlimit") }
-        // The disk is "free" again before exit, so a coverage profile written at exit is complete.
-        defer { setrlimit(resource, &previous) }
-        do {
-            try store.set(String(repeating: "x", count: bytes), for: PrefKey(key, default: ""))
-            emit("stored")
-        } catch PrefsError.io(_, let operation, let code, _) {
-            emit("refused \(operation) \(code)")
-        } catch VaultError.io(_, let operation, let code, _) {
-            emit("refused \(operation) \(code)")
+        try withFileSizeLimit(limit) {
+            do {
+                try store.set(String(repeating: "x", count: bytes), for: PrefKey(key, default: ""))
+                emit("stored")
+            } catch PrefsError.io(_, let operation, let code, _) {
+                emit("refused \(operation) \(code)")
+            } catch VaultError.io(_, let operation, let code, _) {
+                emit("refused \(operation) \(code)")
+            }
+            emit("kept \(try store.allValues().count)")
+            try store.set("small", for: PrefKey(key + "-small", default: ""))
+            emit("small ok")
         }
-        emit("kept \(try store.allValues().count)")
-        try store.set("small", for: PrefKey(key + "-small", default: ""))
-        emit("small ok")
     }
 
     /// full-disk-reports SPEC N: sets N wrappers to 1, then lowers RLIMIT_FSIZE below the file's size (every write
@@ -207,6 +197,19 @@ enum ReliabilityCommands {
         }
         let wrappers = (0..<keys).map { StoredValue(key: "setting\($0)", default: 0, store: store) }
         for wrapper in wrappers { wrapper.set(1) }
+        withFileSizeLimit(16) {
+            for wrapper in wrappers {
+                wrapper.set(1)
+                wrapper.set(2)
+            }
+        }
+        emit("reports \(reports.withLock { $0 })")
+    }
+
+    /// Runs `body` with RLIMIT_FSIZE lowered to `limit` bytes in this process only: a write past it fails with
+    /// EFBIG, as on a full disk. The limit is lifted again before returning, so a coverage profile written at exit
+    /// is complete.
+    static func withFileSizeLimit<T>(_ limit: Int, _ body: () throws -> T) rethrows -> T {
         #if os(Linux)
             let resource = Int32(RLIMIT_FSIZE.rawValue)
         #else
@@ -214,16 +217,11 @@ enum ReliabilityCommands {
         #endif
         var limits = rlimit()
         guard getrlimit(resource, &limits) == 0 else { fail("getrlimit") }
-        let previous = limits
-        limits.rlim_cur = 16
+        var previous = limits
+        limits.rlim_cur = rlim_t(limit)
         guard setrlimit(resource, &limits) == 0 else { fail("setrlimit") }
-        for wrapper in wrappers {
-            wrapper.set(1)
-            wrapper.set(2)
-        }
-        var restored = previous
-        setrlimit(resource, &restored)
-        emit("reports \(reports.withLock { $0 })")
+        defer { setrlimit(resource, &previous) }
+        return try body()
     }
 
     /// umask-write SPEC MASK KEY: sets the process umask to MASK (octal), then stores a value under KEY.
