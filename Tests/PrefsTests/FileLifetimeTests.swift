@@ -206,6 +206,40 @@ struct FileLifetimeTests {
         #expect(try FileStore.moveDamagedFileAside(at: url) == nil)
     }
 
+    /// An app can tell that it reads defaults because its file is damaged: `damage` says so, and
+    /// `damageUpdates()` yields nil, the damage once however often it is met again, then nil once the file is
+    /// moved aside; and again when another process (here, the test) repairs the file.
+    @Test(arguments: Backend.persistent)
+    func aStoreSaysWhenItsFileIsDamagedAndWhenItReadsAgain(_ backend: Backend) async throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try #require(try backend.open(in: directory) as? FileBackedStore)
+        try store.setValue(.string("before"), forKey: "k")
+        let good = try Data(contentsOf: store.url)
+        var updates = store.damageUpdates().makeAsyncIterator()
+        #expect(await updates.next().map { $0 == nil } == true, "a readable file: no damage")
+        #expect(store.damage == nil)
+
+        try Data("{ broken".utf8).write(to: store.url)
+        store.storage.reloadFromDisk()
+        store.storage.reloadFromDisk()
+        #expect(throws: (any Error).self) { try store.setValue(.string("refused"), forKey: "k") }
+        #expect(store.damage != nil)
+        #expect(await updates.next().map { $0 != nil } == true, "the damage is told once")
+
+        _ = try store.moveDamagedFileAside()
+        #expect(store.damage == nil)
+        #expect(await updates.next().map { $0 == nil } == true, "moved aside: readable again")
+
+        try Data("{ broken".utf8).write(to: store.url)
+        store.storage.reloadFromDisk()
+        #expect(await updates.next().map { $0 != nil } == true)
+        try good.write(to: store.url)
+        store.storage.reloadFromDisk()
+        #expect(await updates.next().map { $0 == nil } == true, "repaired by someone else")
+        #expect(try store.value(forKey: "k") == .string("before"))
+    }
+
     // MARK: A lock file replaced during a write
 
     @Test func aTransformRunsOnceWhenTheLockFileIsDeletedDuringIt() throws {

@@ -75,6 +75,18 @@ public class FileBackedStore: KeyValueStore, @unchecked Sendable {
         return storage
     }
 
+    /// `if let damage = store.damage { … }` tells whether the store's file cannot be read: while it is damaged,
+    /// reads through wrappers give their defaults and writes are refused, and this is the error they meet; nil
+    /// while the file reads (and during the grace given to a suite another writer is rewriting in place).
+    ///
+    /// Check it before acting on values that must not be defaults by mistake (deriving a secret from a setting,
+    /// for example). ``moveDamagedFileAside()`` or a repaired file clears it.
+    public var damage: (any Error)? { storage.damage }
+
+    /// `for await damage in store.damageUpdates() { … }` yields the store's ``damage`` now, then each time the file
+    /// becomes damaged or readable again (nil), whoever damaged or repaired it.
+    public func damageUpdates() -> AsyncStream<(any Error)?> { storage.damageUpdates() }
+
     /// Whether ``close()`` was called on this store.
     public var isClosed: Bool { closed.withLock { $0 } }
 

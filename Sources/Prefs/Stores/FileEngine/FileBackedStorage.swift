@@ -116,6 +116,37 @@ final class FileBackedStorage: Sendable {
     /// The error that keeps the file from being read, if any.
     var damage: (any Error)? { snapshot.withLock { $0.damage } }
 
+    /// The streams of `damageUpdates()`, and whether they were last told the file is damaged.
+    private let damageWatchers = Mutex<(told: Bool?, next: UInt64, streams: [UInt64: DamageStream.Continuation])>(
+        (nil, 0, [:]))
+    typealias DamageStream = AsyncStream<(any Error)?>
+
+    /// The file's damage now (nil: it reads), then each time that changes.
+    func damageUpdates() -> DamageStream {
+        let (stream, continuation) = DamageStream.makeStream()
+        let id = damageWatchers.withLock { watchers in
+            watchers.next += 1
+            watchers.streams[watchers.next] = continuation
+            return watchers.next
+        }
+        continuation.yield(damage)
+        continuation.onTermination = { [weak self] _ in
+            self?.damageWatchers.withLock { _ = $0.streams.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Tells the streams of `damageUpdates()` when the file became damaged or readable again.
+    private func publishDamage() {
+        // Read under the watchers' lock, so that two threads telling of two changes tell them in order.
+        damageWatchers.withLock { watchers in
+            let damage = self.damage
+            guard watchers.told != (damage != nil) else { return }
+            watchers.told = damage != nil
+            for stream in watchers.streams.values { stream.yield(damage) }
+        }
+    }
+
     private func startWatching() {
         let token = DirectoryWatcher.shared.watch(fileAt: file.resolvedURL) { [weak self] in
             self?.reloadFromDisk()
@@ -616,6 +647,7 @@ final class FileBackedStorage: Sendable {
             }
             switch verdict {
             case .damaged:
+                publishDamage()
                 throw error
             case .suspect(let recheck, let schedule):
                 if schedule { scheduleRecheck(after: recheck) }
@@ -644,7 +676,10 @@ final class FileBackedStorage: Sendable {
             if announcing { announceEffective(changed, of: state.values) }
             return recovered
         }
-        if recovered { ErrorReporter.forgetIncidents(of: changes) }
+        if recovered {
+            ErrorReporter.forgetIncidents(of: changes)
+            publishDamage()
+        }
     }
 
     /// Announces the effective value (what reads return) of each of `keys`, given the store's own `values`. Called
