@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # libFuzzer over the three store decoders (JSON file, UserDefaults property list, encrypted vault), with
 # AddressSanitizer. Builds the Prefs sources together with Fuzz/FuzzEntry.swift, seeds the corpus with files the
-# stores wrote, then fuzzes for PREFS_FUZZ_SECONDS (default 60). Extra arguments go to libFuzzer.
+# stores wrote and two hostile ones (a binary plist of shared references, 30 000 nested JSON arrays), then fuzzes
+# for PREFS_FUZZ_SECONDS (default 60). Extra arguments go to libFuzzer.
 # Leak detection is off by default because Foundation's own property-list parser leaks on malformed input (see
 # docs/RELIABILITY.md); PREFS_FUZZ_DETECT_LEAKS=1 ASAN_OPTIONS=detect_leaks=1 turns it on.
 set -euo pipefail
@@ -16,7 +17,9 @@ rm -rf "$work/seeds"/*
 "$helper" write-fixtures "json:$work/seeds/store.json" >/dev/null
 "$helper" write-fixtures "plist:$work/seeds:suite" >/dev/null
 "$helper" write-fixtures "vault:$work/seeds/secrets.vault:$work/seeds/secrets.key" >/dev/null
-cp "$work/seeds/store.json" "$work/seeds/suite.plist" "$work/seeds/secrets.vault" "$work/corpus/"
+"$helper" write-hostile-files "$work/seeds" >/dev/null
+cp "$work/seeds/store.json" "$work/seeds/suite.plist" "$work/seeds/secrets.vault" "$work/seeds/shared.plist" \
+    "$work/seeds/deep.json" "$work/corpus/"
 
 swiftc -sanitize=fuzzer,address -parse-as-library -O -module-name Prefs -swift-version 6 \
     -enable-upcoming-feature ExistentialAny -enable-upcoming-feature MemberImportVisibility \

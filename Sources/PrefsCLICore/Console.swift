@@ -27,7 +27,9 @@ package struct Console: Sendable {
     var environment: [String: String]
 
     func print(_ line: String) { writeOutput(line + "\n") }
-    func printError(_ line: String) { writeError(line + "\n") }
+    /// Prints a message on standard error with its control characters escaped (a key or a file name in it may hold
+    /// any), keeping its line breaks.
+    func printError(_ line: String) { writeError(ValueText.visible(line, keepingLineBreaks: true) + "\n") }
 
     /// The real standard streams and terminal.
     package static var standard: Console {

@@ -70,7 +70,8 @@ enum DomainCommands {
         if invocation.has("--json") {
             invocation.console.print(try PrefValue.array(names.map { .string($0) }).jsonText())
         } else {
-            for name in names { invocation.console.print(name) }
+            // A file another tool made may have any name; none of it reaches the terminal raw.
+            for name in names { invocation.console.print(ValueText.visible(name)) }
         }
     }
 
@@ -119,12 +120,13 @@ enum DomainCommands {
             return
         }
         let keys = effective.keys.sorted()
-        let keyWidth = keys.map(\.count).max() ?? 0
+        let shownKeys = keys.map { ValueText.visible($0) }
+        let keyWidth = shownKeys.map(\.count).max() ?? 0
         let typeWidth = effective.values.map(\.typeName.count).max() ?? 0
-        for key in keys {
+        for (key, shownKey) in zip(keys, shownKeys) {
             let value = effective[key]!
             invocation.console.print(
-                key.padding(toLength: keyWidth, withPad: " ", startingAt: 0) + "  "
+                shownKey.padding(toLength: keyWidth, withPad: " ", startingAt: 0) + "  "
                     + value.typeName.padding(toLength: typeWidth, withPad: " ", startingAt: 0) + "  "
                     + ValueText.formatInline(value) + (notes[key].map { "  (\($0))" } ?? ""))
         }
@@ -350,7 +352,25 @@ enum DomainCommands {
         switch format {
         case .json: data = try PrefValue.exportDocument(values)
         case .binary: data = try PrefValue.propertyListDocument(values)
-        case .xml: data = try xmlDocument(values, invocation)
+        case .xml:
+            let (xml, inexact) = try xmlDocument(values, invocation)
+            if inexact.isEmpty {
+                data = xml
+            } else if invocation["--format"] != nil {
+                // Strict XML, as asked.
+                throw Failure.usage(
+                    "\(invocation.command): the value of \(String(reflecting: inexact[0])) cannot be kept exactly in an "
+                        + "XML property list (\(xmlLimits)); use --format binary or --format json; nothing was written")
+            } else {
+                // As `defaults export`, a property list; binary, the one that keeps every value.
+                data = try PrefValue.propertyListDocument(values)
+                let named = inexact.prefix(5).map { String(reflecting: $0) }.joined(separator: ", ")
+                let more = inexact.count > 5 ? " and \(inexact.count - 5) more" : ""
+                invocation.console.printError(
+                    "\(invocation.command): wrote a binary property list, which Foundation, `defaults` and `prefs "
+                        + "import` read: XML cannot keep the values of \(named)\(more) exactly (\(xmlLimits)); "
+                        + "--format xml writes XML only if it can")
+            }
         }
         guard let path, path != "-" else {
             invocation.console.writeData(data)
@@ -364,9 +384,15 @@ enum DomainCommands {
         }
     }
 
-    /// The values as an XML property list, refused when one of them would not read back exactly (XML has one width
-    /// of real, so some floats come back as doubles; its dates have whole seconds; some characters cannot appear).
-    static func xmlDocument(_ values: [String: PrefValue], _ invocation: Invocation) throws -> Data {
+    /// What an XML property list cannot keep.
+    static let xmlLimits = "some floats come back as doubles, dates in whole seconds, no control characters"
+
+    /// The values as an XML property list, and the keys (sorted) whose values would not read back exactly from it
+    /// (XML has one width of real, so some floats come back as doubles; its dates have whole seconds; some
+    /// characters cannot appear).
+    static func xmlDocument(
+        _ values: [String: PrefValue], _ invocation: Invocation
+    ) throws -> (data: Data, inexact: [String]) {
         let data: Data
         do {
             data = try PropertyListSerialization.data(
@@ -375,13 +401,7 @@ enum DomainCommands {
             throw Failure.usage("\(invocation.command): cannot write an XML property list: \(error)")
         }
         let back = (try? PrefValue.values(fromPropertyList: data, source: "XML")) ?? [:]
-        if let key = values.keys.sorted().first(where: { back[$0] != values[$0] }) {
-            throw Failure.usage(
-                "\(invocation.command): the value of \(String(reflecting: key)) cannot be kept exactly in an XML "
-                    + "property list (some floats come back as doubles, dates in whole seconds, no control characters); "
-                    + "use --format binary or --format json; nothing was written")
-        }
-        return data
+        return (data, values.keys.sorted().filter { back[$0] != values[$0] })
     }
 
     static func `import`(_ invocation: Invocation) throws {
@@ -436,9 +456,9 @@ enum DomainCommands {
         for await key in changes {
             let line: String
             if let value = try store.value(forKey: key) {
-                line = "\(key) = \(ValueText.formatInline(value)) (\(value.typeName))"
+                line = "\(ValueText.visible(key)) = \(ValueText.formatInline(value)) (\(value.typeName))"
             } else {
-                line = "\(key) removed"
+                line = "\(ValueText.visible(key)) removed"
             }
             invocation.console.print(line)
         }

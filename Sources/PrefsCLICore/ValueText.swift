@@ -105,10 +105,40 @@ enum ValueText {
         }
     }
 
-    /// The text of a value on one line, for listings: like ``format(_:)`` with line breaks and tabs escaped.
+    /// The text of a value on one line, for listings: like ``format(_:)`` with every control character escaped.
     static func formatInline(_ value: PrefValue) -> String {
-        format(value).replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\n", with: "\\n")
-            .replacingOccurrences(of: "\r", with: "\\r").replacingOccurrences(of: "\t", with: "\\t")
+        visible(format(value))
+    }
+
+    /// `text` as a person may safely read it on a terminal: every control character (C0, DEL and C1, which move the
+    /// cursor, clear the screen or start a new line) written as an escape, `\n`, `\r`, `\t` or `\u{1B}`, as `ls`
+    /// and git quote file names; backslashes doubled, so an escape in the text is told from one written here.
+    /// With `keepingLineBreaks`, for messages of several lines, backslashes, line feeds and tabs stay as they are.
+    static func visible(_ text: String, keepingLineBreaks: Bool = false) -> String {
+        func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
+            if keepingLineBreaks {
+                return scalar.properties.generalCategory == .control && scalar != "\n" && scalar != "\t"
+            }
+            return scalar == "\\" || scalar.properties.generalCategory == .control
+        }
+        guard text.unicodeScalars.contains(where: needsEscape) else { return text }
+        var result = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            guard needsEscape(scalar) else {
+                result.append(scalar)
+                continue
+            }
+            let escape: String =
+                switch scalar {
+                case "\\": "\\\\"
+                case "\n": "\\n"
+                case "\r": "\\r"
+                case "\t": "\\t"
+                default: "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+                }
+            result.append(contentsOf: escape.unicodeScalars)
+        }
+        return String(result)
     }
 
     /// `cafe01` (any case, an optional `0x`) as bytes; nil for an odd number of digits or a non-hex character.

@@ -205,11 +205,19 @@ import Testing
         try sandbox.prefs("import", "fromBinary", sandbox.path("s.bin")).expectSuccess()
         #expect(try UserDefaultsStore(suiteName: "fromBinary", directory: sandbox.config).allValues() == exact)
 
-        // XML cannot hold them: refused, nothing written, and the message says what to use.
-        let refused = try sandbox.prefs("export", "source", sandbox.path("lossy.plist"))
+        // XML cannot hold them: `defaults export`'s form writes a binary property list instead, says so and names
+        // the values; the file imports back exactly.
+        let fallback = try sandbox.prefs("export", "source", sandbox.path("lossy.plist"))
+        #expect(fallback.status == 0 && fallback.error.contains("wrote a binary property list"), "\(fallback)")
+        #expect(fallback.error.contains(#""single", "when""#), "the values XML cannot hold are named: \(fallback)")
+        #expect(try Data(contentsOf: sandbox.file("lossy.plist")).starts(with: Data("bplist00".utf8)))
+        try sandbox.prefs("import", "fromFallback", sandbox.path("lossy.plist")).expectSuccess()
+        #expect(try UserDefaultsStore(suiteName: "fromFallback", directory: sandbox.config).allValues() == exact)
+        // Strict XML only when asked: refused, nothing written, and the message says what to use.
+        let refused = try sandbox.prefs("export", "source", sandbox.path("strict.plist"), "--format", "xml")
         #expect(refused.status == 2 && refused.isOneLineFailure && refused.error.contains("--format binary"))
         #expect(refused.error.contains(#""single""#), "the first key XML cannot hold is named: \(refused)")
-        #expect(!FileManager.default.fileExists(atPath: sandbox.path("lossy.plist")))
+        #expect(!FileManager.default.fileExists(atPath: sandbox.path("strict.plist")))
         // A path ending in .json gets prefs' JSON.
         try sandbox.prefs("export", "source", sandbox.path("s.json")).expectSuccess()
         #expect(try Data(contentsOf: sandbox.file("s.json")) == Data(try sandbox.prefs("export", "source").output.utf8))

@@ -208,6 +208,9 @@ import Testing
     @Test(arguments: [
         "", "{", #"{"a": 1,}"#, #"{"a": null}"#, #"{"a": 1, "a": 2}"#, #"["not", "an", "object"]"#,
         #"{"a": 1} trailing"#, #"{"ok": 1, "bad": {"$date": "yesterday"}}"#, #"{"ok": 1, "bad": {"$date": "never"}}"#,
+        // One rule in every format: a key twice and a number beyond its range are refused.
+        #"<plist version="1.0"><dict><key>v</key><true/><key>v</key><false/></dict></plist>"#,
+        #"<plist version="1.0"><dict><key>r</key><real>1e999</real></dict></plist>"#, #"{"a": 1e400}"#,
     ])
     func importOfAMalformedFileChangesNothing(content: String) throws {
         let sandbox = try Sandbox()

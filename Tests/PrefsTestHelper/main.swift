@@ -92,6 +92,12 @@ if arguments.first == "default-secure-get" {
     emit(SecureStoredValue<String>(key: arguments[1]).wrappedValue ?? "nil")
     exit(0)
 }
+if arguments.first == "write-hostile-files" {
+    // write-hostile-files FOLDER: the shared-reference and deep-array files, for the fuzz corpus.
+    do { try HostileFiles.write(into: URL(filePath: arguments[1])) } catch { fail("write: \(error)") }
+    emit("ok")
+    exit(0)
+}
 guard arguments.count >= 2 else { fail("usage: PrefsTestHelper COMMAND SPEC [ARGS…]") }
 let command = arguments[0]
 let store: any KeyValueStore

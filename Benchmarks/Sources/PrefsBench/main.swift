@@ -23,6 +23,7 @@ struct Options {
     var postgresLatencyWriter: Int? = nil
     var postgresFanOutWatcher = false
     var coldOpenChild: (side: String, suite: String, key: String)? = nil
+    var inputMemoryChild: String? = nil
     var only: Set<String>? = nil
     var side: Budget.Side? = nil
     var sizes = [10, 100, 1_000, 10_000]
@@ -55,6 +56,11 @@ struct Options {
                     let key = remaining.popFirst()
                 else { throw BenchError.failed("--cold-open-child needs a side, a suite and a key") }
                 coldOpenChild = (side, suite, key)
+            case "--input-memory-child":
+                guard let spec = remaining.popFirst() else {
+                    throw BenchError.failed("--input-memory-child needs a spec")
+                }
+                inputMemoryChild = spec
             case "--only":
                 guard let names = remaining.popFirst() else { throw BenchError.failed("--only needs a name") }
                 only = (only ?? []).union(names.split(separator: ",").map(String.init))
@@ -180,7 +186,9 @@ func runBenchmarks(_ options: Options) async throws {
         log("running \(RSSGrowth.name)")
         growth = try await subscribeCancelGrowth(cycles: 100_000, folders: folders)
     }
-    let deferred = try await deferredFigures(folders: folders, quick: options.quick, includes: options.includes)
+    let deferred =
+        try await deferredFigures(folders: folders, quick: options.quick, includes: options.includes)
+        + inputMemoryFigures(folders: folders, quick: options.quick, includes: options.includes)
 
     let scenarios = Dictionary(uniqueKeysWithValues: allScenarios(folders: folders).map { ($0.name, $0) })
     print(
@@ -243,6 +251,13 @@ if let writer = options.latencyWriter {
 if let child = options.coldOpenChild {
     do { try runColdOpenChild(side: child.side, suite: child.suite, key: child.key) } catch {
         printError("prefs-bench: cold-open child failed: \(error)\n")
+        exit(1)
+    }
+    exit(0)
+}
+if let spec = options.inputMemoryChild {
+    do { try runInputMemoryChild(spec: spec) } catch {
+        printError("prefs-bench: input-memory child failed: \(error)\n")
         exit(1)
     }
     exit(0)

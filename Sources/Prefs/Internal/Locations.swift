@@ -70,6 +70,9 @@ struct Locations: Sendable, Equatable {
         if name.contains("/") { return "\(what) cannot contain '/'" }
         if name.contains("..") { return "\(what) cannot contain '..'" }
         if name.utf8.contains(0) { return "\(what) cannot contain NUL" }
+        if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            return "\(what) cannot contain control characters (a line break, a tab, an escape)"
+        }
         if name.utf8.count + suffix.utf8.count > 255 {
             return suffix.isEmpty
                 ? "\(what) must fit a 255-byte file name" : "\(what) must fit a 255-byte file name with '\(suffix)'"

@@ -4,20 +4,35 @@ extension BinaryPropertyListValidator.Walker {
     /// The values of a validated `bplist00` file whose top object is a string-keyed dictionary, built directly from
     /// its bytes: what Foundation's `PropertyListSerialization` followed by `PropertyListFormat.fromFoundation` makes
     /// of it (except that a non-finite 32-bit real stays a `Float`), without Foundation's objects and the dynamic casts that convert them (most of the cost of opening a
-    /// suite). Nil for what it leaves to Foundation: a top object that is not a dictionary, and dictionaries with a
-    /// key twice (or two keys that are equal as Swift strings), whose handling is Foundation's to define.
+    /// suite). Nil for a top object that is not a dictionary, which it leaves to Foundation. A dictionary with a key
+    /// twice (or two keys that are equal as Swift strings) is refused, as JSON and XML refuse it.
     ///
     /// Every file both read, they read alike (`FormatTests`); a few damaged files that pass the validator are read
     /// here although Foundation's own binary parser gives up on them.
     ///
     /// Only call on a walker returned by `validatedWalker`: every offset, length and reference was checked.
-    func topDictionary() -> [String: PrefValue]? {
+    func topDictionary() throws(BinaryPropertyListValidator.Failure) -> [String: PrefValue]? {
         guard let offset = try? offset(of: topObject), bytes[offset] & 0xF0 == 0xD0 else { return nil }
-        guard case .dictionary(let values)? = value(of: topObject) else { return nil }
+        var decoded: [Int: PrefValue] = [:]
+        guard case .dictionary(let values)? = try value(of: topObject, sharing: &decoded) else { return nil }
         return values
     }
 
-    private func value(of index: Int) -> PrefValue? {
+    /// The value of object `index`; an object the file references more than once is decoded once, kept in
+    /// `decoded`, and shared by every reference (copy-on-write), so the values cost what the file holds.
+    private func value(
+        of index: Int, sharing decoded: inout [Int: PrefValue]
+    ) throws(BinaryPropertyListValidator.Failure) -> PrefValue? {
+        guard isShared[index] else { return try build(index, sharing: &decoded) }
+        if let known = decoded[index] { return known }
+        let value = try build(index, sharing: &decoded)
+        decoded[index] = value
+        return value
+    }
+
+    private func build(
+        _ index: Int, sharing decoded: inout [Int: PrefValue]
+    ) throws(BinaryPropertyListValidator.Failure) -> PrefValue? {
         guard let start = try? offset(of: index) else { return nil }
         let marker = bytes[start]
         switch marker & 0xF0 {
@@ -54,7 +69,8 @@ extension BinaryPropertyListValidator.Walker {
             var result: [PrefValue] = []
             result.reserveCapacity(elements)
             for element in 0..<elements {
-                guard let child = try? reference(at: body + element * referenceSize), let value = value(of: child)
+                guard let child = try? reference(at: body + element * referenceSize),
+                    let value = try value(of: child, sharing: &decoded)
                 else { return nil }
                 result.append(value)
             }
@@ -64,11 +80,14 @@ extension BinaryPropertyListValidator.Walker {
             var result = [String: PrefValue](minimumCapacity: pairs)
             for pair in 0..<pairs {
                 guard let keyIndex = try? reference(at: body + pair * referenceSize),
-                    case .string(let key)? = value(of: keyIndex),
+                    case .string(let key)? = try value(of: keyIndex, sharing: &decoded),
                     let valueIndex = try? reference(at: body + (pairs + pair) * referenceSize),
-                    let value = value(of: valueIndex),
-                    result.updateValue(value, forKey: key) == nil
+                    let value = try value(of: valueIndex, sharing: &decoded)
                 else { return nil }
+                guard result.updateValue(value, forKey: key) == nil else {
+                    throw BinaryPropertyListValidator.Failure(
+                        "dictionary at offset \(start) holds the key \(key.debugDescription) twice")
+                }
             }
             return .dictionary(result)
         default:

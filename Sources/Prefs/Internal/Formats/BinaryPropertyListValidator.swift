@@ -3,7 +3,7 @@ import Foundation
 /// Walks a `bplist00` file's object graph without building it, accepting only what `PrefValue` can hold: booleans,
 /// integers of 1 to 16 bytes, 32- and 64-bit reals, dates, data, ASCII and UTF-16 strings, arrays and
 /// string-keyed dictionaries. Rejects out-of-range offsets and references, cycles, nesting deeper than 512 levels,
-/// and graphs whose shared objects would expand to far more than the file holds (see `expandedValueFloor`).
+/// and graphs whose shared objects would expand to more values than the file has bytes (see `expandedValueFloor`).
 enum BinaryPropertyListValidator {
     static let magic = Array("bplist00".utf8)
     static let maximumDepth = 512
@@ -23,12 +23,17 @@ enum BinaryPropertyListValidator {
     /// Validates `bytes` and returns the walker that did, for reading the values it checked.
     static func validatedWalker(_ bytes: [UInt8]) throws(Failure) -> Walker {
         var walker = try Walker(bytes: bytes)
-        // A file written by Foundation expands to at most one value per reference it contains, but other writers
-        // share collections (plistlib writes one array once, however many keys hold it): allow a generous expanded
-        // size, at least about a million values, and refuse only exponential expansion beyond it.
-        let limit = Swift.max(16 * bytes.count + 1024, expandedValueFloor)
+        // A file whose collections are not shared (every file Foundation writes) expands to at most one value per
+        // reference it holds, so fewer values than it has bytes. Other writers share collections (plistlib writes
+        // one array once, however many keys hold it): allowed while the expanded values stay within that bound (or
+        // about a million, whatever the file's size). The reader decodes a shared object once, but whatever walks
+        // the values (the writer, JSON, Foundation's objects) meets every copy: beyond the bound, a small file
+        // would cost gigabytes there.
+        let limit = Swift.max(bytes.count, expandedValueFloor)
         let total = try walker.expandedCount(of: walker.topObject, depth: 1).count
-        guard total <= limit else { throw Failure("object graph expands to more than \(limit) values") }
+        guard total <= limit else {
+            throw Failure("object graph expands to more than \(limit) values, more than the file's size allows")
+        }
         return walker
     }
 
@@ -42,11 +47,14 @@ enum BinaryPropertyListValidator {
         /// Expanded value counts of the objects already checked, by object index (-1: not yet checked). Arrays
         /// rather than hashed collections: the file holds at most a few objects per byte, and hashing each object
         /// twice cost most of opening a suite.
-        var checkedCounts: [Int]
+        /// Saturated at `Int32.max`, far beyond any limit.
+        var checkedCounts: [Int32]
         /// The nesting heights of the objects already checked, by object index.
-        var checkedHeights: [Int]
+        var checkedHeights: [UInt16]
         /// Objects on the current path, to detect cycles.
         var inProgress: [Bool]
+        /// Objects reached more than once, which the reader decodes once and shares.
+        var isShared: [Bool]
 
         init(bytes: [UInt8]) throws(Failure) {
             self.bytes = bytes
@@ -75,6 +83,7 @@ enum BinaryPropertyListValidator {
             checkedCounts = Array(repeating: -1, count: objectCount)
             checkedHeights = Array(repeating: 0, count: objectCount)
             inProgress = Array(repeating: false, count: objectCount)
+            isShared = Array(repeating: false, count: objectCount)
             offsetTableStart = Int(table)
         }
 
@@ -136,7 +145,8 @@ enum BinaryPropertyListValidator {
         /// `height` is the number of nesting levels from the object down to its deepest leaf.
         mutating func expandedCount(of index: Int, depth: Int) throws(Failure) -> (count: Int, height: Int) {
             if checkedCounts[index] >= 0 {
-                let known = (count: checkedCounts[index], height: checkedHeights[index])
+                isShared[index] = true
+                let known = (count: Int(checkedCounts[index]), height: Int(checkedHeights[index]))
                 guard depth + known.height - 1 <= maximumDepth else { throw tooDeep() }
                 return known
             }
@@ -220,8 +230,8 @@ enum BinaryPropertyListValidator {
             default:
                 throw unsupported(marker, at: start)
             }
-            checkedCounts[index] = total
-            checkedHeights[index] = height
+            checkedCounts[index] = Int32(clamping: total)
+            checkedHeights[index] = UInt16(height)
             return (total, height)
         }
 

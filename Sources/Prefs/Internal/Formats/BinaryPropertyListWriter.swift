@@ -11,7 +11,9 @@ import Foundation
 ///   2001-01-01 (`0x33`), all big-endian bit patterns so they round-trip exactly;
 /// - strings are ASCII (`0x5n`) when every byte is below 0x80 and UTF-16 big-endian (`0x6n`) otherwise;
 /// - a count of 15 or more is written as the nibble `0xF` followed by an integer object;
-/// - equal strings (keys and values, the same code points) are written once and referenced wherever they occur.
+/// - equal strings (keys and values, the same code points) are written once and referenced wherever they occur, and
+///   so are booleans and the integers 0 to 255, so an array of a million zeros costs its references, not a million
+///   objects (Foundation shares every equal scalar).
 ///
 /// Offsets use the fewest bytes (1, 2, 4 or 8) that hold the offset table's own position, and object references the
 /// fewest that hold the object count: Foundation's reader refuses files whose sizes are smaller than that.
@@ -34,6 +36,17 @@ enum BinaryPropertyListWriter {
     private struct ObjectGraph {
         var objects: [Object] = []
         var stringIndices: [String: Int] = [:]
+        /// The objects of `false`, `true` and the integers 0 to 255 once written (-1: not yet), by `smallIndex`.
+        var smallIndices = [Int](repeating: -1, count: 258)
+
+        /// Where a boolean or an integer from 0 to 255 is kept in `smallIndices`; nil for any other value.
+        static func smallIndex(_ value: PrefValue) -> Int? {
+            switch value {
+            case .bool(let flag): flag ? 257 : 256
+            case .int(let number) where (0...255).contains(number): Int(number)
+            default: nil
+            }
+        }
 
         mutating func add(_ value: PrefValue) -> Int {
             switch value {
@@ -49,8 +62,15 @@ enum BinaryPropertyListWriter {
             case .dictionary(let members):
                 return addDictionary(members)
             default:
-                objects.append(.value(value))
-                return objects.count - 1
+                guard let small = Self.smallIndex(value) else {
+                    objects.append(.value(value))
+                    return objects.count - 1
+                }
+                if smallIndices[small] < 0 {
+                    objects.append(.value(value))
+                    smallIndices[small] = objects.count - 1
+                }
+                return smallIndices[small]
             }
         }
 

@@ -49,11 +49,16 @@ enum JSONFormat {
     // MARK: Decoding
 
     /// Parses a whole store document; any malformed input throws `PrefsError.corruptFile` naming `path`.
+    ///
+    /// Parses the bytes in place, and sizes every large array and object before filling it, so the values cost
+    /// little more than their final form (see `Parser.containerSizes`).
     static func decode(_ data: Data, path: String) throws(PrefsError) -> [String: PrefValue] {
-        var parser = Parser(bytes: [UInt8](data))
+        let result = data.withUnsafeBytes { raw in
+            var parser = Parser(bytes: raw.assumingMemoryBound(to: UInt8.self))
+            return Result { () throws(SyntaxError) in try parser.parseDocument() }
+        }
         do {
-            let values = try parser.parseDocument()
-            return values
+            return try result.get()
         } catch {
             throw .corruptFile(path: path, reason: error.description)
         }
@@ -62,9 +67,13 @@ enum JSONFormat {
     /// Parses one value as `encodeValue` writes it (any JSON value, tags included).
     /// Malformed text throws `PrefsError.decodingFailed(key:reason:)`.
     static func decodeValue(_ text: String, key: String = "") throws(PrefsError) -> PrefValue {
-        var parser = Parser(bytes: Array(text.utf8))
+        var text = text
+        let result = text.withUTF8 { bytes in
+            var parser = Parser(bytes: bytes)
+            return Result { () throws(SyntaxError) in try parser.parseSingleValue() }
+        }
         do {
-            return try parser.parseSingleValue()
+            return try result.get()
         } catch {
             throw .decodingFailed(key: key, reason: "invalid JSON value: " + error.description)
         }
@@ -346,21 +355,60 @@ extension JSONFormat {
         static let nine = UInt8(ascii: "9")
     }
 
-    /// A parsed JSON value before tags are interpreted (a tag's meaning depends on its payload's raw form).
-    private indirect enum Node {
-        case scalar(PrefValue)
-        case array([Node])
-        case object([String: Node], offset: Int)
+    /// A parsed JSON value; an object with a single `$`-prefixed key stays unsettled until what holds it is known,
+    /// because it is a tag, or the payload of a `$dict` tag, whose meaning depends on its payload's raw form.
+    private indirect enum Parsed {
+        case value(PrefValue, isScalar: Bool)
+        case tagged(String, payload: Parsed, offset: Int)
     }
 
-    /// A strict RFC 8259 recursive-descent parser over UTF-8 bytes.
+    /// A strict RFC 8259 recursive-descent parser over UTF-8 bytes, building each value directly in its final form.
     private struct Parser {
-        let bytes: [UInt8]
+        let bytes: UnsafeBufferPointer<UInt8>
         var position = 0
         var depth = 0
+        /// The element count of every array and object with many elements, by the offset of its opening bracket.
+        let sizes: [Int: Int]
 
-        init(bytes: [UInt8]) {
+        init(bytes: UnsafeBufferPointer<UInt8>) {
             self.bytes = bytes
+            sizes = Self.containerSizes(bytes)
+        }
+
+        /// The element counts `sizes` holds, found by one pass over the text that tells strings from structure
+        /// and counts commas. Filling an array of known size reserves it once: a growing array would hold up to
+        /// twice its elements, and three times while it moves. Malformed text only makes the counts wrong (a
+        /// capacity hint), never the values, which the parser checks.
+        private static func containerSizes(_ bytes: UnsafeBufferPointer<UInt8>) -> [Int: Int] {
+            var sizes: [Int: Int] = [:]
+            var open: [(offset: Int, commas: Int, isEmpty: Bool)] = []
+            var index = 0
+            while index < bytes.count {
+                let byte = bytes[index]
+                switch byte {
+                case 0x20, 0x09, 0x0A, 0x0D:
+                    break
+                case ASCII.comma:
+                    if !open.isEmpty { open[open.count - 1].commas += 1 }
+                case ASCII.openBracket, ASCII.openBrace:
+                    if !open.isEmpty { open[open.count - 1].isEmpty = false }
+                    guard open.count < JSONFormat.maximumDepth else { return sizes }
+                    open.append((index, 0, true))
+                case ASCII.closeBracket, ASCII.closeBrace:
+                    guard let closed = open.popLast() else { return sizes }
+                    if closed.commas >= 64 { sizes[closed.offset] = closed.commas + 1 }
+                default:
+                    if !open.isEmpty { open[open.count - 1].isEmpty = false }
+                    if byte == ASCII.quote {
+                        index += 1
+                        while index < bytes.count, bytes[index] != ASCII.quote {
+                            index += bytes[index] == ASCII.backslash ? 2 : 1
+                        }
+                    }
+                }
+                index += 1
+            }
+            return sizes
         }
 
         private func fail(_ message: String, at offset: Int? = nil) -> SyntaxError {
@@ -396,41 +444,43 @@ extension JSONFormat {
                 if position == bytes.count { throw fail("empty document, expected a top-level object") }
                 throw fail("expected a top-level object, found " + describeCurrent())
             }
-            let members = try parseObjectMembers()
+            // The top-level object is never a tag.
+            let values: [String: PrefValue]
+            switch try parseObject() {
+            case .value(.dictionary(let members), _): values = members
+            case .tagged(let key, let payload, _): values = [key: try settle(payload)]
+            default: preconditionFailure("an object parses as a dictionary or a tag")
+            }
             try expectEnd()
-            var values: [String: PrefValue] = [:]
-            values.reserveCapacity(members.count)
-            for (key, node) in members { values[key] = try convert(node) }
             return values
         }
 
         mutating func parseSingleValue() throws(SyntaxError) -> PrefValue {
-            let node = try parseValue()
+            let parsed = try parseValue()
             try expectEnd()
-            return try convert(node)
+            return try settle(parsed)
         }
 
-        private mutating func parseValue() throws(SyntaxError) -> Node {
+        private mutating func parseValue() throws(SyntaxError) -> Parsed {
             skipWhitespace()
             guard position < bytes.count else { throw fail("unexpected end of input, expected a value") }
             switch bytes[position] {
             case ASCII.openBrace:
-                let start = position
-                return .object(try parseObjectMembers(), offset: start)
+                return try parseObject()
             case ASCII.openBracket:
-                return .array(try parseArray())
+                return .value(.array(try parseArray()), isScalar: false)
             case ASCII.quote:
-                return .scalar(.string(try parseString()))
+                return .value(.string(try parseString()), isScalar: true)
             case UInt8(ascii: "t"):
                 try expectLiteral("true")
-                return .scalar(.bool(true))
+                return .value(.bool(true), isScalar: true)
             case UInt8(ascii: "f"):
                 try expectLiteral("false")
-                return .scalar(.bool(false))
+                return .value(.bool(false), isScalar: true)
             case UInt8(ascii: "n"):
                 throw fail("null is not a storable value")
             case ASCII.minus, ASCII.zero...ASCII.nine:
-                return .scalar(try parseNumber())
+                return .value(try parseNumber(), isScalar: true)
             default:
                 throw fail(describeCurrent() + ", expected a value")
             }
@@ -453,14 +503,15 @@ extension JSONFormat {
             }
         }
 
-        private mutating func parseArray() throws(SyntaxError) -> [Node] {
+        private mutating func parseArray() throws(SyntaxError) -> [PrefValue] {
             try enter()
+            var elements: [PrefValue] = []
+            elements.reserveCapacity(sizes[position] ?? 0)
             position += 1  // [
-            var elements: [Node] = []
             skipWhitespace()
             if try !closes(with: ASCII.closeBracket) {
                 repeat {
-                    elements.append(try parseValue())
+                    elements.append(try settle(try parseValue()))
                 } while try continues(closingWith: ASCII.closeBracket, in: "array", expected: "']'")
             }
             return elements
@@ -489,12 +540,16 @@ extension JSONFormat {
             throw fail(describeCurrent() + " in \(context), expected ',' or \(expected)")
         }
 
-        private mutating func parseObjectMembers() throws(SyntaxError) -> [String: Node] {
+        /// An object: a dictionary, or `.tagged` for an object whose single key starts with `$`.
+        private mutating func parseObject() throws(SyntaxError) -> Parsed {
             try enter()
+            let start = position
+            var members = [String: PrefValue](minimumCapacity: sizes[position] ?? 0)
+            // The first member, settled only once a second one shows the object is not a tag.
+            var first: (key: String, value: Parsed)?
             position += 1  // {
-            var members: [String: Node] = [:]
             skipWhitespace()
-            if try closes(with: ASCII.closeBrace) { return members }
+            if try closes(with: ASCII.closeBrace) { return .value(.dictionary(members), isScalar: false) }
             repeat {
                 skipWhitespace()
                 guard position < bytes.count, bytes[position] == ASCII.quote else {
@@ -508,47 +563,40 @@ extension JSONFormat {
                 }
                 position += 1
                 let value = try parseValue()
-                guard members.updateValue(value, forKey: key) == nil else {
+                if members.isEmpty, first == nil {
+                    first = (key, value)
+                    continue
+                }
+                if let (firstKey, firstValue) = first {
+                    members[firstKey] = try settle(firstValue)
+                    first = nil
+                }
+                guard members.updateValue(try settle(value), forKey: key) == nil else {
                     throw fail("duplicate key \(String(reflecting: key))", at: keyOffset)
                 }
             } while try continues(closingWith: ASCII.closeBrace, in: "object", expected: "'}'")
-            return members
+            guard let (key, value) = first else { return .value(.dictionary(members), isScalar: false) }
+            if key.hasPrefix("$") { return .tagged(key, payload: value, offset: start) }
+            return .value(.dictionary([key: try settle(value)]), isScalar: false)
         }
 
-        /// Turns a parsed node into the value it stands for. An object with exactly one `$`-prefixed key is a tag
-        /// (`$float`, `$date`, `$data`, `$dict`); any other object is a plain dictionary.
-        private func convert(_ node: Node) throws(SyntaxError) -> PrefValue {
-            switch node {
-            case .scalar(let value):
-                return value
-            case .array(let elements):
-                var values: [PrefValue] = []
-                values.reserveCapacity(elements.count)
-                for element in elements { values.append(try convert(element)) }
-                return .array(values)
-            case .object(let members, let offset):
-                if members.count == 1, let (tag, payload) = members.first, tag.hasPrefix("$") {
-                    return try convertTag(tag, payload, at: offset)
-                }
-                return .dictionary(try convertMembers(members))
+        /// The value a parsed value stands for: an object with exactly one `$`-prefixed key is a tag (`$float`,
+        /// `$date`, `$data`, `$dict`); any other object is a plain dictionary.
+        private func settle(_ parsed: Parsed) throws(SyntaxError) -> PrefValue {
+            switch parsed {
+            case .value(let value, _): value
+            case .tagged(let tag, let payload, let offset): try convertTag(tag, payload, at: offset)
             }
         }
 
-        private func convertMembers(_ members: [String: Node]) throws(SyntaxError) -> [String: PrefValue] {
-            var values: [String: PrefValue] = [:]
-            values.reserveCapacity(members.count)
-            for (key, node) in members { values[key] = try convert(node) }
-            return values
-        }
-
-        private func convertTag(_ tag: String, _ node: Node, at offset: Int) throws(SyntaxError) -> PrefValue {
+        private func convertTag(_ tag: String, _ node: Parsed, at offset: Int) throws(SyntaxError) -> PrefValue {
             if tag == JSONFormat.dictTag {
-                guard case .object(let inner, _) = node, inner.count == 1, inner.keys.first!.hasPrefix("$") else {
+                guard case .tagged(let innerKey, let innerValue, _) = node else {
                     throw fail("$dict tag needs an object with exactly one key starting with '$'", at: offset)
                 }
-                return .dictionary(try convertMembers(inner))
+                return .dictionary([innerKey: try settle(innerValue)])
             }
-            guard case .scalar(let payload) = node else {
+            guard case .value(let payload, isScalar: true) = node else {
                 throw fail("\(tag) tag has an array or object payload", at: offset)
             }
             switch tag {

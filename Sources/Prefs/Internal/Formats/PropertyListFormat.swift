@@ -55,14 +55,14 @@ enum PropertyListFormat {
         // the error objects Foundation on Linux leaks for every input it fails to parse as a text property list.
         guard isBinary || looksLikeXML(data) else { throw corrupt("not a binary or XML property list") }
         if isBinary {
-            let walker: BinaryPropertyListValidator.Walker
+            let values: [String: PrefValue]?
             do {
-                walker = try BinaryPropertyListValidator.validatedWalker([UInt8](data))
+                // Read straight from the bytes; Foundation below only for what the reader leaves to it.
+                values = try BinaryPropertyListValidator.validatedWalker([UInt8](data)).topDictionary()
             } catch {
                 throw corrupt("malformed binary property list: \(error.description)")
             }
-            // Read straight from the bytes; Foundation below only for what the reader leaves to it.
-            if let values = walker.topDictionary() { return values }
+            if let values { return values }
         } else if let problem = XMLPropertyListCheck.problem(in: [UInt8](data)) {
             throw corrupt(problem)
         }
