@@ -52,7 +52,7 @@ let package = Package(
         .testTarget(
             name: "PrefsPostgresTests",
             dependencies: [
-                "Prefs", "PrefsPostgres", "CLibPQ", "PostgresTestServer", "PrefsTestSupport",
+                "Prefs", "PrefsPostgres", "PrefsTesting", "CLibPQ", "PostgresTestServer", "PrefsTestSupport",
                 "PrefsPostgresTestHelper",
             ]
         ),
