@@ -94,7 +94,7 @@ let package = Package(
         // list of promises match the code and the tests.
         .testTarget(
             name: "PrefsDocumentationTests",
-            dependencies: ["Prefs", "PrefsTestSupport"]
+            dependencies: ["Prefs", "PrefsTesting", "PrefsTestSupport"]
         ),
         .target(
             name: "PrefsCLICore",

@@ -23,6 +23,10 @@
 ///   read the current value, so quick successive changes may reach them as one.)
 /// - Implement ``updateValue(forKey:_:)`` atomically if your backend can; the default implementation is atomic
 ///   within the process only.
+/// - Refuse bad keys with ``validateKey(_:)`` in every write.
+///
+/// `KeyValueStoreConformance`, in the `PrefsTesting` product, checks a store against all of this in one line of a
+/// test; <doc:WritingAStore> shows a store and that test.
 public protocol KeyValueStore: AnyObject, Sendable {
     /// `try store.value(forKey: "theme")` returns the stored value, or nil when the key is absent.
     func value(forKey key: String) throws -> PrefValue?
