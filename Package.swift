@@ -52,7 +52,7 @@ let package = Package(
         .testTarget(
             name: "PrefsPostgresTests",
             dependencies: [
-                "Prefs", "PrefsPostgres", "CLibPQ", "PostgresTestServer", "PrefsTestSupport",
+                "Prefs", "PrefsPostgres", "PrefsTesting", "CLibPQ", "PostgresTestServer", "PrefsTestSupport",
                 "PrefsPostgresTestHelper",
             ]
         ),
@@ -94,7 +94,7 @@ let package = Package(
         // list of promises match the code and the tests.
         .testTarget(
             name: "PrefsDocumentationTests",
-            dependencies: ["Prefs", "PrefsTestSupport"]
+            dependencies: ["Prefs", "PrefsTesting", "PrefsTestSupport"]
         ),
         .target(
             name: "PrefsCLICore",

@@ -38,8 +38,9 @@ import struct Foundation.UUID
 /// A vault the test opens itself (`EncryptedFileStore(url:key:)` in a temporary folder) keeps its rollback record
 /// in a temporary folder of the test, removed when the test ends, instead of `$XDG_STATE_HOME/prefs/vaults`.
 /// A wrapper declared with `storage:` (`@StoredValue(key: "k", storage: UserDefaults(suiteName: "g")!)`) gets an
-/// in-memory stand-in for its `UserDefaults` instance, one per instance for the test, and the instance is neither
-/// read nor written; `storage: .standard` uses the test's default store. Wrappers given a `store:` use that store,
+/// in-memory stand-in for its suite, one per suite name for the test (two instances of one suite share it, as real
+/// ones share their values), and the instance is neither read nor written; `storage: .standard` (or an instance
+/// made without a suite name) uses the test's default store, and so does `PrefsConfig.defaultStore.deferringWrites()`. Wrappers given a `store:` use that store,
 /// inside the trait as anywhere; `UserDefaultsStore.standard` named explicitly is the real file, and its first use
 /// inside the trait is reported (``Prefs/PrefsNotIsolated``).
 ///
@@ -68,7 +69,7 @@ public struct IsolatedPreferencesTrait: TestTrait, SuiteTrait, TestScoping {
             try await PrefsConfig.withIsolatedTest(stateFolder: records) {
                 try await PrefsConfig.withDefaultStore(isolation.defaultStore) {
                     try await PrefsConfig.withDefaultSecureStore(isolation.secureStore) {
-                        // `storage:` wrappers: an in-memory stand-in per UserDefaults instance, never the instance.
+                        // `storage:` wrappers: an in-memory stand-in per suite name, never the instance.
                         try await PrefsConfig.withUserDefaultsStandIns { try await function() }
                     }
                 }

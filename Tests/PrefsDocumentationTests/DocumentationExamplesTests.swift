@@ -93,6 +93,7 @@ final class RemoteConfigStore: KeyValueStore {
 
     @discardableResult
     func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
+        try validateKey(key)  // the check Prefs' own stores make: no empty key, no NUL
         let new = try values.withLock { values in
             let old = values[key]
             let new = try transform(old)

@@ -3,6 +3,7 @@ import PostgresTestServer
 import Prefs
 import PrefsPostgres
 import PrefsTestSupport
+import PrefsTesting
 import TestThreads
 import Testing
 
@@ -28,6 +29,17 @@ struct PostgresStoreTests {
         "dictionary": .dictionary(["darkMode": .bool(true), "nested": .dictionary(["size": .int(12)])]),
         "dollarDictionary": .dictionary(["$float": .string("not a tag")]),
     ]
+
+    /// The store contract, each rule on a store of its own namespace. Batches are the default ones (each write is
+    /// its own transaction), and a closed store keeps serving the values it last knew and refuses writes with an error
+    /// of its own (``PostgresStoreError/closed``).
+    @Test func keepsTheStoreContract() async throws {
+        let database = try Database()
+        let report = try await KeyValueStoreConformance.verify(
+            unsupported: [.transactionalBatches, .closedReads, .storeClosedError], close: { $0.close() },
+            makeStore: { try database.store("conformance.\(UUID().uuidString)") })
+        #expect(report.brokenRules.isEmpty)
+    }
 
     @Test func everyValueTypeRoundTripsThroughTheTable() async throws {
         let database = try Database()

@@ -99,4 +99,32 @@ struct IsolatedStorageFormTests {
         standard = 4
         #expect(PrefsIsolation.current?.defaultStore[PrefKey("k", default: 0)] == 4, "standard is the test's store")
     }
+
+    /// Real `UserDefaults` instances of one suite share their values: a model made again with a new instance reads
+    /// what the first one wrote. Run twice: each case starts fresh.
+    @Test(arguments: 0..<2)
+    func instancesOfOneSuiteShareTheirStandIn(_ run: Int) {
+        let first = SharedSettings()
+        #expect(first.sharedSetting == false, "run \(run) starts from the declared default")
+        first.sharedSetting = true
+        #expect(SharedSettings().sharedSetting, "a second instance of the suite reads the first one's write")
+        let other = StoredValue(key: "sharedSetting", default: false, storage: UserDefaults(suiteName: "group.other")!)
+        #expect(other.wrappedValue == false, "another suite has a stand-in of its own")
+        @StoredValue(key: "unnamed", storage: UserDefaults()) var unnamed = 0
+        unnamed = 5
+        #expect(
+            PrefsIsolation.current?.defaultStore[PrefKey("unnamed", default: 0)] == 5,
+            "an instance without a suite name is the standard domain: the test's store")
+    }
+
+    /// The README's form for frequent writes follows the test's store: nothing reaches the real standard domain.
+    @Test func aDeferringStoreMadeFromTheDefaultStoreIsTheTestsStore() throws {
+        let quick = PrefsConfig.defaultStore.deferringWrites()
+        let volume = StoredValue(key: "volume", default: 0.5, store: quick)
+        volume.set(0.7)
+        try quick.flush()
+        let isolated = try #require(PrefsIsolation.current?.defaultStore)
+        #expect(quick === isolated)
+        #expect(isolated[PrefKey("volume", default: 0.5)] == 0.7)
+    }
 }

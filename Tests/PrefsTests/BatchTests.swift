@@ -78,29 +78,6 @@ struct BatchTests {
         #expect(try store.allValues() == ["a": .int(1)])
     }
 
-    @Test func observersHearOfEachChangedKeyOnceAfterTheCommit() async throws {
-        let directory = try TempDir()
-        defer { directory.cleanup() }
-        let store = try FileStore(url: directory.file("prefs.json"))
-        let a = StoredValue(key: "a", default: 0, store: store)
-        let keys = store.changes.keys()
-        let values = a.values
-        var valuesIterator = values.makeAsyncIterator()
-        #expect(await valuesIterator.next() == 0)
-
-        try store.batch {
-            for value in 1...5 { a.wrappedValue = value }
-            try store.setValue(.int(9), forKey: "b")
-            try store.setValue(.int(1), forKey: "c")
-            try store.setValue(nil, forKey: "c")  // back to absent: not a change
-        }
-        try store.setValue(.bool(true), forKey: "end")
-
-        let heard = try await first(3, of: keys)
-        #expect(heard == ["a", "b", "end"])
-        #expect(await valuesIterator.next() == 5)
-    }
-
     @Test func aNestedBatchJoinsTheOuterOneAndUndoesOnlyItsOwnWritesWhenItThrows() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
@@ -189,29 +166,6 @@ struct BatchTests {
         // Both wrote after the batch's commit, so their values are the ones that stay.
         try eventually("the process's write to be seen") { (try? store.value(forKey: "process")) == .int(2) }
         #expect(try store.value(forKey: "thread") == .int(2))
-    }
-
-    @Test func anInMemoryStoreBatchesToo() async throws {
-        let store = InMemoryStore(["a": .int(1)])
-        let a = StoredValue(key: "a", default: 0, store: store)
-        let keys = store.changes.keys()
-        #expect(throws: Failure.self) {
-            try store.batch {
-                a.wrappedValue = 2
-                try store.setValue(.int(3), forKey: "b")
-                #expect(a.wrappedValue == 2)
-                throw Failure()
-            }
-        }
-        #expect(a.wrappedValue == 1)
-        #expect(try store.allValues() == ["a": .int(1)])
-        try store.batch {
-            for value in 2...4 { a.wrappedValue = value }
-            try store.setValue(.int(5), forKey: "b")
-        }
-        try store.setValue(.bool(true), forKey: "end")
-        #expect(try await first(3, of: keys) == ["a", "b", "end"])
-        #expect(a.wrappedValue == 4)
     }
 
     @Test func aStoreWithoutNativeBatchingRunsTheBodyWithSequentialWrites() throws {

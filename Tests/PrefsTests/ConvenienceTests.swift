@@ -52,16 +52,6 @@ extension PrefKey where Value == Int {
         }
     }
 
-    @Test func replaceAllAnnouncesEachChangedKeyOnce() async throws {
-        let store = InMemoryStore(["same": .int(1), "gone": .int(2), "changed": .int(3)])
-        let stream = store.changes.keys()
-        try store.replaceAll(["same": .int(1), "changed": .int(4), "new": .int(5)])
-        try store.setValue(.bool(true), forKey: "end")
-        let announced = try await first(4, of: stream)
-        #expect(Set(announced.prefix(3)) == ["gone", "changed", "new"])
-        #expect(announced.last == "end")
-    }
-
     @Test func theSubscriptReadsWritesAndReportsWithoutTry() throws {
         Reports.install()
         let store = InMemoryStore()

@@ -297,15 +297,6 @@ struct Coordinates: Codable, Sendable, Equatable {
         #expect(value == 12)
     }
 
-    @Test func badKeysAreRefusedAndTheInstanceIsUntouched() {
-        let suite = FoundationSuite()
-        defer { suite.cleanup() }
-        let store = FoundationUserDefaultsStore(suite.defaults)
-        #expect(throws: PrefsError.self) { try store.setValue(.int(1), forKey: "") }
-        #expect(throws: PrefsError.self) { try store.setValue(.int(1), forKey: "a\u{0}b") }
-        #expect(suite.defaults.dictionaryRepresentation().keys.filter { $0.isEmpty }.isEmpty)
-    }
-
     @Test func aValueOfTheWrongTypeReadsAsTheDefaultWithOneReport() {
         Reports.install()
         let suite = FoundationSuite()

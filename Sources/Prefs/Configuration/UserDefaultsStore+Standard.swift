@@ -19,7 +19,9 @@ extension UserDefaultsStore {
     /// it), or inside an isolated test (`.isolatedPreferences`) an in-memory stand-in for it.
     static func store(for defaults: UserDefaults) -> any KeyValueStore {
         if let standIns = DefaultStores.userDefaultsStandIns {
-            if defaults === UserDefaults.standard, let scoped = DefaultStores.scopedDefault?.store { return scoped }
+            // The standard domain (`.standard`, or an instance made without a suite name) is the test's store.
+            let standardDomain = defaults === UserDefaults.standard || UserDefaultsStandIns.isStandardDomain(defaults)
+            if standardDomain, let scoped = DefaultStores.scopedDefault?.store { return scoped }
             return standIns.store(for: defaults)
         }
         return FoundationUserDefaultsStore.shared(over: defaults)
@@ -51,7 +53,8 @@ extension FoundationUserDefaultsStore {
 }
 
 /// The in-memory stores that stand in for `UserDefaults` instances given to `storage:` in one isolated test: one
-/// per instance, so wrappers given the same instance share values; the instance itself is never read or written.
+/// per suite name, as real instances of one suite share their values, so wrappers given instances of the same suite
+/// share values; the instances themselves are never read or written.
 package final class UserDefaultsStandIns: Sendable {
     private final class Held: @unchecked Sendable {
         // @unchecked Sendable: the instance is only kept alive (so its identifier is not reused), never used.
@@ -63,17 +66,32 @@ package final class UserDefaultsStandIns: Sendable {
         }
     }
 
-    private let stores = Mutex<[ObjectIdentifier: Held]>([:])
+    private let stores = Mutex<[String: Held]>([:])
 
     package init() {}
 
     func store(for defaults: UserDefaults) -> InMemoryStore {
+        // Where the suite name cannot be found (Foundation on Apple platforms keeps it out of reach), the instance.
+        let name = Self.suiteName(of: defaults).map { "suite " + $0 } ?? "instance \(ObjectIdentifier(defaults))"
         let held = Held(defaults)
         return stores.withLock { stores in
-            if let existing = stores[ObjectIdentifier(defaults)] { return existing.store }
-            stores[ObjectIdentifier(defaults)] = held
+            if let existing = stores[name] { return existing.store }
+            stores[name] = held
             return held.store
         }
+    }
+
+    /// The suite name `defaults` was made with, as swift-corelibs-foundation keeps it (its stored `suite`).
+    static func suiteName(of defaults: UserDefaults) -> String? {
+        Mirror(reflecting: defaults).children.first { $0.label == "suite" }?.value as? String
+    }
+
+    /// Whether `defaults` was made without a suite name (`UserDefaults()`): the app's standard domain.
+    static func isStandardDomain(_ defaults: UserDefaults) -> Bool {
+        guard let suite = Mirror(reflecting: defaults).children.first(where: { $0.label == "suite" })?.value else {
+            return false
+        }
+        return (suite as? String?) == .some(nil)
     }
 }
 

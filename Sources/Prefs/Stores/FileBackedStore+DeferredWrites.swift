@@ -101,3 +101,13 @@ extension KeyValueStore {
         }
     }
 }
+
+extension KeyValueStore {
+    /// `let quick = PrefsConfig.defaultStore.deferringWrites()` is the store's view whose plain writes are deferred,
+    /// when its type defers writes (a file store: see ``FileBackedStore/deferringWrites(window:)``), or the store
+    /// itself, whose writes do not wait for a file (an ``InMemoryStore``, such as the test's store under
+    /// `.isolatedPreferences`).
+    public func deferringWrites(window: Duration = .milliseconds(50)) -> any KeyValueStore {
+        (self as? FileBackedStore)?.deferringWrites(window: window) ?? self
+    }
+}

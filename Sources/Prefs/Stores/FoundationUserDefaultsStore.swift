@@ -40,9 +40,9 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     private struct State {
         /// The value last read or written through this store for each key it has met (nil: absent).
         var seen: [String: PrefValue?] = [:]
-        /// The batches running (0: none), and the keys' values before the outermost one began.
-        var batchDepth = 0
-        var batchStart: [String: PrefValue?] = [:]
+        /// The batches running, outermost first (empty: none): for each, the value each key it wrote had before
+        /// that batch first wrote it.
+        var batches: [[String: PrefValue?]] = []
     }
 
     nonisolated(unsafe) private let defaults: UserDefaults
@@ -203,32 +203,34 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     }
 
     /// `try store.batch { … }` saves every write inside `body` with one `synchronize()` when it returns. Each write
-    /// takes effect in the instance as it is made; observers hear of the changes when the batch ends. If `body`
-    /// throws, the keys it wrote get their values from before the batch back and the error is rethrown. A batch
-    /// inside a batch of the same store joins it. Writes through Prefs from other threads wait until it ends.
+    /// takes effect in the instance as it is made; observers hear of each key that changed once, when the batch
+    /// ends. If `body` throws, the keys it wrote get their values from before the batch back, observers hear
+    /// nothing, and the error is rethrown. A batch inside a batch of the same store joins it; if the inner one
+    /// throws, only its own writes are undone. Writes through Prefs from other threads wait until it ends.
     public func batch<T>(_ body: () throws -> T) throws -> T {
         let (result, isOutermost) = try changes.withUpdateLock { () throws -> (T, Bool) in
             // Only the thread holding the update lock touches the batch state, so it is this thread's batch.
             let isOutermost = state.withLock { state in
-                state.batchDepth += 1
-                return state.batchDepth == 1
-            }
-            defer {
-                state.withLock { state in
-                    state.batchDepth -= 1
-                    if state.batchDepth == 0 { state.batchStart = [:] }
-                }
+                state.batches.append([:])
+                return state.batches.count == 1
             }
             let result: T
             do {
                 result = try body()
             } catch {
-                if isOutermost {
-                    let undo = state.withLock { $0.batchStart }
-                    try? write(undo)
-                    try? synchronize()
-                }
+                let undo = state.withLock { $0.batches.removeLast() }
+                restore(undo)
+                if isOutermost { try? synchronize() }
                 throw error
+            }
+            state.withLock { state in
+                let written = state.batches.removeLast()
+                if state.batches.isEmpty {
+                    announce(written, in: &state)
+                } else {
+                    // The outer batch now answers for these keys, with their values from before this one.
+                    state.batches[state.batches.count - 1].merge(written) { outer, _ in outer }
+                }
             }
             if isOutermost { try synchronize() }
             return (result, isOutermost)
@@ -237,21 +239,49 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
         return result
     }
 
-    private func deliverUnlessBatching() {
-        if state.withLock({ $0.batchDepth == 0 }) { changes.deliverAnnouncements() }
+    /// Announces the keys a batch wrote whose values differ from those before it. Called holding the lock.
+    private func announce(_ written: [String: PrefValue?], in state: inout State) {
+        var announced: [String: PrefValue?] = [:]
+        for (key, before) in written {
+            let current = state.seen[key] ?? nil
+            if current != before { announced[key] = .some(current) }
+        }
+        changes.announce(announced)
     }
 
-    /// Applies `edits` to the instance and announces them under the lock, then saves unless a batch runs. Called
-    /// holding the feed's update lock.
+    /// Puts back the values a batch that threw had overwritten, announcing nothing (they are the values observers
+    /// last heard of).
+    private func restore(_ undo: [String: PrefValue?]) {
+        state.withLock { state in
+            for (key, before) in undo {
+                if let object = before.map(Self.object) {
+                    defaults.set(object, forKey: key)
+                } else {
+                    defaults.removeObject(forKey: key)
+                }
+                state.seen[key] = .some(before)
+            }
+        }
+        changes.invalidate(Set(undo.keys))
+    }
+
+    private func deliverUnlessBatching() {
+        if state.withLock({ $0.batches.isEmpty }) { changes.deliverAnnouncements() }
+    }
+
+    /// Applies `edits` to the instance and announces them under the lock, then saves unless a batch runs; inside a
+    /// batch, records the values they replace and announces them when the batch ends. Called holding the feed's
+    /// update lock.
     private func write(_ edits: [String: PrefValue?]) throws {
         guard !edits.isEmpty else { return }
         let objects = edits.mapValues { $0.map(Self.object) }
         let inBatch = state.withLock { state -> Bool in
             var announced: [String: PrefValue?] = [:]
+            let inBatch = !state.batches.isEmpty
             for key in edits.keys {
-                if state.batchDepth > 0, state.batchStart[key] == nil {
+                if inBatch, state.batches[state.batches.count - 1][key] == nil {
                     let before = try? Self.prefValue(defaults.object(forKey: key), key: key)
-                    state.batchStart[key] = .some(before)
+                    state.batches[state.batches.count - 1][key] = .some(before)
                 }
                 if let object = objects[key] ?? nil {
                     defaults.set(object, forKey: key)
@@ -263,8 +293,12 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
                 if state.seen[key] != .some(current) { announced[key] = .some(current) }
                 state.seen[key] = .some(current)
             }
-            changes.announce(announced)
-            return state.batchDepth > 0
+            if inBatch {
+                changes.invalidate(Set(announced.keys))
+            } else {
+                changes.announce(announced)
+            }
+            return inBatch
         }
         if !inBatch { try synchronize() }
     }

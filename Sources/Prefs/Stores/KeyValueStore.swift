@@ -23,6 +23,10 @@
 ///   read the current value, so quick successive changes may reach them as one.)
 /// - Implement ``updateValue(forKey:_:)`` atomically if your backend can; the default implementation is atomic
 ///   within the process only.
+/// - Refuse bad keys with ``validateKey(_:)`` in every write.
+///
+/// `KeyValueStoreConformance`, in the `PrefsTesting` product, checks a store against all of this in one line of a
+/// test; <doc:WritingAStore> shows a store and that test.
 public protocol KeyValueStore: AnyObject, Sendable {
     /// `try store.value(forKey: "theme")` returns the stored value, or nil when the key is absent.
     func value(forKey key: String) throws -> PrefValue?
@@ -179,8 +183,14 @@ extension KeyValueStore {
     }
 }
 
-/// Checks a key name before any store sees it.
-package func validateKey(_ key: String) throws(PrefsError) {
+/// `try validateKey(key)` refuses a key name no store may hold: an empty one, or one containing NUL.
+///
+/// Every store Prefs ships calls it first in each operation that writes a key. Call it in your own store's writes
+/// too, so that a bad key gets the same ``PrefsError/invalidKey(_:reason:)`` everywhere (the `key-validation` rule
+/// of `KeyValueStoreConformance` checks it).
+///
+/// - Throws: ``PrefsError/invalidKey(_:reason:)`` naming the key and what is wrong with it.
+public func validateKey(_ key: String) throws(PrefsError) {
     if key.isEmpty { throw .invalidKey(key, reason: "a key cannot be empty") }
     if key.utf8.contains(0) { throw .invalidKey(key, reason: "a key cannot contain NUL") }
 }

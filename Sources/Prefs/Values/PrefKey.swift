@@ -21,6 +21,11 @@ public struct PrefKey<Value: Sendable & Equatable>: Sendable {
 
     /// `PrefKey("theme", default: Theme.light)` declares a key for any `Codable` value.
     ///
+    /// A type with a stored form of its own (`String`, `Int`, `Date`, `[String]`, an optional of one, any
+    /// ``PrefValueConvertible`` type) keeps that form even when the key is declared in code generic over `Codable`
+    /// (`final class Model<Value: Codable>`): the form is chosen from the value's type at run time, so generic and
+    /// concrete code store the same thing. Other types are stored as JSON text.
+    ///
     /// A stored struct that lacks fields added to the type later reads with those fields taken from
     /// `defaultValue`, and keeps every field it has (see <doc:EvolvingModels>).
     ///
@@ -29,7 +34,7 @@ public struct PrefKey<Value: Sendable & Equatable>: Sendable {
     ///   - defaultValue: The value read while nothing is stored.
     public init(_ name: String, default defaultValue: Value) where Value: Codable {
         self.init(
-            name: name, defaultValue: defaultValue, codec: ValueCodec.json.fillingMissingFields(from: defaultValue))
+            name: name, defaultValue: defaultValue, codec: ValueCodec.codable.fillingMissingFields(from: defaultValue))
     }
 
     /// `PrefKey("version", default: Version(1, 0))` declares a key for a type that chooses its own stored form

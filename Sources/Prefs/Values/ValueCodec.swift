@@ -86,6 +86,61 @@ extension ValueCodec where Value: Codable {
     }
 }
 
+extension ValueCodec where Value: Codable {
+    /// The codec of a key declared knowing only that its type is `Codable` (generic code such as
+    /// `final class Model<Value: Codable>`): chosen from the type the value has at run time, so a `String`, `Int`,
+    /// `Date`, `[String]` or an optional of one is stored in its own form, exactly as a declaration naming the type
+    /// stores it. Other types are JSON text, as ``json``.
+    static var codable: ValueCodec {
+        if let native = DynamicNative<Value>.codec { return native.readingForeignForms(hasNativeForm: true) }
+        return json
+    }
+}
+
+/// The native codec of a type that is ``PrefValueConvertible`` (or an optional of one) when code generic over
+/// `Codable` cannot name that conformance: found from the type at run time.
+private enum DynamicNative<Value: Sendable> {
+    static var codec: ValueCodec<Value>? {
+        if let type = Value.self as? any PrefValueConvertible.Type {
+            return ValueCodec(
+                encode: { value in try (value as? any PrefValueConvertible)?.prefValue },
+                decode: { stored in try cast(try type.init(prefValue: stored)) })
+        }
+        guard let optional = Value.self as? any _DynamicOptional.Type, let wrapped = optional.wrappedNativeType else {
+            return nil
+        }
+        let absent = try? cast(optional.nilValue)
+        return ValueCodec(
+            encode: { value in
+                try ((value as? any _DynamicOptional)?.wrappedValue as? any PrefValueConvertible)?.prefValue
+            },
+            decode: { stored in
+                if ForeignForms.isBoutiqueNil(stored), let absent { return absent }
+                return try cast(try wrapped.init(prefValue: stored))
+            })
+    }
+
+    private static func cast(_ value: Any) throws -> Value {
+        guard let value = value as? Value else {
+            throw PrefsError.typeMismatch(key: "", expected: "\(Value.self)", found: "\(type(of: value))")
+        }
+        return value
+    }
+}
+
+/// `Optional`, seen by ``DynamicNative`` without knowing its wrapped type.
+private protocol _DynamicOptional {
+    static var wrappedNativeType: (any PrefValueConvertible.Type)? { get }
+    static var nilValue: Self { get }
+    var wrappedValue: Any? { get }
+}
+
+extension Optional: _DynamicOptional {
+    static var wrappedNativeType: (any PrefValueConvertible.Type)? { Wrapped.self as? any PrefValueConvertible.Type }
+    static var nilValue: Self { nil }
+    var wrappedValue: Any? { self.map { $0 } }
+}
+
 extension ValueCodec where Value: Decodable {
     /// This codec, also reading the forms other libraries wrote for the type (see ``ForeignForms``): first when the
     /// stored value is plainly one of them, else only when this codec's own decode fails.

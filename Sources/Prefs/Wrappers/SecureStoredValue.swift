@@ -39,7 +39,7 @@ public struct SecureStoredValue<Value: Codable & Sendable & Equatable>: Sendable
     ///     services can use the same key names.
     ///   - store: The vault to use; ``PrefsConfig/secureStore`` when nil.
     public init(key: String, service: String? = nil, store: (any KeyValueStore)? = nil) {
-        self.init(key: key, service: service, store: store, codec: .json)
+        self.init(key: key, service: service, store: store, codec: .codable)
     }
 
     /// `@SecureStoredValue<String>(key: "authToken") var authToken` stores a secret of a type with its own stored

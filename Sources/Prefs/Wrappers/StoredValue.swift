@@ -46,7 +46,8 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
 
     /// `@StoredValue(key: "editor") var editor = EditorSettings()` stores a `Codable` value under `key` as JSON text,
     /// defaulting to the initial value. Built-in types, `RawRepresentable` types and optionals of them have
-    /// overloads of their own that store them natively.
+    /// overloads of their own that store them natively; in code generic over `Codable`, a built-in type is still
+    /// stored natively (see ``PrefKey``).
     ///
     /// - Parameters:
     ///   - wrappedValue: The default, read while nothing is stored.

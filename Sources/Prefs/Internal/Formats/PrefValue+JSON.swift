@@ -1,4 +1,4 @@
-package import Foundation
+public import Foundation
 
 extension PrefValue {
     /// `try PrefValue(jsonText: "[1, 2]")` parses one value written in Prefs' JSON form.
@@ -22,10 +22,12 @@ extension PrefValue {
     }
 
     /// `try PrefValue.jsonDocument(values)` writes a whole set of preferences as a ``FileStore`` file does: a
-    /// pretty-printed JSON object with sorted keys and a trailing newline.
+    /// pretty-printed JSON object with sorted keys and a trailing newline, from which
+    /// ``values(fromJSONDocument:source:)`` reads every value back exactly. A custom store can save with it (see
+    /// <doc:WritingAStore>).
     ///
     /// - Throws: ``PrefsError/encodingFailed(key:reason:)`` naming the key whose value JSON cannot hold.
-    package static func jsonDocument(_ values: [String: PrefValue]) throws -> Data {
+    public static func jsonDocument(_ values: [String: PrefValue]) throws -> Data {
         try JSONFormat.encode(values)
     }
 
@@ -44,7 +46,7 @@ extension PrefValue {
     ///   - source: Names the input in error messages, for example its path.
     /// - Throws: ``PrefsError/corruptFile(path:reason:)`` for anything but a well-formed JSON object without
     ///   `null`s or duplicate keys.
-    package static func values(
+    public static func values(
         fromJSONDocument data: Data, source: String = "JSON document"
     ) throws -> [String: PrefValue] {
         try JSONFormat.decode(data, path: source)
