@@ -21,6 +21,7 @@ if CompatibilityCommands.run(arguments) { exit(0) }
 if HardeningCommands.run(arguments) { exit(0) }
 if PromiseCommands.run(arguments) { exit(0) }
 if DeferredCommands.run(arguments) { exit(0) }
+if MigrationCommands.run(arguments) { exit(0) }
 if arguments.first == "foundation-read" {
     // foundation-read SUITE KEY: what Foundation's own UserDefaults reads from the suite file.
     let defaults = UserDefaults(suiteName: arguments[1])!

@@ -12,8 +12,10 @@
 ///
 /// When a wrapper declares the key on a store (`@StoredValue(.editor)`), each migration whose older form is
 /// stored there, and whose key has no value stored yet, is run: the old value is read, converted, stored under the
-/// key and, for another key, removed, in one write. So it runs once, and what it did is reported to
-/// ``PrefsConfig/errorHandler`` as a ``PrefsReport`` of operation `.migration`. An old value that does not read as
+/// key and, for another key, removed, in one write that re-checks the old value under the store's lock. So one
+/// result is stored and what it did is reported once to ``PrefsConfig/errorHandler`` as a ``PrefsReport`` of
+/// operation `.migration`; processes declaring the key at the same moment may each run the conversion closure
+/// (it runs outside every lock), so keep it free of side effects. An old value that does not read as
 /// the older form is reported and left where it is.
 public struct PrefMigration<Value: Sendable & Equatable>: Sendable {
     /// The key the older form is stored under; nil for the key itself (its type changed).
