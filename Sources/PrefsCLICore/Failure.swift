@@ -76,7 +76,7 @@ struct Failure: Error, Equatable {
             switch error {
             case .authenticationFailed, .unsupportedSchemaVersion, .damagedSchema:
                 return Failure(.integrity, error.description)
-            case .invalidConnectionString, .invalidNamespace:
+            case .invalidConnectionString, .invalidNamespace, .invalidSchema:
                 return Failure(.usage, error.description)
             case .unreachable, .connectionRefused, .connectionLost, .serverError, .closed, .timedOut, .outcomeUnknown:
                 return Failure(.notFound, error.description)

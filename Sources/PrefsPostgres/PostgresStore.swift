@@ -49,13 +49,19 @@ public final class PostgresStore: KeyValueStore {
         /// `limits.heartbeat`: how long the listening connection may stay silent before it is asked for an
         /// answer (`SELECT 1` within `networkTimeout`). Default 10 s.
         public var heartbeat: Duration
+        /// `limits.largestValue`: the most bytes a value's JSON text may have. A larger value is refused before it is
+        /// sent (``PrefsError/tooLarge(path:size:limit:)``, nothing written), and a larger row written by SQL is
+        /// skipped without being received (reported once). Default 64 MiB, the limit of every file a store opens.
+        public var largestValue: Int
 
         /// `PostgresStore.Limits()` has the defaults above; pass any of them to change it.
         public init(
             connectTimeout: Duration = .seconds(4), lockTimeout: Duration = .seconds(4),
             statementTimeout: Duration = .seconds(8), writeDeadline: Duration = .seconds(10),
-            networkTimeout: Duration = .seconds(10), heartbeat: Duration = .seconds(10)
+            networkTimeout: Duration = .seconds(10), heartbeat: Duration = .seconds(10),
+            largestValue: Int = 64 << 20
         ) {
+            self.largestValue = largestValue
             self.connectTimeout = connectTimeout
             self.lockTimeout = lockTimeout
             self.statementTimeout = statementTimeout
@@ -64,15 +70,17 @@ public final class PostgresStore: KeyValueStore {
             self.heartbeat = heartbeat
         }
 
-        /// `print(limits)` lists every bound in milliseconds.
+        /// `print(limits)` lists every bound in milliseconds, then the largest value in bytes.
         public var description: String {
-            [connectTimeout, lockTimeout, statementTimeout, writeDeadline, networkTimeout, heartbeat]
-                .map { String($0.wholeMilliseconds) }.joined(separator: "/")
+            ([connectTimeout, lockTimeout, statementTimeout, writeDeadline, networkTimeout, heartbeat]
+                .map { String($0.wholeMilliseconds) } + [String(largestValue)]).joined(separator: "/")
         }
     }
 
     /// `store.namespace` names this store's keys in the table: other namespaces in the same table are invisible.
     public let namespace: String
+    /// `store.schema` names the PostgreSQL schema that holds the tables; every statement names it.
+    public var schema: String { snapshot.schema.name }
     private let snapshot: Snapshot
     let server: Server
 
@@ -86,6 +94,8 @@ public final class PostgresStore: KeyValueStore {
     ///   - connection: A libpq connection string (`host=/run/postgresql dbname=app`) or URI
     ///     (`postgresql://user@host/app`). Its own `connect_timeout` or keepalive settings override `limits`.
     ///   - namespace: The name under which this app's keys are stored; any text without NUL.
+    ///   - schema: The PostgreSQL schema that holds (or will hold) the tables; every statement names it, so a
+    ///     role's `search_path` cannot send the store elsewhere. Default `public`.
     ///   - limits: How long the store waits for the server (``Limits``); the defaults suit most apps.
     ///   - cache: A local file (a ``FileStore``) where the store keeps the last values it saw, rewritten after
     ///     every change. When the server is away at open, the store starts from it: reads are served from it,
@@ -94,17 +104,21 @@ public final class PostgresStore: KeyValueStore {
     ///     exists, an open throws then.
     /// - Throws: ``PostgresStoreError``: `.unreachable`, `.authenticationFailed`, `.connectionRefused`, `.timedOut`,
     ///   `.unsupportedSchemaVersion` or `.damagedSchema` (the tables are left untouched),
-    ///   `.invalidConnectionString`, `.invalidNamespace`. Rows whose value is not Prefs JSON do not stop the store:
+    ///   `.invalidConnectionString`, `.invalidNamespace`, `.invalidSchema`. Rows whose value is not Prefs JSON do not stop the store:
     ///   each is reported to ``PrefsConfig/errorHandler`` and left as it is. ``PrefsError`` when `cache` cannot
     ///   be read.
-    public init(connection: String, namespace: String, limits: Limits = Limits(), cache: URL? = nil) throws {
+    public init(
+        connection: String, namespace: String, schema: String = "public", limits: Limits = Limits(), cache: URL? = nil
+    ) throws {
         if namespace.isEmpty { throw PostgresStoreError.invalidNamespace(namespace, reason: "it cannot be empty") }
         if namespace.utf8.contains(0) {
             throw PostgresStoreError.invalidNamespace(namespace, reason: "it cannot contain NUL")
         }
         self.namespace = namespace
         let secrets = try ConnectionSecrets(connection)
-        let snapshot = Snapshot(namespace: namespace, cache: try cache.map { try FileStore(url: $0) })
+        let snapshot = Snapshot(
+            namespace: namespace, schema: try Schema(schema), largestValue: limits.largestValue,
+            cache: try cache.map { try FileStore(url: $0) })
         self.snapshot = snapshot
         let server = try Server.attach(snapshot, secrets: secrets, limits: limits, mayStartAway: cache != nil)
         self.server = server
@@ -201,10 +215,18 @@ public final class PostgresStore: KeyValueStore {
         try validateKey(key)
         return try transaction { transaction in
             let connection = transaction.connection
-            try connection.execute(Schema.placeholder, [namespace, key], prepare: true, deadline: transaction.deadline)
+            let schema = snapshot.schema
+            try connection.execute(schema.placeholder, [namespace, key], prepare: true, deadline: transaction.deadline)
             let row = try connection.execute(
-                Schema.selectKeyForUpdate, [namespace, key], prepare: true, deadline: transaction.deadline
+                schema.selectKeyForUpdate, [namespace, String(snapshot.largestValue), key], prepare: true,
+                deadline: transaction.deadline
             ).first
+            if let size = row?[2].flatMap({ Int($0) }), size > snapshot.largestValue {
+                throw PrefsError.decodingFailed(
+                    key: key,
+                    reason: "the row in prefs_values holds \(size) bytes, more than the \(snapshot.largestValue) a "
+                        + "value may have; left unchanged")
+            }
             let current = try row?[0].map { text in
                 do { return try PrefValue(jsonText: text) } catch {
                     throw PrefsError.decodingFailed(
@@ -226,7 +248,7 @@ public final class PostgresStore: KeyValueStore {
         for (key, value) in values { texts[key] = try encode(value, key: key) }
         try transaction { transaction in
             let existing = try transaction.connection.execute(
-                Schema.lockNamespace, [namespace], deadline: transaction.deadline
+                snapshot.schema.lockNamespace, [namespace], deadline: transaction.deadline
             ).compactMap { $0[0] }
             for key in existing where values[key] == nil {
                 transaction.readings.append(try write(nil, value: nil, key: key, in: transaction))
@@ -317,8 +339,9 @@ public final class PostgresStore: KeyValueStore {
             try connection.execute("BEGIN", deadline: deadline)
             defer { _ = try? connection.execute("ROLLBACK", deadline: deadline) }
             // A row the transaction inserted is locked by inserting it again, not by `FOR UPDATE`.
-            try connection.execute(Schema.placeholder, [namespace, key], deadline: deadline)
-            return try connection.execute(Schema.selectWriterForUpdate, [namespace, key], deadline: deadline).first
+            try connection.execute(snapshot.schema.placeholder, [namespace, key], deadline: deadline)
+            return try connection.execute(snapshot.schema.selectWriterForUpdate, [namespace, key], deadline: deadline)
+                .first
         }
         if let found = row?[1].flatMap(UUID.init(uuidString:)), found == writer { return true }
         if let found = row?[0].flatMap({ Int64($0) }), found < version { return false }
@@ -380,7 +403,7 @@ public final class PostgresStore: KeyValueStore {
         let rows: [[String?]]
         do {
             rows = try connection.execute(
-                text == nil ? Schema.remove : Schema.upsert,
+                text == nil ? snapshot.schema.remove : snapshot.schema.upsert,
                 [namespace, key, text, Schema.hint(namespace: namespace, key: key), writer?.uuidString],
                 prepare: true, deadline: deadline)
         } catch {
@@ -401,12 +424,24 @@ public final class PostgresStore: KeyValueStore {
         if closed.load(ordering: .acquiring) { throw PostgresStoreError.closed }
     }
 
+    /// The value's JSON text, or nil for a removal; refuses a text beyond ``Limits/largestValue``.
     private func encode(_ value: PrefValue?, key: String) throws -> String? {
         guard let value else { return nil }
+        let text: String
         do {
-            return try value.databaseJSONText()
+            text = try value.databaseJSONText()
         } catch PrefsError.encodingFailed(_, let reason) {
             throw PrefsError.encodingFailed(key: key, reason: reason)
         }
+        let size = text.utf8.count
+        if size > snapshot.largestValue {
+            throw PrefsError.tooLarge(path: place(key), size: size, limit: snapshot.largestValue)
+        }
+        return text
+    }
+
+    /// Where `key` is kept, for messages: `"public".prefs_values, namespace "com.example.app", key "theme"`.
+    private func place(_ key: String) -> String {
+        "\(snapshot.schema.prefix)prefs_values, namespace \(String(reflecting: namespace)), key \(String(reflecting: key))"
     }
 }

@@ -7,6 +7,9 @@ public enum PostgresStoreError: Error, Sendable, Equatable {
     case invalidConnectionString(reason: String)
     /// `.invalidNamespace(_:reason:)`: a namespace that cannot name preferences: empty or containing NUL.
     case invalidNamespace(String, reason: String)
+    /// `.invalidSchema(_:reason:)`: a schema name PostgreSQL cannot hold exactly: empty, containing NUL, or longer
+    /// than 63 bytes.
+    case invalidSchema(String, reason: String)
     /// `.unreachable(reason:)`: no server answered at the address (not running, wrong socket folder or host).
     case unreachable(reason: String)
     /// `.authenticationFailed(reason:)`: the server refused the user name or password.
@@ -44,6 +47,7 @@ extension PostgresStoreError: CustomStringConvertible {
         case .invalidConnectionString(let reason): "invalid PostgreSQL connection string: \(reason)"
         case .invalidNamespace(let namespace, let reason):
             "invalid namespace \(String(reflecting: namespace)): \(reason)"
+        case .invalidSchema(let schema, let reason): "invalid schema \(String(reflecting: schema)): \(reason)"
         case .unreachable(let reason): "cannot reach the PostgreSQL server: \(reason)"
         case .authenticationFailed(let reason): "PostgreSQL authentication failed: \(reason)"
         case .connectionRefused(let reason): "the PostgreSQL server refused the connection: \(reason)"

@@ -1,11 +1,31 @@
 import Foundation
 import Prefs
 
-/// The tables, triggers and statements of schema version 3 (documented in docs/PostgresStore.md).
+/// The tables, triggers and statements of schema version 3 (documented in docs/PostgresStore.md), in one
+/// PostgreSQL schema that every statement names (`"public".prefs_values`), so a role's `search_path` cannot send the
+/// store to another table or function.
 ///
 /// Notifications carry hints only (which namespace and key changed), never values or versions: `NOTIFY` needs no
 /// privilege, so anything in a payload can be read or forged by any role that can connect.
-enum Schema {
+struct Schema: Sendable {
+    /// The PostgreSQL schema's name, as the store was given it.
+    let name: String
+    /// `name` quoted as an identifier and followed by a dot: the prefix of every table and function name.
+    let prefix: String
+
+    /// The schema named `name`; throws when PostgreSQL could not name it exactly (empty, NUL, over 63 bytes).
+    init(_ name: String) throws(PostgresStoreError) {
+        if name.isEmpty || name.utf8.contains(0) || name.utf8.count > 63 {
+            throw .invalidSchema(name, reason: "a schema name has 1 to 63 bytes and no NUL")
+        }
+        self.name = name
+        prefix = "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"."
+    }
+
+    /// Run on every connection of the store: only the built-in catalog is searched (this session's temporary
+    /// objects last), so not even a built-in function or operator can be shadowed by another role's schema.
+    static let pinnedSearchPath = "SET search_path TO pg_catalog, pg_temp"
+
     static let version = 3
     /// The `LISTEN`/`NOTIFY` channel.
     static let channel = "prefs_values"
@@ -16,58 +36,60 @@ enum Schema {
 
     /// Functions and triggers, shared by creation and by the upgrade from version 1. `CREATE OR REPLACE` lets a
     /// database whose tables were dropped but whose functions were left behind be created again.
-    static let functions = [
-        // Versions grow by one and stop at Int64.max instead of overflowing: a row set to the largest version by
-        // hand stays writable. Instances never trust a version they did not read, so a stuck version is harmless.
-        """
-        CREATE OR REPLACE FUNCTION prefs_values_bump() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-            NEW.version := LEAST(OLD.version, 9223372036854775806) + 1;
-            RETURN NEW;
-        END
-        $$
-        """,
-        """
-        CREATE OR REPLACE FUNCTION prefs_values_hint(ns text, k text) RETURNS text
-        LANGUAGE sql IMMUTABLE AS $$
-            SELECT CASE
-                WHEN octet_length(json_build_object('namespace', ns, 'key', k)::text) <= \(largestHint)
-                    THEN json_build_object('namespace', ns, 'key', k)::text
-                WHEN octet_length(json_build_object('namespace', ns)::text) <= \(largestHint)
-                    THEN json_build_object('namespace', ns)::text
-                ELSE '{}'
+    var functions: [String] {
+        [
+            // Versions grow by one and stop at Int64.max instead of overflowing: a row set to the largest version by
+            // hand stays writable. Instances never trust a version they did not read, so a stuck version is harmless.
+            """
+            CREATE OR REPLACE FUNCTION \(prefix)prefs_values_bump() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                NEW.version := LEAST(OLD.version, 9223372036854775806) + 1;
+                RETURN NEW;
             END
-        $$
-        """,
-        """
-        CREATE OR REPLACE FUNCTION prefs_values_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-            IF TG_OP = 'TRUNCATE' THEN
-                PERFORM pg_notify('prefs_values', '{"reset": true}');
+            $$
+            """,
+            """
+            CREATE OR REPLACE FUNCTION \(prefix)prefs_values_hint(ns text, k text) RETURNS text
+            LANGUAGE sql IMMUTABLE AS $$
+                SELECT CASE
+                    WHEN octet_length(json_build_object('namespace', ns, 'key', k)::text) <= \(Self.largestHint)
+                        THEN json_build_object('namespace', ns, 'key', k)::text
+                    WHEN octet_length(json_build_object('namespace', ns)::text) <= \(Self.largestHint)
+                        THEN json_build_object('namespace', ns)::text
+                    ELSE '{}'
+                END
+            $$
+            """,
+            """
+            CREATE OR REPLACE FUNCTION \(prefix)prefs_values_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF TG_OP = 'TRUNCATE' THEN
+                    PERFORM pg_notify('prefs_values', '{"reset": true}');
+                    RETURN NULL;
+                END IF;
+                IF TG_OP <> 'INSERT' THEN
+                    PERFORM pg_notify('prefs_values', \(prefix)prefs_values_hint(OLD.namespace, OLD.key));
+                END IF;
+                IF TG_OP <> 'DELETE' THEN
+                    PERFORM pg_notify('prefs_values', \(prefix)prefs_values_hint(NEW.namespace, NEW.key));
+                END IF;
                 RETURN NULL;
-            END IF;
-            IF TG_OP <> 'INSERT' THEN
-                PERFORM pg_notify('prefs_values', prefs_values_hint(OLD.namespace, OLD.key));
-            END IF;
-            IF TG_OP <> 'DELETE' THEN
-                PERFORM pg_notify('prefs_values', prefs_values_hint(NEW.namespace, NEW.key));
-            END IF;
-            RETURN NULL;
-        END
-        $$
-        """,
-        "DROP FUNCTION IF EXISTS prefs_values_payload(text, text, jsonb, bigint)",
-        "DROP TRIGGER IF EXISTS prefs_values_reset ON prefs_values",
-        """
-        CREATE TRIGGER prefs_values_reset AFTER TRUNCATE ON prefs_values
-            FOR EACH STATEMENT EXECUTE FUNCTION prefs_values_notify()
-        """,
-    ]
+            END
+            $$
+            """,
+            "DROP FUNCTION IF EXISTS \(prefix)prefs_values_payload(text, text, jsonb, bigint)",
+            "DROP TRIGGER IF EXISTS prefs_values_reset ON \(prefix)prefs_values",
+            """
+            CREATE TRIGGER prefs_values_reset AFTER TRUNCATE ON \(prefix)prefs_values
+                FOR EACH STATEMENT EXECUTE FUNCTION \(prefix)prefs_values_notify()
+            """,
+        ]
+    }
 
-    static let create =
+    var create: [String] {
         [
             """
-            CREATE TABLE prefs_values (
+            CREATE TABLE \(prefix)prefs_values (
                 namespace text NOT NULL,
                 key text NOT NULL,
                 value jsonb,
@@ -76,46 +98,50 @@ enum Schema {
                 PRIMARY KEY (namespace, key)
             )
             """,
-            "COMMENT ON TABLE prefs_values IS 'Prefs PostgresStore, schema version 3: one row per key; "
+            "COMMENT ON TABLE \(prefix)prefs_values IS 'Prefs PostgresStore, schema version 3: one row per key; "
                 + "value is the FileStore JSON form, NULL once removed; version grows by one with every update; "
                 + "writer names the Prefs transaction that wrote it'",
-            "CREATE TABLE prefs_schema (version integer NOT NULL)",
-            "INSERT INTO prefs_schema (version) VALUES (3)",
+            "CREATE TABLE \(prefix)prefs_schema (version integer NOT NULL)",
+            "INSERT INTO \(prefix)prefs_schema (version) VALUES (3)",
         ] + functions + [
             """
-            CREATE TRIGGER prefs_values_bump BEFORE UPDATE ON prefs_values
-                FOR EACH ROW WHEN (NEW.version = OLD.version) EXECUTE FUNCTION prefs_values_bump()
+            CREATE TRIGGER prefs_values_bump BEFORE UPDATE ON \(prefix)prefs_values
+                FOR EACH ROW WHEN (NEW.version = OLD.version) EXECUTE FUNCTION \(prefix)prefs_values_bump()
             """,
             // Prefs' own connections set prefs.notify_inline and notify from the writing statement itself, which
             // costs less than a PL/pgSQL trigger; writes from anyone else notify through the trigger.
             """
-            CREATE TRIGGER prefs_values_notify AFTER INSERT OR UPDATE OR DELETE ON prefs_values
+            CREATE TRIGGER prefs_values_notify AFTER INSERT OR UPDATE OR DELETE ON \(prefix)prefs_values
                 FOR EACH ROW WHEN (current_setting('prefs.notify_inline', true) IS DISTINCT FROM 'on')
-                EXECUTE FUNCTION prefs_values_notify()
+                EXECUTE FUNCTION \(prefix)prefs_values_notify()
             """,
         ]
+    }
 
     /// Version 3 adds the `writer` column, which settles a transaction's outcome after its `COMMIT` went unanswered.
-    static let upgradeFromVersion2 = [
-        "ALTER TABLE prefs_values ADD COLUMN IF NOT EXISTS writer uuid", "UPDATE prefs_schema SET version = 3",
-    ]
+    var upgradeFromVersion2: [String] {
+        [
+            "ALTER TABLE \(prefix)prefs_values ADD COLUMN IF NOT EXISTS writer uuid",
+            "UPDATE \(prefix)prefs_schema SET version = 3",
+        ]
+    }
     /// Version 1 sent values in its payloads; version 2 replaced its functions and added the `TRUNCATE` trigger.
-    static let upgradeFromVersion1 = functions + upgradeFromVersion2
+    var upgradeFromVersion1: [String] { functions + upgradeFromVersion2 }
 
     /// What the database holds: the version rows of `prefs_schema` (nil without the table) and whether
     /// `prefs_values` exists.
-    private static func inspect(_ connection: Connection, deadline: ContinuousClock.Instant) throws
+    private func inspect(_ connection: Connection, deadline: ContinuousClock.Instant) throws
         -> (versions: [Int]?, hasValues: Bool)
     {
         // pg_tables is read with the statement's snapshot; to_regclass can miss a table another session has just
         // created (its catalog cache is refreshed only when this session takes a lock on a relation).
         let found = try connection.execute(
-            "SELECT EXISTS (SELECT FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'prefs_schema'), "
-                + "EXISTS (SELECT FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'prefs_values')",
-            deadline: deadline)
+            "SELECT EXISTS (SELECT FROM pg_tables WHERE schemaname = $1 AND tablename = 'prefs_schema'), "
+                + "EXISTS (SELECT FROM pg_tables WHERE schemaname = $1 AND tablename = 'prefs_values')",
+            [name], deadline: deadline)
         let hasValues = found.first?[1] == "t"
         guard found.first?[0] == "t" else { return (nil, hasValues) }
-        let rows = try connection.execute("SELECT version FROM prefs_schema", deadline: deadline)
+        let rows = try connection.execute("SELECT version FROM \(prefix)prefs_schema", deadline: deadline)
         return (rows.compactMap { $0[0].flatMap { Int($0) } }, hasValues)
     }
 
@@ -125,9 +151,11 @@ enum Schema {
     /// A database already at this version is only read: no lock is taken. Creating or upgrading takes a
     /// transaction-level advisory lock with `pg_try_advisory_xact_lock`, retried until the connection's
     /// `connectTimeout`, so a session that holds that lock (any role can) delays an open by that long at most.
-    static func prepare(on connection: Connection) throws {
+    func prepare(on connection: Connection) throws {
         let limit = connection.limits.connectTimeout
         let deadline = ContinuousClock.now + limit + connection.limits.writeDeadline
+        let version = Self.version
+        let advisoryLock = Self.advisoryLock
         let quick = try inspect(connection, deadline: deadline)
         if quick.versions == [version], quick.hasValues { return }
         try connection.execute("BEGIN", deadline: deadline)
@@ -166,12 +194,23 @@ enum Schema {
         }
     }
 
-    static let selectNamespace = "SELECT key, value::text, version FROM prefs_values WHERE namespace = $1"
-    static let selectKey = "SELECT value::text, version FROM prefs_values WHERE namespace = $1 AND key = $2"
-    static let selectKeyForUpdate = selectKey + " FOR UPDATE"
+    /// A row's value as text when its text has at most `$2` bytes (NULL beyond, so an oversized row is never
+    /// sent), its version, and the size of its text (NULL once removed).
+    private static let valueVersionSize =
+        "CASE WHEN octet_length(value::text) <= $2::bigint THEN value::text END, version, octet_length(value::text)"
+    /// The namespace's rows: `$1` the namespace, `$2` the largest value sent; each row is key, value, version, size.
+    var selectNamespace: String {
+        "SELECT key, \(Self.valueVersionSize) FROM \(prefix)prefs_values WHERE namespace = $1"
+    }
+    /// One row: `$1` the namespace, `$2` the largest value sent, `$3` the key; value, version and size.
+    var selectKey: String {
+        "SELECT \(Self.valueVersionSize) FROM \(prefix)prefs_values WHERE namespace = $1 AND key = $3"
+    }
+    var selectKeyForUpdate: String { selectKey + " FOR UPDATE" }
     /// The row's version and writer, once the row's lock is free (every transaction that wrote it has ended).
-    static let selectWriterForUpdate =
-        "SELECT version, writer::text FROM prefs_values WHERE namespace = $1 AND key = $2 FOR UPDATE"
+    var selectWriterForUpdate: String {
+        "SELECT version, writer::text FROM \(prefix)prefs_values WHERE namespace = $1 AND key = $2 FOR UPDATE"
+    }
     /// Run on the writing connection: its statements notify by themselves (see `notifyWritten`).
     static let notifyInline = "SET prefs.notify_inline = 'on'"
     /// Returns each written row's version and sends its hint (parameter `$4`, from ``hint(namespace:key:)``).
@@ -189,26 +228,32 @@ enum Schema {
         let namespaceOnly = #"{"namespace": "# + names + "}"
         return namespaceOnly.utf8.count <= largestHint ? namespaceOnly : "{}"
     }
-    static let upsert = """
+    var upsert: String {
+        """
         WITH written AS (
-            INSERT INTO prefs_values (namespace, key, value, version, writer) VALUES ($1, $2, $3::jsonb, 1, $5::uuid)
+            INSERT INTO \(prefix)prefs_values (namespace, key, value, version, writer) VALUES ($1, $2, $3::jsonb, 1, $5::uuid)
             ON CONFLICT (namespace, key) DO UPDATE
                 SET value = EXCLUDED.value, writer = EXCLUDED.writer,
-                    version = LEAST(prefs_values.version, 9223372036854775806) + 1
+                    version = LEAST(\(prefix)prefs_values.version, 9223372036854775806) + 1
             RETURNING version
         )
-        """ + notifyWritten
-    static let remove = """
+        """ + Self.notifyWritten
+    }
+    var remove: String {
+        """
         WITH written AS (
-            UPDATE prefs_values SET value = NULL, writer = $5::uuid, version = LEAST(version, 9223372036854775806) + 1
+            UPDATE \(prefix)prefs_values SET value = NULL, writer = $5::uuid, version = LEAST(version, 9223372036854775806) + 1
             WHERE namespace = $1 AND key = $2 AND value IS NOT NULL AND $3::text IS NULL
             RETURNING version
         )
-        """ + notifyWritten
+        """ + Self.notifyWritten
+    }
     /// Makes sure a row exists to lock, so two instances updating an absent key serialise on it.
-    static let placeholder = """
-        INSERT INTO prefs_values (namespace, key, value, version) VALUES ($1, $2, NULL, 0)
+    var placeholder: String {
+        """
+        INSERT INTO \(prefix)prefs_values (namespace, key, value, version) VALUES ($1, $2, NULL, 0)
         ON CONFLICT (namespace, key) DO NOTHING
         """
-    static let lockNamespace = "SELECT key FROM prefs_values WHERE namespace = $1 FOR UPDATE"
+    }
+    var lockNamespace: String { "SELECT key FROM \(prefix)prefs_values WHERE namespace = $1 FOR UPDATE" }
 }

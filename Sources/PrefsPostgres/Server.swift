@@ -17,6 +17,8 @@ import Synchronization
 final class Server: Sendable {
     let secrets: ConnectionSecrets
     let limits: PostgresStore.Limits
+    /// The PostgreSQL schema every statement names.
+    let schema: Schema
     private let registryKey: String
 
     private struct State {
@@ -57,13 +59,15 @@ final class Server: Sendable {
     static func attach(
         _ snapshot: Snapshot, secrets: ConnectionSecrets, limits: PostgresStore.Limits, mayStartAway: Bool = false
     ) throws -> Server {
-        let key = secrets.connectionString + "\u{0}" + String(describing: limits)
+        let schema = snapshot.schema
+        let key = [secrets.connectionString, String(describing: limits), schema.name].joined(separator: "\u{0}")
         return try registry.withLock { servers in
             if let server = servers[key], !server.isStopped {
                 server.state.withLock { $0.snapshots[ObjectIdentifier(snapshot)] = snapshot }
                 return server
             }
-            let server = try Server(secrets: secrets, limits: limits, registryKey: key, mayStartAway: mayStartAway)
+            let server = try Server(
+                secrets: secrets, limits: limits, schema: schema, registryKey: key, mayStartAway: mayStartAway)
             server.state.withLock { $0.snapshots[ObjectIdentifier(snapshot)] = snapshot }
             servers[key] = server
             server.start()
@@ -92,14 +96,16 @@ final class Server: Sendable {
     }
 
     private init(
-        secrets: ConnectionSecrets, limits: PostgresStore.Limits, registryKey: String, mayStartAway: Bool
+        secrets: ConnectionSecrets, limits: PostgresStore.Limits, schema: Schema, registryKey: String,
+        mayStartAway: Bool
     ) throws {
         self.secrets = secrets
         self.limits = limits
+        self.schema = schema
         self.registryKey = registryKey
         var primary: Connection? = nil
         do {
-            primary = try Self.connectAndListen(secrets: secrets, limits: limits)
+            primary = try Self.connectAndListen(secrets: secrets, limits: limits, schema: schema)
         } catch let error as PostgresStoreError where mayStartAway && error.meansAway {
             // Without a primary, the listener thread connects as soon as the server answers.
         }
@@ -117,14 +123,16 @@ final class Server: Sendable {
         -> Connection
     {
         try Connection(
-            secrets: secrets, limits: limits, applicationName: applicationName, setup: [Schema.notifyInline])
+            secrets: secrets, limits: limits, applicationName: applicationName,
+            setup: [Schema.notifyInline, Schema.pinnedSearchPath])
     }
 
     /// A connection that has checked the schema (creating it when missing) and listens for hints.
-    private static func connectAndListen(secrets: ConnectionSecrets, limits: PostgresStore.Limits) throws -> Connection
+    private static func connectAndListen(secrets: ConnectionSecrets, limits: PostgresStore.Limits, schema: Schema)
+        throws -> Connection
     {
         let connection = try connect(secrets: secrets, limits: limits)
-        try Schema.prepare(on: connection)
+        try schema.prepare(on: connection)
         try connection.execute("LISTEN " + Schema.channel, deadline: ContinuousClock.now + limits.writeDeadline)
         return connection
     }
@@ -304,7 +312,7 @@ final class Server: Sendable {
         while !isStopped {
             listenerActivity.store(Activity.connecting.rawValue, ordering: .relaxed)
             do {
-                let connection = try Self.connectAndListen(secrets: secrets, limits: limits)
+                let connection = try Self.connectAndListen(secrets: secrets, limits: limits, schema: schema)
                 try reloadAll(on: connection)
                 reconnections.add(1, ordering: .relaxed)
                 ErrorReporter.forgetIncidents(of: reportSource)

@@ -27,6 +27,10 @@ struct Reading: Sendable {
 /// was learned replaces it only with a higher version, so reads never go backwards.
 final class Snapshot: Sendable {
     let namespace: String
+    /// The PostgreSQL schema the rows are read from.
+    let schema: Schema
+    /// The largest value text (in bytes) a read accepts: a row beyond it is skipped and reported, never received.
+    let largestValue: Int
     let changes = ChangeFeed()
     private struct Held {
         var entry: Entry
@@ -40,8 +44,10 @@ final class Snapshot: Sendable {
     /// The local file that keeps the last values seen, when the store was opened with one.
     let cache: FileStore?
 
-    init(namespace: String, cache: FileStore? = nil) {
+    init(namespace: String, schema: Schema, largestValue: Int, cache: FileStore? = nil) {
         self.namespace = namespace
+        self.schema = schema
+        self.largestValue = largestValue
         self.cache = cache
     }
 
@@ -111,11 +117,18 @@ final class Snapshot: Sendable {
 
     // MARK: Reading rows
 
-    /// Decodes one row's `value::text`; a value of the wrong shape is reported once and nil is returned, so the
-    /// caller keeps what it had.
-    func decode(_ text: String?, key: String, version: Int64) -> Entry? {
-        guard let text else { return Entry(value: nil, version: version) }
+    /// Decodes one row's `value::text` (nil once removed, or when its text has more than ``largestValue`` bytes:
+    /// `size`); a value of the wrong shape or size is reported once and nil is returned, so the caller keeps what
+    /// it had.
+    func decode(_ text: String?, size: Int?, key: String, version: Int64) -> Entry? {
+        guard let size else { return Entry(value: nil, version: version) }
         do {
+            guard let text, size <= largestValue else {
+                throw PrefsError.decodingFailed(
+                    key: key,
+                    reason: "a value of \(size) bytes, more than the \(largestValue) a row may have "
+                        + "(PostgresStore.Limits.largestValue); skipped")
+            }
             return Entry(value: try PrefValue(jsonText: text), version: version)
         } catch {
             let first = reported.withLock { $0.insert("\(version)\u{0}\(key)").inserted }
@@ -130,7 +143,7 @@ final class Snapshot: Sendable {
                     PrefsError.decodingFailed(
                         key: key,
                         reason: "row \(String(reflecting: key)) of namespace "
-                            + "\(String(reflecting: namespace)) in prefs_values holds \(reason)"),
+                            + "\(String(reflecting: namespace)) in \(schema.prefix)prefs_values holds \(reason)"),
                     key: key, operation: .read)
             }
             return nil
@@ -143,18 +156,19 @@ final class Snapshot: Sendable {
     {
         var reading = Reading(keys: keys, startedAt: startRead())
         var found: [[String?]] = []
+        let largest = String(largestValue)
         if let keys {
             for key in keys.sorted() {
                 let rows = try connection.execute(
-                    Schema.selectKey, [namespace, key], prepare: true, deadline: deadline)
+                    schema.selectKey, [namespace, largest, key], prepare: true, deadline: deadline)
                 found += rows.map { [key] + $0 }
             }
         } else {
-            found = try connection.execute(Schema.selectNamespace, [namespace], deadline: deadline)
+            found = try connection.execute(schema.selectNamespace, [namespace, largest], deadline: deadline)
         }
         for row in found {
             guard let key = row[0], let version = row[2].flatMap({ Int64($0) }) else { continue }
-            if let entry = decode(row[1], key: key, version: version) {
+            if let entry = decode(row[1], size: row[3].flatMap { Int($0) }, key: key, version: version) {
                 reading.rows[key] = entry
             } else {
                 reading.unreadable.insert(key)

@@ -31,6 +31,7 @@ func label(_ error: PostgresStoreError) -> String {
     case .closed: "closed"
     case .invalidConnectionString: "invalidConnectionString"
     case .invalidNamespace: "invalidNamespace"
+    case .invalidSchema: "invalidSchema"
     case .unsupportedSchemaVersion: "unsupportedSchemaVersion"
     case .timedOut: "timedOut"
     case .outcomeUnknown: "outcomeUnknown"
@@ -58,6 +59,9 @@ if command == "open-report" {
 var limits = PostgresStore.Limits()
 if let seconds = ProcessInfo.processInfo.environment["PREFS_PG_WRITE_DEADLINE"].flatMap(Int.init) {
     limits.writeDeadline = .seconds(seconds)
+}
+if let bytes = ProcessInfo.processInfo.environment["PREFS_PG_LARGEST_VALUE"].flatMap(Int.init) {
+    limits.largestValue = bytes
 }
 let store: PostgresStore
 do { store = try PostgresStore(connection: connection, namespace: arguments[1], limits: limits) } catch {
@@ -111,6 +115,14 @@ do {
             }
             value += 1
         }
+    case "listen-report":
+        // listen-report MARKER: prints each reported error and "ready", waits until the key `marker` reads MARKER,
+        // then prints the namespace's values as JSON.
+        PrefsConfig.errorHandler = { report in emit("report \(report.key): \(report.error)") }
+        let marker = StoredValue(key: "marker", default: 0, store: store)
+        emit("ready")
+        for await current in marker.values where current == Int(arguments[2])! { break }
+        emit("values " + (try PrefValue.dictionary(store.allValues()).jsonText()))
     case "watch":
         // watch KEY: prints "ready", then the key's value now and after each change.
         let value = StoredValue(key: arguments[2], default: 0, store: store)
