@@ -87,6 +87,7 @@ final class LockedFile: Sendable {
         try lockFD.withLock { fd throws -> T in
             let operation = kind == .shared ? LOCK_SH : LOCK_EX
             var attempts = 0
+            var opened = false
             while true {
                 attempts += 1
                 if attempts > 1000 {
@@ -95,6 +96,7 @@ final class LockedFile: Sendable {
                         message: "the lock file keeps being removed or replaced")
                 }
                 if fd < 0 {
+                    opened = true
                     fd = try prefsIO { () throws(SystemCallError) in try openLockFile(creating: kind == .exclusive) }
                     // No lock file for a reader: nothing to read under it and nobody to exclude.
                     if fd < 0 { return try body() }
@@ -105,6 +107,7 @@ final class LockedFile: Sendable {
                 // as SQLite's unix VFS does.
                 if isCurrentLockFile(fd) {
                     heldLock.store(fd, ordering: .sequentiallyConsistent)
+                    heldLockIsNew.store(opened, ordering: .sequentiallyConsistent)
                     defer {
                         heldLock.store(-1, ordering: .sequentiallyConsistent)
                         _ = flock(fd, LOCK_UN)
@@ -153,6 +156,9 @@ final class LockedFile: Sendable {
 
     /// The descriptor `withLock` holds while its body runs (-1 outside), for the check before each commit.
     private let heldLock = Atomic<Int32>(-1)
+    /// Whether `withLock` opened that descriptor itself this time: the lock file was missing or replaced since this
+    /// object last held it, so another process may still be inside its own write under the old one.
+    private let heldLockIsNew = Atomic<Bool>(false)
 
     /// What a write's commit does when the lock file its `withLock` holds was removed or replaced meanwhile
     /// (another process may have locked the new one and written): it locks the current lock file too, and commits
@@ -314,6 +320,13 @@ final class LockedFile: Sendable {
         let relock = try relockBeforeCommit(expecting: expected)
         defer { if relock >= 0 { close(relock) } }
         try beforeCommit?()
+        // A lock file opened afresh for this write may be one that replaced a deleted lock file while another
+        // process was still writing under it: that process may have committed since this one read the file.
+        if relock < 0, heldLockIsNew.load(ordering: .sequentiallyConsistent), case .some(let expected) = expected,
+            (try? FileIdentity.of(path: path)) != expected
+        {
+            throw LockLostError()
+        }
         if rename(temporaryPath, path) != 0 { throw SystemCallError(path: path, operation: "replace").prefsError }
         succeeded = true
     }
