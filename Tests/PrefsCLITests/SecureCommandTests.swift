@@ -3,8 +3,12 @@ import Prefs
 import TestThreads
 import Testing
 
+@testable import PrefsCLICore
+
 /// `prefs secure` as a user runs it, over real vault files in a temporary folder.
 @Suite(.ownThreads) struct SecureCommandTests {
+    static let secret = "sk_live_123RecognisableSecret"
+
     @Test func keyFileVaultLifecycle() throws {
         let sandbox = try Sandbox()
         defer { sandbox.cleanup() }
@@ -174,5 +178,45 @@ import Testing
         let key = sandbox.config.appending(path: "prefs/secrets.key")
         #expect(try EncryptedFileStore(url: vault, key: .keyFile(key)).value(forKey: "token") == .string("abc"))
         #expect(try sandbox.prefs("secure", "list", "--app", "prefs").output == "token\n")
+    }
+
+    @Test func aSecretGivenAsAnArgumentIsNeverEchoed() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.cleanup() }
+        let vault = ["--vault", sandbox.path("s.vault"), "--key-file", sandbox.path("s.key")]
+        try sandbox.prefs(["secure", "init"] + vault)
+        for arguments in [["secure", "set", "tok", Self.secret] + vault, ["secure", Self.secret] + vault] {
+            let result = try sandbox.prefs(arguments, stdin: "")
+            #expect(result.status == ExitStatus.usage.rawValue, "\(result)")
+            #expect(result.isOneLineFailure, "\(result)")
+            #expect(!result.error.contains("sk_live"), "\(result)")
+        }
+    }
+
+    @Test func anAppIdentifierLongerThanAFolderNameIsRefused() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.cleanup() }
+        let app = String(repeating: "a", count: 300)
+        let result = try sandbox.prefs("secure", "init", "--app", app)
+        #expect(result.status == ExitStatus.usage.rawValue, "\(result)")
+        #expect(result.error.contains("--app"), "\(result)")
+        // Nothing went to the `prefs` vault instead.
+        #expect(!FileManager.default.fileExists(atPath: sandbox.data.appending(path: "prefs").path()))
+    }
+
+    @Test func anOlderCopyOfAVaultExitsWithStatus3AndStaysUntouched() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.cleanup() }
+        let state = ["XDG_STATE_HOME": sandbox.path("state")]
+        let vault = ["--vault", sandbox.path("s.vault"), "--key-file", sandbox.path("s.key")]
+        try sandbox.prefs(["secure", "init"] + vault, environment: state)
+        try sandbox.prefs(["secure", "set", "tok"] + vault, stdin: "old-token\n", environment: state)
+        let old = try Data(contentsOf: sandbox.file("s.vault"))
+        try sandbox.prefs(["secure", "set", "tok"] + vault, stdin: "new-token\n", environment: state)
+        try old.write(to: sandbox.file("s.vault"))
+        let result = try sandbox.prefs(["secure", "get", "tok", "--reveal"] + vault, environment: state)
+        #expect(result.status == ExitStatus.integrity.rawValue, "\(result)")
+        #expect(result.isOneLineFailure && result.error.contains("older copy"), "\(result)")
+        #expect(try Data(contentsOf: sandbox.file("s.vault")) == old)
     }
 }

@@ -15,11 +15,11 @@ func fail(_ message: String) -> Never {
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 if await ReliabilityCommands.run(arguments) { exit(0) }
-if AdoptionCommands.run(arguments) { exit(0) }
+if DefaultStoreCommands.run(arguments) { exit(0) }
 if await LayerCommands.run(arguments) { exit(0) }
 if CompatibilityCommands.run(arguments) { exit(0) }
-if HardeningCommands.run(arguments) { exit(0) }
-if PromiseCommands.run(arguments) { exit(0) }
+if OpenAndAppendCommands.run(arguments) { exit(0) }
+if WrapperCommands.run(arguments) { exit(0) }
 if DeferredCommands.run(arguments) { exit(0) }
 if MigrationCommands.run(arguments) { exit(0) }
 if arguments.first == "foundation-read" {

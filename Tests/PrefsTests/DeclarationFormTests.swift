@@ -8,6 +8,7 @@ import Testing
 /// Each way of declaring a preference chooses the stored form from the type written there: a built-in type and a
 /// raw-value enum are stored natively, an Optional's nil removes the key, any other `Codable` type is JSON text.
 /// Every overload is pinned here, so one that picked the JSON form by mistake is caught.
+/// Two declarations of one key in one store that disagree on its type or default are reported, once.
 @Suite(.ownThreads) struct DeclarationFormTests {
     private let date = Date(timeIntervalSinceReferenceDate: 123_456)
 
@@ -123,5 +124,36 @@ import Testing
             "flag": .bool(true), "count": .int(3), "when": .date(date), "limit": .int(7), "theme": .string("dark"),
             "maybeTheme": .string("dark"), "optionalTheme": .string("system"), "optionalDate": .date(date),
         ]
+    }
+
+    @Test func aKeyDeclaredWithTwoTypesIsReportedOnceNamingBoth() {
+        Reports.install()
+        let store = InMemoryStore()
+        let key = uniqueKey("conflict")
+        let first = StoredValue(key: key, default: 1, store: store)
+        let second = StoredValue(key: key, default: "one", store: store)
+        _ = StoredValue(key: key, default: "one", store: store)
+        _ = (first, second)
+        let reports = Reports.for(key)
+        #expect(reports.count == 1)
+        let text = reports.first.map { "\($0)" } ?? ""
+        #expect(text.contains("Swift.Int") && text.contains("Swift.String"), "\(text)")
+    }
+
+    @Test func aKeyDeclaredWithTwoDefaultsIsReportedOnceNamingBoth() {
+        Reports.install()
+        let store = InMemoryStore()
+        let key = uniqueKey("defaults")
+        _ = StoredValue(key: key, default: 10, store: store)
+        _ = StoredValue(key: key, default: 10, store: store)
+        #expect(Reports.for(key).isEmpty, "identical declarations agree")
+        _ = StoredValue(key: key, default: 20, store: store)
+        _ = StoredValue(key: key, default: 20, store: store)
+        let reports = Reports.for(key)
+        #expect(reports.count == 1)
+        let text = reports.first.map { "\($0)" } ?? ""
+        #expect(text.contains("= 10") && text.contains("= 20"), "\(text)")
+        _ = StoredValue(key: key, default: 10, store: InMemoryStore())
+        #expect(Reports.for(key).count == 1, "another store is another declaration space")
     }
 }

@@ -229,6 +229,24 @@ struct SecureStoredValueTests {
         try $refreshCount.update { $0 = nil }
         #expect(try vault.allValues().isEmpty)
     }
+
+    @Test func secureChangesYieldOldAndNewSecrets() async throws {
+        let vault = InMemoryStore()
+        let token = SecureStoredValue<String>(key: "token", store: vault)
+        let changes = token.changes
+        try token.set("a")
+        try token.remove()
+        let pairs = try await first(2, of: changes)
+        #expect(pairs.map(\.old) == [nil, "a"])
+        #expect(pairs.map(\.new) == ["a", nil])
+    }
+
+    @Test func secureArraysAppendContentsOf() throws {
+        let devices = SecureStoredValue<[String]>(key: "devices", store: InMemoryStore())
+        try devices.append(contentsOf: ["a", "b"])
+        try devices.append(contentsOf: ["c"])
+        #expect(devices.wrappedValue == ["a", "b", "c"])
+    }
 }
 
 @Suite(.ownThreads)

@@ -236,4 +236,15 @@ struct UserDefaultsStoreTests {
         fontScale = 1.5
         #expect(try suite.allValues() == ["fontScale": .double(1.5)])
     }
+
+    @Test func userDefaultsInstancesMapToOneStoreEach() {
+        let suite = UserDefaults(suiteName: "conv.instance")!
+        let store = UserDefaultsStore.store(for: suite)
+        #expect(store is FoundationUserDefaultsStore)
+        #expect(UserDefaultsStore.store(for: suite) === store, "wrappers given one instance share its store")
+        #expect(UserDefaultsStore.store(for: CustomDefaults(suiteName: "conv.instance")!) !== store)
+        #expect(UserDefaultsStore.store(for: .standard) is FoundationUserDefaultsStore)
+    }
 }
+
+final class CustomDefaults: UserDefaults {}

@@ -205,6 +205,30 @@ struct StoredValueTests {
         model.$currentTheme.set(.dark)
         #expect(model.$currentTheme.description == "currentTheme = dark")
     }
+
+    @Test func anOptionalWrapperNeedsNoInitialValue() throws {
+        let store = InMemoryStore()
+        @StoredValue(key: "c", store: store) var c: Int?
+        #expect(c == nil)
+        c = 3
+        #expect(c == 3)
+        #expect(try store.value(forKey: "c") == .int(3))
+        $c.reset()
+        #expect(c == nil)
+        #expect(try store.value(forKey: "c") == nil)
+    }
+
+    @Test func changesYieldOldAndNewValues() async throws {
+        let store = InMemoryStore()
+        let theme = StoredValue(key: "theme", default: "light", store: store)
+        let changes = theme.changes
+        theme.wrappedValue = "dark"
+        theme.wrappedValue = "dark"
+        try store.set("system", for: PrefKey("theme", default: "light"))
+        let pairs = try await first(2, of: changes)
+        #expect(pairs.map(\.old) == ["light", "dark"])
+        #expect(pairs.map(\.new) == ["dark", "system"])
+    }
 }
 
 @Suite(.ownThreads)

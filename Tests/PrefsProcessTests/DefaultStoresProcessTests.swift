@@ -5,9 +5,10 @@ import Testing
 
 @testable import Prefs
 
-/// A new app meeting the situations that stopped the first adopters: a damaged standard plist at launch, a home
-/// folder moved by `HOME`, a renamed binary. Each runs in a fresh child process, as an app would.
-@Suite(.ownThreads) struct AdoptionTests {
+/// The default stores (the standard domain and the default vault) as a new app meets them: where they are (`HOME`,
+/// the XDG variables, the app identifier), when that is decided, and a damaged file at launch. Each runs in a fresh
+/// child process, as an app would.
+@Suite(.ownThreads) struct DefaultStoresProcessTests {
     /// The damaged standard plists an app can find at launch (a torn Foundation write leaves it empty).
     enum Damage: String, CaseIterable, Sendable {
         case empty, garbage, json, directory

@@ -9,59 +9,9 @@ import Testing
     import Glibc
 #endif
 
-// The `prefs secure` commands where secrets can leak or a user can be misled: no secret in messages, long app names, rollback exit status, core
-// dumps, and the terminal left as it was when the passphrase prompt is killed.
-
-@Suite(.ownThreads) struct SecureHardeningTests {
-    static let secret = "sk_live_123RecognisableSecret"
-
-    @Test func aSecretGivenAsAnArgumentIsNeverEchoed() throws {
-        let sandbox = try Sandbox()
-        defer { sandbox.cleanup() }
-        let vault = ["--vault", sandbox.path("s.vault"), "--key-file", sandbox.path("s.key")]
-        try sandbox.prefs(["secure", "init"] + vault)
-        for arguments in [["secure", "set", "tok", Self.secret] + vault, ["secure", Self.secret] + vault] {
-            let result = try sandbox.prefs(arguments, stdin: "")
-            #expect(result.status == ExitStatus.usage.rawValue, "\(result)")
-            #expect(result.isOneLineFailure, "\(result)")
-            #expect(!result.error.contains("sk_live"), "\(result)")
-        }
-    }
-
-    @Test func anAppIdentifierLongerThanAFolderNameIsRefused() throws {
-        let sandbox = try Sandbox()
-        defer { sandbox.cleanup() }
-        let app = String(repeating: "a", count: 300)
-        let result = try sandbox.prefs("secure", "init", "--app", app)
-        #expect(result.status == ExitStatus.usage.rawValue, "\(result)")
-        #expect(result.error.contains("--app"), "\(result)")
-        // Nothing went to the `prefs` vault instead.
-        #expect(!FileManager.default.fileExists(atPath: sandbox.data.appending(path: "prefs").path()))
-    }
-
-    @Test func anOlderCopyOfAVaultExitsWithStatus3AndStaysUntouched() throws {
-        let sandbox = try Sandbox()
-        defer { sandbox.cleanup() }
-        let state = ["XDG_STATE_HOME": sandbox.path("state")]
-        let vault = ["--vault", sandbox.path("s.vault"), "--key-file", sandbox.path("s.key")]
-        try sandbox.prefs(["secure", "init"] + vault, environment: state)
-        try sandbox.prefs(["secure", "set", "tok"] + vault, stdin: "old-token\n", environment: state)
-        let old = try Data(contentsOf: sandbox.file("s.vault"))
-        try sandbox.prefs(["secure", "set", "tok"] + vault, stdin: "new-token\n", environment: state)
-        try old.write(to: sandbox.file("s.vault"))
-        let result = try sandbox.prefs(["secure", "get", "tok", "--reveal"] + vault, environment: state)
-        #expect(result.status == ExitStatus.integrity.rawValue, "\(result)")
-        #expect(result.isOneLineFailure && result.error.contains("older copy"), "\(result)")
-        #expect(try Data(contentsOf: sandbox.file("s.vault")) == old)
-    }
-
-    @Test func aChangeWhoseDurabilityIsNotConfirmedHasItsOwnStatus() {
-        let failure = Failure.from(
-            PrefsError.durabilityNotConfirmed(path: "/v", operation: "sync directory /", errno: EIO, message: "I/O"))
-        #expect(failure.status == .notDurable && failure.status.rawValue == 4)
-        #expect(failure.message.contains("was made") && failure.message.contains("do not undo"))
-    }
-
+/// What `prefs secure` does to the process it runs in so that secrets do not leak from it: no core dumps, and the
+/// terminal left as it was when the passphrase prompt is killed.
+@Suite(.ownThreads) struct ProcessProtectionTests {
     @Test func secureCommandsMakeTheProcessNotDumpable() async throws {
         let sandbox = try Sandbox()
         defer { sandbox.cleanup() }

@@ -8,8 +8,8 @@ import PrefsTestSupport
     import Glibc
 #endif
 
-enum HardeningCommands {
-    /// Runs `arguments` if they name a hardening command; returns false otherwise.
+enum OpenAndAppendCommands {
+    /// Runs `arguments` if they name one of these commands; returns false otherwise.
     static func run(_ arguments: [String]) -> Bool {
         switch arguments.first {
         case "try-open": tryOpen(spec: arguments[1])

@@ -7,8 +7,9 @@ import Synchronization
     import Glibc
 #endif
 
-/// Commands for LayerProcessTests and StoredValueProcessTests: what an app's secrets read when the command line and the environment name them.
-enum PromiseCommands {
+/// Commands for LayerProcessTests and StoredValueProcessTests, each through wrappers: what a setting and a secret read
+/// when the command line and the environment name them, and what a wrapper reads after a write that failed.
+enum WrapperCommands {
     static func run(_ arguments: [String]) -> Bool {
         if arguments.first == "promise-wrapper-write-fails" {
             wrapperWriteFails(spec: arguments[1])

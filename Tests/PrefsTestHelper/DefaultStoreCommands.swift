@@ -12,9 +12,9 @@ final class AppSettings {
     @ObservationIgnored @SecureStoredValue<String>(key: "token") var token
 }
 
-/// Commands for the adoption tests: a fresh app process meeting damaged files, relocated homes and renamed binaries
-/// through the default stores, printing what it saw.
-enum AdoptionCommands {
+/// Commands for DefaultStoresProcessTests: a fresh app process meeting damaged files, relocated homes and renamed
+/// binaries through the default stores, printing what it saw.
+enum DefaultStoreCommands {
     static let reports = Mutex<[String]>([])
 
     static func run(_ arguments: [String]) -> Bool {
