@@ -130,12 +130,12 @@ for target in package.targets where target.type != .system {
 }
 
 // A sanitizer build compiles only what its sanitizer checks (scripts/tsan.sh, scripts/asan.sh; docs/RELIABILITY.md
-// says what runs where and why): the library and the PostgreSQL store with the tests that run them in this process,
-// and for AddressSanitizer the child-process tests too. The command-line tool, its tests and the documentation tests
+// says what runs where and why): the library and the PostgreSQL store with the tests that run them in this process.
+// The child-process tests, the command-line tool, its tests and the documentation tests
 // stay out: a third of the compilation, and nothing a sanitizer finds in the library that the kept tests miss.
 let sanitizerScopes: [String: Set<String>] = [
     "thread": ["PrefsTests", "PrefsPostgresTests", "PrefsTestingTests", "PrefsReliabilityTests"],
-    "address": ["PrefsTests", "PrefsProcessTests", "PrefsPostgresTests", "PrefsTestingTests"],
+    "address": ["PrefsTests", "PrefsPostgresTests", "PrefsTestingTests"],
 ]
 if let scope = Context.environment["PREFS_SANITIZER_SCOPE"], let kept = sanitizerScopes[scope] {
     package.targets.removeAll { target in

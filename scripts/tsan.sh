@@ -13,5 +13,5 @@ scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 export TSAN_OPTIONS="halt_on_error=0 exitcode=66 suppressions=$PWD/scripts/tsan.supp ${TSAN_OPTIONS:-}"
 export XDG_CONFIG_HOME="$scratch/config" XDG_DATA_HOME="$scratch/data" XDG_STATE_HOME="$scratch/state"
-swift test --skip-build --disable-xctest "${flags[@]}" "$@"
+swift test --skip-build --disable-xctest "${flags[@]}" --skip BrokenStoreTests "$@"
 PREFS_RELIABILITY=1 swift test --skip-build --disable-xctest "${flags[@]}" --filter 'LoadTests/tasksShareWrappers'
