@@ -30,7 +30,7 @@ docs: deps
 coverage: deps
 	scripts/coverage.sh
 
-# `make bench` runs every benchmark (about 25 s), `make bench-quick` the CI smoke run (a few seconds). prefs-bench is
+# `make bench` runs every benchmark (about 25 s), `make bench-quick` a smoke run (a few seconds after its build). prefs-bench is
 # a package of its own, Benchmarks/, so that no package depending on Prefs sees it.
 .PHONY: bench bench-quick bench-scaling
 BENCH = swift run --package-path Benchmarks -c release prefs-bench
