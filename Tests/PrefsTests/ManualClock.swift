@@ -18,11 +18,12 @@ final class ManualClock: Sendable {
 
     /// The clock to hand the engine: `EngineClock.withClock(clock.engineClock) { … }`.
     var engineClock: EngineClock {
+        // Weakly: a timer's work holds the engine clock, and the clock's timers hold the work.
         EngineClock(
-            now: { [self] in state.withLock { $0.now } },
-            pause: { [self] step in state.withLock { $0.now += step } },
-            schedule: { [self] delay, queue, work in
-                state.withLock { state in
+            now: { [weak self] in self?.state.withLock { $0.now } ?? .zero },
+            pause: { [weak self] step in self?.state.withLock { $0.now += step } },
+            schedule: { [weak self] delay, queue, work in
+                self?.state.withLock { state in
                     state.made += 1
                     state.timers.append(Timer(due: state.now + delay, order: state.made, queue: queue, work: work))
                 }
