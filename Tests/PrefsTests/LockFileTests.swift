@@ -1,5 +1,6 @@
 import Foundation
 import PrefsTestSupport
+import Synchronization
 import TestThreads
 import Testing
 
@@ -9,9 +10,11 @@ import Testing
     import Glibc
 #endif
 
-/// The lock file and the temporary files beside a store: a link at the lock path is not followed, and the sweep of
-/// stale temporary files reads every name whole and removes only this store's. (Processes holding a deleted lock
-/// file: LockFileProcessTests.)
+/// The lock file and the temporary files beside a store: a link at the lock path is not followed, the sweep of
+/// stale temporary files reads every name whole and removes only this store's, and a commit stays whole when the
+/// lock file is deleted in the middle of it. Two `LockedFile` objects for one file exclude each other as two
+/// processes do, so the interleavings a deleted lock file allows are played here step by step. (Processes holding a
+/// deleted lock file: LockFileProcessTests and the reliability suite's LockFileDeletionTests.)
 @Suite(.ownThreads) struct LockFileTests {
     @Test func aSymbolicLinkAtTheLockPathIsNotFollowed() throws {
         let directory = try TempDir()
@@ -67,5 +70,88 @@ import Testing
             #expect(theirFile.removeStaleTemporaryFiles() == 1)
             #expect(theirFile.temporaryPrefix.utf8.count + 16 <= 255)
         }
+    }
+
+    /// A write's last checks and its rename are one step for every writer of the folder. Here the lock file is
+    /// deleted while a write is between its checks and its rename, and a second writer locks a new lock file and
+    /// reads the file the first is about to replace: it cannot commit before that rename (given no time to wait, it
+    /// gives up naming the folder and our process) and writes nothing. Before, it committed, and the first write's
+    /// rename then replaced its acknowledged write.
+    @Test func noOtherWriterCommitsBetweenAWritesChecksAndItsRename() throws {
+        try withTwoWritersOfOneFile { url, first, second in
+            try first.withLock(.exclusive) { try first.writeAtomically(Data("0".utf8)) }
+            nonisolated(unsafe) var secondWrite: Result<FileIdentity, any Error>?
+            try first.withLock(.exclusive) {
+                let read = try first.read()
+                try first.writeAtomically(Data("first".utf8), expecting: .some(read?.identity)) {
+                    #expect(unlink(first.lockPath) == 0)
+                    secondWrite = Result {
+                        try PrefsConfig.withLockTimeout(.zero) {
+                            try second.withLock(.exclusive) {
+                                let seen = try second.read()
+                                #expect(seen.map { String(decoding: $0.data, as: UTF8.self) } == "0")
+                                return try second.writeAtomically(Data("second".utf8), expecting: .some(seen?.identity))
+                            }
+                        }
+                    }
+                }
+            }
+            guard case .failure(let error) = secondWrite,
+                case .lockTimedOut(let path, let holder, _)? = error as? PrefsError
+            else {
+                Issue.record(
+                    "the second writer committed inside the first one's commit: \(String(describing: secondWrite))")
+                return
+            }
+            #expect(path == first.directoryPath)
+            #expect(holder == getpid())
+            #expect(try String(contentsOf: url, encoding: .utf8) == "first")
+        }
+    }
+
+    /// The identity a write returns (the one memory records for the values it wrote) is its own file's, even when
+    /// another writer replaced the file right after the rename (the lock file deleted meanwhile). It was read from
+    /// the name after the folder was synced: the newer file's identity then passed for this write's values, the
+    /// next write thought them current, and the other writer's change was lost (1 append of 400 in some loaded
+    /// runs of LockFileDeletionTests).
+    @Test func aWriteReturnsItsOwnFilesIdentityEvenIfItWasReplacedAtOnce() throws {
+        try withTwoWritersOfOneFile { url, first, second in
+            first.directorySyncFault.withLock {
+                $0 = { _ in
+                    // Just after the rename: the lock file is deleted and another writer replaces the file.
+                    unlink(first.lockPath)
+                    _ = try? second.withLock(.exclusive) { try second.writeAtomically(Data("the second write".utf8)) }
+                    return nil
+                }
+            }
+            let identity = try first.withLock(.exclusive) { try first.writeAtomically(Data("first".utf8)) }
+            #expect(try String(contentsOf: url, encoding: .utf8) == "the second write")
+            #expect(identity.size == 5)
+            #expect(identity != (try FileIdentity.of(path: first.path)))
+        }
+    }
+
+    /// A temporary file stays locked until it is renamed into place, so the sweep of another writer that got in
+    /// beside this one (the lock file deleted) leaves it alone. It was unlocked once synced, and such a sweep
+    /// removed it: the rename failed with "No such file or directory" and the write was lost.
+    @Test func aTemporaryFileAboutToBeRenamedIsNotSweptAway() throws {
+        try withTwoWritersOfOneFile { url, first, second in
+            nonisolated(unsafe) var swept = -1
+            try first.withLock(.exclusive) {
+                try first.writeAtomically(Data("first".utf8)) {
+                    unlink(first.lockPath)
+                    swept = try second.withLock(.exclusive) { second.removeStaleTemporaryFiles() }
+                }
+            }
+            #expect(swept == 0)
+            #expect(try String(contentsOf: url, encoding: .utf8) == "first")
+        }
+    }
+    /// A store file in a new folder and two `LockedFile` objects for it, which exclude each other as two processes do.
+    private func withTwoWritersOfOneFile(_ body: (URL, LockedFile, LockedFile) throws -> Void) throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("store.json")
+        try body(url, LockedFile(url: url), LockedFile(url: url))
     }
 }

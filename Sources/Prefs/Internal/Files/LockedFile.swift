@@ -124,10 +124,11 @@ final class LockedFile: Sendable {
     /// Takes `flock` `operation` on `fd`, waiting at most `LockWait.timeout` for another process to release it:
     /// `flock` itself cannot time out, so a held lock is tried again after pauses growing from 0.1 to 5 ms (as
     /// SQLite's busy handler does). Throws `PrefsError.lockTimedOut` naming the holder, when the system can tell.
-    private func acquire(_ fd: Int32, _ operation: Int32) throws {
+    private func acquire(_ fd: Int32, _ operation: Int32, naming lockedPath: String? = nil) throws {
+        let lockedPath = lockedPath ?? lockPath
         func attempt() throws -> Bool {
             if POSIX.retrying({ flock(fd, operation | LOCK_NB) }) == 0 { return true }
-            guard errno == EWOULDBLOCK else { throw SystemCallError(path: lockPath, operation: "lock").prefsError }
+            guard errno == EWOULDBLOCK else { throw SystemCallError(path: lockedPath, operation: "lock").prefsError }
             return false
         }
         if try attempt() { return }
@@ -138,7 +139,7 @@ final class LockedFile: Sendable {
         while true {
             let waited = clock.now() - start
             guard waited < limit else {
-                throw PrefsError.lockTimedOut(path: lockPath, holder: POSIX.flockHolder(of: fd), waited: waited)
+                throw PrefsError.lockTimedOut(path: lockedPath, holder: POSIX.flockHolder(of: fd), waited: waited)
             }
             clock.pause(min(pause, limit - waited))
             if try attempt() { return }
@@ -160,17 +161,11 @@ final class LockedFile: Sendable {
     /// object last held it, so another process may still be inside its own write under the old one.
     private let heldLockIsNew = Atomic<Bool>(false)
 
-    /// What a write's commit does when the lock file its `withLock` holds was removed or replaced meanwhile
-    /// (another process may have locked the new one and written): it locks the current lock file too, and commits
-    /// only if the data file is still the one the caller read (`expected`). Returns the descriptor of that second
-    /// lock (to release after the rename), or -1 when the held lock is still current or the caller did not say
-    /// what it read. Throws `LockLostError` when the file changed, before anything was written.
-    private func relockBeforeCommit(expecting expected: FileIdentity??) throws -> Int32 {
-        let held = heldLock.load(ordering: .sequentiallyConsistent)
-        guard held >= 0, !isCurrentLockFile(held), let expected else { return -1 }
-        var attempts = 0
-        while true {
-            attempts += 1
+    /// Opens and locks the lock file now at `lockPath`, for a commit whose lock file was removed or replaced while it
+    /// wrote (another process may have locked the new one and written). Returns its descriptor, to close after the
+    /// rename. Throws `LockLostError` when it cannot, and `PrefsError.lockTimedOut` past the wait limit.
+    private func lockCurrentLockFile() throws -> Int32 {
+        for _ in 0..<100 {
             let fd: Int32
             do { fd = try openLockFile(creating: true) } catch { throw LockLostError() }
             do { try acquire(fd, LOCK_EX) } catch {
@@ -178,16 +173,31 @@ final class LockedFile: Sendable {
                 if case .lockTimedOut? = error as? PrefsError { throw error }
                 throw LockLostError()
             }
-            if isCurrentLockFile(fd) {
-                guard (try? FileIdentity.of(path: path)) == expected else {
-                    close(fd)
-                    throw LockLostError()
-                }
-                return fd
-            }
+            if isCurrentLockFile(fd) { return fd }
             close(fd)
-            if attempts >= 100 { throw LockLostError() }
         }
+        throw LockLostError()
+    }
+
+    /// Runs `body` holding an exclusive `flock` on the data file's folder: the commit of every writer of a file in
+    /// this folder, in any process, is one step from its last check to its rename.
+    ///
+    /// The lock file alone cannot give that: it can be deleted (by a user, a cleaner) while a writer that has made its
+    /// checks is about to rename, and another process then locks a new lock file and reads the file before that
+    /// rename lands. The folder cannot be deleted under the file, and is held only for a few system calls. Where
+    /// the folder cannot be opened or locked (no read permission, a file system without `flock`), `body` runs
+    /// without it, as before.
+    private func withFolderLock<T>(_ body: () throws -> T) throws -> T {
+        let folder = POSIX.retrying { open(directoryPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK) }
+        guard folder >= 0 else { return try body() }
+        defer { close(folder) }  // closing releases the lock
+        do {
+            try acquire(folder, LOCK_EX, naming: directoryPath)
+        } catch let error as PrefsError {
+            if case .lockTimedOut = error { throw error }
+            return try body()
+        }
+        return try body()
     }
 
     /// Whether `fd` is still the file at `lockPath` (same device and inode, not a symbolic link).
@@ -253,13 +263,15 @@ final class LockedFile: Sendable {
     /// file and syncs the directory. On failure before the rename the temporary file is removed and the old file is
     /// untouched. The rename is the commit point: a failure after it (syncing the directory) throws
     /// `PrefsError.durabilityNotConfirmed`, because the new contents are in place and must not be treated as lost.
-    /// Does not lock: callers hold `withLock(.exclusive)` around read-modify-write. With `durable` false nothing is
-    /// synced (still atomic for readers, but a crash may lose the write), for files that may safely lag behind.
+    /// Callers hold `withLock(.exclusive)` around read-modify-write; the rename itself is made under a short lock of
+    /// the folder (see `commit`). With `durable` false nothing is synced (still atomic for readers, but a crash may
+    /// lose the write), for files that may safely lag behind.
     ///
     /// `expected` is the identity of the file as the caller last read it under the lock (nil: absent). When the lock
     /// file was removed or replaced during the write, the commit goes ahead only if the file is still that one, and
     /// throws `LockLostError` otherwise, with nothing written; callers that do not say (`.none`) commit regardless.
-    /// `beforeCommit`, when given, runs just before the rename; what it throws cancels the write like a failure.
+    /// `beforeCommit`, when given, runs just before the rename, under the folder lock (so it must not write a file of
+    /// this folder); what it throws cancels the write like a failure.
     @discardableResult
     func writeAtomically(
         _ data: Data, mode: mode_t = 0o600, durable: Bool = true, expecting expected: FileIdentity?? = .none,
@@ -269,36 +281,35 @@ final class LockedFile: Sendable {
         try prefsIO { () throws(SystemCallError) in
             try POSIX.createDirectory(atPath: directoryPath, mode: Self.directoryMode)
         }
-        try replace(with: data, mode: mode, durable: durable, expecting: expected, beforeCommit: beforeCommit)
+        let identity = try replace(
+            with: data, mode: mode, durable: durable, expecting: expected, beforeCommit: beforeCommit)
         do {
             if durable { try syncDirectoryAfterCommit() }
         } catch {
             throw PrefsError.durabilityNotConfirmed(
                 path: path, operation: error.operation + " " + error.path, errno: error.errno, message: error.message)
         }
-        guard let identity = try? FileIdentity.of(path: path) else {
-            // Renamed into place but gone (or unreadable) already: another process removed or replaced it.
-            return FileIdentity(
-                device: 0, inode: 0, size: -1, modificationSeconds: 0, modificationNanoseconds: 0, changeSeconds: 0,
-                changeNanoseconds: 0)
-        }
         return identity
     }
 
-    /// Writes a synced temporary file and renames it over the file: everything up to the commit point.
+    /// Writes a synced temporary file and renames it over the file: everything up to the commit point. Returns the
+    /// identity of the file it put in place, taken from its own descriptor after the rename: the name may already
+    /// be another process's newer file (its lock file deleted meanwhile), whose identity must not be mistaken for
+    /// this write's, or the values written would pass for that file's and its changes would be lost.
     private func replace(
         with data: Data, mode: mode_t, durable: Bool, expecting expected: FileIdentity??,
         beforeCommit: (() throws -> Void)?
-    ) throws {
+    ) throws -> FileIdentity {
         let (fd, temporaryPath) = try prefsIO { () throws(SystemCallError) in try createTemporaryFile(mode: mode) }
-        // Locked while it is written, so the sweep can tell it from a killed writer's file (whose lock the kernel
-        // released) even if the lock file was deleted and two writers are in at once.
+        // Locked until it is renamed into place (or removed), so the sweep can tell it from a killed writer's file
+        // (whose lock the kernel released) even if the lock file was deleted and two writers are in at once. Closed
+        // only then: closing releases that lock, and a sweep in another process would remove the file before the
+        // rename (the rename then failed with "No such file or directory").
         _ = flock(fd, LOCK_EX | LOCK_NB)
         var succeeded = false
-        var isOpen = true
         defer {
-            if isOpen { close(fd) }
             if !succeeded { unlink(temporaryPath) }
+            close(fd)  // after a durable sync, closing cannot lose what was written
         }
         let failure: SystemCallError? = data.withUnsafeBytes { bytes in
             do throws(SystemCallError) {
@@ -313,22 +324,55 @@ final class LockedFile: Sendable {
             throw SystemCallError(path: temporaryPath, operation: "set permissions of").prefsError
         }
         if durable { try prefsIO { () throws(SystemCallError) in try POSIX.sync(fd, path: temporaryPath) } }
-        isOpen = false
-        if close(fd) != 0 && errno != EINTR {
-            throw SystemCallError(path: temporaryPath, operation: "close").prefsError
-        }
-        let relock = try relockBeforeCommit(expecting: expected)
-        defer { if relock >= 0 { close(relock) } }
-        try beforeCommit?()
-        // A lock file opened afresh for this write may be one that replaced a deleted lock file while another
-        // process was still writing under it: that process may have committed since this one read the file.
-        if relock < 0, heldLockIsNew.load(ordering: .sequentiallyConsistent), case .some(let expected) = expected,
-            (try? FileIdentity.of(path: path)) != expected
-        {
-            throw LockLostError()
-        }
-        if rename(temporaryPath, path) != 0 { throw SystemCallError(path: path, operation: "replace").prefsError }
+        try commit(temporaryPath, expecting: expected, beforeCommit: beforeCommit)
         succeeded = true
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            // Committed all the same; an identity no file has makes the next read load the file again.
+            return FileIdentity(
+                device: 0, inode: 0, size: -1, modificationSeconds: 0, modificationNanoseconds: 0, changeSeconds: 0,
+                changeNanoseconds: 0)
+        }
+        return FileIdentity(info)
+    }
+
+    /// Renames the written temporary file over the data file, the commit point, under the folder lock.
+    ///
+    /// When the caller said what it read (`expected`), the lock it holds must still be the current lock file, and
+    /// where that lock file is not the one it read under (opened afresh, or locked again because the one it held was
+    /// removed), the data file must still be the one it read; otherwise `LockLostError`, with nothing written. Those
+    /// checks, `beforeCommit` and the rename run as one step for every writer of the folder. Together they mean a
+    /// commit always holds the current lock file, and a writer that held it since its read saw every other commit.
+    private func commit(
+        _ temporaryPath: String, expecting expected: FileIdentity??, beforeCommit: (() throws -> Void)?
+    ) throws {
+        let held = heldLock.load(ordering: .sequentiallyConsistent)
+        let heldIsNew = heldLockIsNew.load(ordering: .sequentiallyConsistent)
+        var relock: Int32 = -1
+        defer { if relock >= 0 { close(relock) } }
+        if case .some = expected, held >= 0, !isCurrentLockFile(held) { relock = try lockCurrentLockFile() }
+        for _ in 0..<100 {
+            let holding = relock >= 0 ? relock : held
+            let committed = try withFolderLock { () throws -> Bool in
+                if case .some(let expected) = expected, holding >= 0 {
+                    // Removed again since it was locked: lock the new one first (not under the folder lock).
+                    guard isCurrentLockFile(holding) else { return false }
+                    if relock >= 0 || heldIsNew, (try? FileIdentity.of(path: path)) != expected {
+                        throw LockLostError()
+                    }
+                }
+                try beforeCommit?()
+                if rename(temporaryPath, path) != 0 {
+                    throw SystemCallError(path: path, operation: "replace").prefsError
+                }
+                return true
+            }
+            if committed { return }
+            if relock >= 0 { close(relock) }
+            relock = -1
+            relock = try lockCurrentLockFile()
+        }
+        throw LockLostError()
     }
 
     /// Test hook: when set, returns the error that syncing the directory after a commit fails with (nil: sync as
