@@ -14,6 +14,10 @@ func fail(_ message: String) -> Never {
 }
 
 let arguments = Array(CommandLine.arguments.dropFirst())
+// PREFS_TEST_LOCK_TIMEOUT_MS: how long this child's writes wait for a lock held elsewhere (0: not at all).
+if let limit = ProcessInfo.processInfo.environment["PREFS_TEST_LOCK_TIMEOUT_MS"].flatMap({ Int($0) }) {
+    PrefsConfig.lockTimeout = .milliseconds(limit)
+}
 if await ReliabilityCommands.run(arguments) { exit(0) }
 if DefaultStoreCommands.run(arguments) { exit(0) }
 if await LayerCommands.run(arguments) { exit(0) }

@@ -52,9 +52,22 @@ public final class ChangeFeed: Sendable {
         /// The thread running its observers, once one does.
         var deliverer: ThreadID?
         let entries: [Entry]
+        /// The keys of `entries` when there are several, so that comparing two large announcements (two imports)
+        /// costs the smaller one's length, not the product of both under the feed's lock.
+        let keys: Set<String>?
+
+        init(id: UInt64, owner: ThreadID?, entries: [Entry]) {
+            self.id = id
+            self.owner = owner
+            self.entries = entries
+            self.keys = entries.count > 1 ? Set(entries.map(\.key)) : nil
+        }
+
+        func contains(_ key: String) -> Bool { keys?.contains(key) ?? (entries.first?.key == key) }
 
         func overlaps(_ other: Announcement) -> Bool {
-            entries.contains { entry in other.entries.contains { $0.key == entry.key } }
+            let (smaller, larger) = entries.count <= other.entries.count ? (self, other) : (other, self)
+            return smaller.entries.contains { larger.contains($0.key) }
         }
     }
 
