@@ -147,6 +147,27 @@ import Testing
             #expect(try String(contentsOf: url, encoding: .utf8) == "first")
         }
     }
+    /// A temporary file removed before its rename (by the sweep of a writer that got in beside this one in the
+    /// instant before this one locked it) is a lost race, not a failure: the write says so with `LockLostError`,
+    /// which makes the store redo its change, and writes nothing.
+    @Test func aTemporaryFileRemovedBeforeItsRenameMakesTheWriteStartAgain() throws {
+        try withTwoWritersOfOneFile { url, first, _ in
+            try first.withLock(.exclusive) { try first.writeAtomically(Data("0".utf8)) }
+            #expect(throws: LockLostError.self) {
+                try first.withLock(.exclusive) {
+                    try first.writeAtomically(Data("first".utf8)) {
+                        let folder = url.deletingLastPathComponent()
+                        for name in try FileManager.default.contentsOfDirectory(atPath: folder.path)
+                        where name.hasPrefix(first.temporaryPrefix) {
+                            #expect(unlink(folder.appending(path: name).path) == 0)
+                        }
+                    }
+                }
+            }
+            #expect(try String(contentsOf: url, encoding: .utf8) == "0")
+        }
+    }
+
     /// A store file in a new folder and two `LockedFile` objects for it, which exclude each other as two processes do.
     private func withTwoWritersOfOneFile(_ body: (URL, LockedFile, LockedFile) throws -> Void) throws {
         let directory = try TempDir()

@@ -96,6 +96,27 @@ struct StoreStateTests {
         #expect(guardian.replaced(.int(1), forKey: "k") && !guardian.replaced(.int(3), forKey: "k"))
     }
 
+    /// The watcher's event for this process's own rename is no news (it used to wait for the write's lock to learn
+    /// that, and the next write then waited for it); any other file is, and so is one once memory has moved on.
+    @Test func theFileThisProcessJustRenamedIsNoNewsToTheWatcher() {
+        func identity(_ inode: UInt64) -> FileIdentity {
+            FileIdentity(
+                device: 1, inode: inode, size: 10, modificationSeconds: 0, modificationNanoseconds: 0,
+                changeSeconds: 0, changeNanoseconds: 0)
+        }
+        var state = StoreState(values: ["k": .int(1)], identity: identity(1))
+        #expect(!state.isNews(currentIdentity: identity(1)))
+        #expect(state.isNews(currentIdentity: identity(2)))
+        state.landing = identity(2)
+        #expect(!state.isNews(currentIdentity: identity(2)))
+        #expect(state.isNews(currentIdentity: identity(3)))
+        #expect(state.isNews(currentIdentity: nil))
+        state.take(["k": .int(2)], identity: identity(2))
+        #expect(state.landing == nil)
+        #expect(!state.isNews(currentIdentity: identity(2)))
+        #expect(state.isNews(currentIdentity: identity(3)))
+    }
+
     @Test func onlyTheFirstWriteSweepsTemporaryFiles() {
         var state = StoreState()
         let first = state.takeSweep()

@@ -46,6 +46,9 @@ struct StoreState: Sendable {
     private(set) var batchStart: [String: PrefValue]?
     /// How many writes in a row have met a file rewritten in place since it was read (a UserDefaults suite).
     var foreignRetries = 0
+    /// The file a write of this process has just renamed into place, until memory takes its values: the watcher's
+    /// event for that rename is no news, and must not make the watcher wait for the write to end.
+    var landing: FileIdentity?
 
     init(values: [String: PrefValue] = [:], identity: FileIdentity? = nil, grace: Duration = .zero) {
         self.values = values
@@ -89,6 +92,12 @@ struct StoreState: Sendable {
         if case .healthy = health, let current, current == identity { return .upToDate }
         if current == nil { return .cleared }
         return .read
+    }
+
+    /// Whether a watcher that finds the file at `current` may have seen another writer's change: not when the
+    /// values came from that file, nor when it is the one this process's write has just put in place.
+    func isNews(currentIdentity current: FileIdentity?) -> Bool {
+        refresh(currentIdentity: current) != .upToDate && (current == nil || current != landing)
     }
 
     /// Records that the file could not be decoded at `now`, and decides what that means.
@@ -140,6 +149,7 @@ struct StoreState: Sendable {
         }
         values = merged
         identity = newIdentity
+        landing = nil
         health = .healthy
     }
 

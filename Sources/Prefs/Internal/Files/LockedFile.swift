@@ -10,6 +10,7 @@ import Synchronization
 /// Thrown by `LockedFile.writeAtomically` when the lock file was removed or replaced during the write and the data
 /// file changed since the caller read it: another process wrote meanwhile. Nothing was written; the caller may read
 /// the file again and redo its change.
+/// Thrown too when the temporary file was removed before its rename (see `commit`).
 struct LockLostError: Error {}
 
 /// How `LockedFile.withLock` locks: many readers, or one writer.
@@ -271,11 +272,12 @@ final class LockedFile: Sendable {
     /// file was removed or replaced during the write, the commit goes ahead only if the file is still that one, and
     /// throws `LockLostError` otherwise, with nothing written; callers that do not say (`.none`) commit regardless.
     /// `beforeCommit`, when given, runs just before the rename, under the folder lock (so it must not write a file of
-    /// this folder); what it throws cancels the write like a failure.
+    /// this folder); what it throws cancels the write like a failure. `landed`, when given, is told the new file's
+    /// identity as soon as it is in place, before the folder is synced.
     @discardableResult
     func writeAtomically(
         _ data: Data, mode: mode_t = 0o600, durable: Bool = true, expecting expected: FileIdentity?? = .none,
-        beforeCommit: (() throws -> Void)? = nil
+        beforeCommit: (() throws -> Void)? = nil, landed: ((FileIdentity) -> Void)? = nil
     ) throws -> FileIdentity {
         Self.ignoreFileSizeSignal()
         try prefsIO { () throws(SystemCallError) in
@@ -283,6 +285,7 @@ final class LockedFile: Sendable {
         }
         let identity = try replace(
             with: data, mode: mode, durable: durable, expecting: expected, beforeCommit: beforeCommit)
+        landed?(identity)
         do {
             if durable { try syncDirectoryAfterCommit() }
         } catch {
@@ -302,14 +305,18 @@ final class LockedFile: Sendable {
     ) throws -> FileIdentity {
         let (fd, temporaryPath) = try prefsIO { () throws(SystemCallError) in try createTemporaryFile(mode: mode) }
         // Locked until it is renamed into place (or removed), so the sweep can tell it from a killed writer's file
-        // (whose lock the kernel released) even if the lock file was deleted and two writers are in at once. Closed
-        // only then: closing releases that lock, and a sweep in another process would remove the file before the
-        // rename (the rename then failed with "No such file or directory").
-        _ = flock(fd, LOCK_EX | LOCK_NB)
+        // (whose lock the kernel released) even if the lock file was deleted and two writers are in at once. The
+        // lock is on a second, read-only descriptor kept until after the rename: closing the one written to would
+        // release it, and a sweep in another process then removed the file before the rename ("No such file or
+        // directory"); closing the read-only one after the rename tells no watcher of a change.
+        let locked = POSIX.retrying { open(temporaryPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK) }
+        if locked >= 0 { _ = flock(locked, LOCK_EX | LOCK_NB) }
         var succeeded = false
+        var isOpen = true
         defer {
+            if isOpen { close(fd) }
             if !succeeded { unlink(temporaryPath) }
-            close(fd)  // after a durable sync, closing cannot lose what was written
+            if locked >= 0 { close(locked) }
         }
         let failure: SystemCallError? = data.withUnsafeBytes { bytes in
             do throws(SystemCallError) {
@@ -324,10 +331,14 @@ final class LockedFile: Sendable {
             throw SystemCallError(path: temporaryPath, operation: "set permissions of").prefsError
         }
         if durable { try prefsIO { () throws(SystemCallError) in try POSIX.sync(fd, path: temporaryPath) } }
+        isOpen = false
+        if close(fd) != 0 && errno != EINTR {
+            throw SystemCallError(path: temporaryPath, operation: "close").prefsError
+        }
         try commit(temporaryPath, expecting: expected, beforeCommit: beforeCommit)
         succeeded = true
         var info = stat()
-        guard fstat(fd, &info) == 0 else {
+        guard locked >= 0, fstat(locked, &info) == 0 else {
             // Committed all the same; an identity no file has makes the next read load the file again.
             return FileIdentity(
                 device: 0, inode: 0, size: -1, modificationSeconds: 0, modificationNanoseconds: 0, changeSeconds: 0,
@@ -350,12 +361,11 @@ final class LockedFile: Sendable {
         let heldIsNew = heldLockIsNew.load(ordering: .sequentiallyConsistent)
         var relock: Int32 = -1
         defer { if relock >= 0 { close(relock) } }
-        if case .some = expected, held >= 0, !isCurrentLockFile(held) { relock = try lockCurrentLockFile() }
         for _ in 0..<100 {
             let holding = relock >= 0 ? relock : held
             let committed = try withFolderLock { () throws -> Bool in
                 if case .some(let expected) = expected, holding >= 0 {
-                    // Removed again since it was locked: lock the new one first (not under the folder lock).
+                    // Removed or replaced since it was locked: lock the new one first (not under the folder lock).
                     guard isCurrentLockFile(holding) else { return false }
                     if relock >= 0 || heldIsNew, (try? FileIdentity.of(path: path)) != expected {
                         throw LockLostError()
@@ -363,7 +373,13 @@ final class LockedFile: Sendable {
                 }
                 try beforeCommit?()
                 if rename(temporaryPath, path) != 0 {
-                    throw SystemCallError(path: path, operation: "replace").prefsError
+                    let code = errno
+                    // Removed by the sweep of another writer that got in beside this one (the lock file deleted)
+                    // before this one could lock it: nothing was written, and the change is redone.
+                    if code == ENOENT, access(temporaryPath, F_OK) != 0, access(directoryPath, F_OK) == 0 {
+                        throw LockLostError()
+                    }
+                    throw SystemCallError(path: path, operation: "replace", errno: code).prefsError
                 }
                 return true
             }

@@ -161,10 +161,7 @@ final class FileBackedStorage: Sendable {
         // Most events are this store's own writes, or other files in the folder: when the file is still the one
         // the values came from there is nothing to read, and no reason to take the lock a writer may be waiting
         // for. Comparing identities needs no lock; reading the file does.
-        if let current = try? file.identity(), snapshot.withLock({ $0.refresh(currentIdentity: current) }) == .upToDate
-        {
-            return
-        }
+        if let current = try? file.identity(), !snapshot.withLock({ $0.isNews(currentIdentity: current) }) { return }
         let before = snapshot.withLock { $0.identity }
         do {
             try file.withLock(.shared) { try refreshLocked() }
@@ -455,7 +452,9 @@ final class FileBackedStorage: Sendable {
         }
         if snapshot.withLock({ $0.takeSweep() }) { file.removeStaleTemporaryFiles() }
         do {
-            let identity = try file.writeAtomically(data, expecting: expected, beforeCommit: beforeCommit)
+            let identity = try file.writeAtomically(data, expecting: expected, beforeCommit: beforeCommit) {
+                landed in self.snapshot.withLock { $0.landing = landed }
+            }
             ErrorReporter.writeReachedTheFile(of: changes)
             return (identity, nil)
         } catch  where error.isCommitted {
