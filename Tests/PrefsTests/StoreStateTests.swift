@@ -117,6 +117,25 @@ struct StoreStateTests {
         #expect(state.isNews(currentIdentity: identity(3)))
     }
 
+    /// A suite's commits are remembered for the guard's window on the engine's clock, then forgotten: a stale value
+    /// a foreign rewrite brings back after that is taken as Foundation's, not restored.
+    @Test func aCommitIsRememberedForTheWindowOnTheEnginesClock() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        try Data("<plist/>".utf8).write(to: URL(filePath: directory.path("suite.plist")))
+        let identity = try #require(try LockedFile(url: URL(filePath: directory.path("suite.plist"))).identity())
+        let clock = ManualClock()
+        let guardian = ForeignRewriteGuard(path: directory.path("suite.plist"))
+        EngineClock.withClock(clock.engineClock) {
+            guardian.recordCommit(from: ["k": .int(1)], to: ["k": .int(2)], changing: "k")
+            clock.advance(by: ForeignRewriteGuard.window - .milliseconds(1))
+            #expect(guardian.restorations(in: ["k": .int(1)], identity: identity) == ["k": .int(2)])
+            clock.advance(by: .milliseconds(1))
+            #expect(guardian.restorations(in: ["k": .int(1)], identity: identity).isEmpty)
+            #expect(guardian.isIdle)
+        }
+    }
+
     @Test func onlyTheFirstWriteSweepsTemporaryFiles() {
         var state = StoreState()
         let first = state.takeSweep()

@@ -38,14 +38,14 @@ final class ForeignRewriteGuard: Sendable {
         var latest: PrefValue?
         /// The values it had before, in the window (nil: absent).
         var earlier: [PrefValue?]
-        /// When `latest` was committed.
-        var committed: ContinuousClock.Instant
+        /// When `latest` was committed, on the engine's clock.
+        var committed: Duration
     }
 
     private struct State {
         var keys: [String: History] = [:]
 
-        mutating func prune(now: ContinuousClock.Instant) {
+        mutating func prune(now: Duration) {
             keys = keys.filter { now - $0.value.committed < ForeignRewriteGuard.window }
         }
     }
@@ -61,7 +61,7 @@ final class ForeignRewriteGuard: Sendable {
     /// Whether any commit is remembered (nothing to check otherwise).
     var isIdle: Bool {
         state.withLock { state in
-            state.prune(now: .now)
+            state.prune(now: EngineClock.current.now())
             return state.keys.isEmpty
         }
     }
@@ -72,7 +72,7 @@ final class ForeignRewriteGuard: Sendable {
     ) {
         let changed: [String] =
             if let key { [key] } else { Array(StoreState.diff(old, new)) }
-        let now = ContinuousClock.now
+        let now = EngineClock.current.now()
         state.withLock { state in
             state.prune(now: now)
             for key in changed {
@@ -101,7 +101,7 @@ final class ForeignRewriteGuard: Sendable {
         in values: [String: PrefValue], identity: FileIdentity?, deferred: Set<String> = []
     ) -> [String: PrefValue?] {
         state.withLock { state in
-            state.prune(now: .now)
+            state.prune(now: EngineClock.current.now())
             guard !state.keys.isEmpty else { return [:] }
             guard identity != nil else {
                 state.keys.removeAll()
@@ -127,7 +127,7 @@ final class ForeignRewriteGuard: Sendable {
     /// back wrote a stale copy, which a deferred change of the key does not give way to.
     func replaced(_ value: PrefValue?, forKey key: String) -> Bool {
         state.withLock { state in
-            state.prune(now: .now)
+            state.prune(now: EngineClock.current.now())
             return state.keys[key]?.earlier.contains(value) ?? false
         }
     }
