@@ -116,10 +116,11 @@ import Testing
     /// runs of LockFileDeletionTests).
     @Test func aWriteReturnsItsOwnFilesIdentityEvenIfItWasReplacedAtOnce() throws {
         try withTwoWritersOfOneFile { url, first, second in
+            let lockPath = first.lockPath  // not `first` itself: the hook it holds would hold it
             first.directorySyncFault.withLock {
                 $0 = { _ in
                     // Just after the rename: the lock file is deleted and another writer replaces the file.
-                    unlink(first.lockPath)
+                    unlink(lockPath)
                     _ = try? second.withLock(.exclusive) { try second.writeAtomically(Data("the second write".utf8)) }
                     return nil
                 }
