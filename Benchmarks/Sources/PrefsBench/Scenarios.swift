@@ -101,7 +101,7 @@ func comparisonScenarios(folders: Folders) -> [Scenario] {
             return try await compareSecureWrites(secret, plain, plaintext: plaintext, budget: budget)
         },
         Scenario(
-            name: "secure_open_vs_read_and_decrypt", target: 3, ours: "open + first read, 1 000 secrets",
+            name: "secure_open_vs_read_and_decrypt", target: 8, ours: "open + first read, 1 000 secrets",
             baseline: "read file + one AEAD decrypt"
         ) { budget in
             try await compareSecureOpen(secretCount: 1_000, folders: folders, budget: budget)
