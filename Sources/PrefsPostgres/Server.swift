@@ -2,18 +2,17 @@ import Foundation
 import Prefs
 import Synchronization
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// The connections of one process to one server (one connection string and set of limits), shared by every
 /// ``PostgresStore`` opened on it.
 ///
 /// Idle, it holds one connection, the *primary*: it `LISTEN`s on the `prefs_values` channel and also carries
-/// writes. A background thread sleeps in `poll(2)` on its socket and on a wake-up pipe; when a hint arrives it
-/// re-reads what the hint names, under the table's grants. A write borrows the primary when it is free, or opens
-/// an extra connection when it is not (another write holds it, or a row lock keeps it waiting); extras are closed
-/// when given back, so a write to one key never queues behind a write blocked on another.
+/// writes. A background thread, the listener, sleeps on its socket and on a wake-up pipe (``ListenerWait``) without
+/// holding it, and takes it only when the socket has data: then it re-reads what the hints name, under the table's
+/// grants. A write borrows the primary when it is free, or opens an extra connection when it is not (another write
+/// holds it, or a row lock keeps it waiting); extras are closed when given back, so a write to one key never queues
+/// behind a write blocked on another. While a write holds the primary the listener does not watch its socket, so
+/// the write's answer wakes no one; hints that arrive with the answer are read by the writer and handed to the
+/// listener, which handles them as it handles its own: every hint is handled once, in the order it arrived.
 final class Server: Sendable {
     let secrets: ConnectionSecrets
     let limits: PostgresStore.Limits
@@ -27,20 +26,19 @@ final class Server: Sendable {
         /// Whether the listener is the one holding the primary: it gives it back within moments (it only takes
         /// what arrived and re-reads the rows it names), so a writer waits for it rather than opening a connection.
         var listenerHoldsPrimary = false
-        /// Set while the listener sleeps without watching the primary's socket (a writer held it): the writer
-        /// that gives it back wakes the listener.
-        var listenerWaits = false
         var snapshots: [ObjectIdentifier: Snapshot] = [:]
-        /// Hints the writers took off the primary (libpq queues them while it reads a result).
+        /// Hints the writers took off the primary (libpq queues them while it reads a result), oldest first.
         var hints: [String] = []
+        /// When a writer last gave the primary back in working order: an answer the listener did not see, which
+        /// counts as hearing from the server.
+        var lastAnswer = ContinuousClock.now
         /// The extra connections open right now, for tests.
         var extras = 0
         /// Why the listener last failed to connect, reported once per distinct cause.
         var listenerFailure: PostgresStoreError?
     }
     private let state: Locked<State>
-    private let wakeRead: Int32
-    private let wakeWrite: Int32
+    private let listenerWait: ListenerWait
     private let stopped = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
     /// Counts the listener's reconnections, for tests and logs.
@@ -110,13 +108,8 @@ final class Server: Sendable {
             // Without a primary, the listener thread connects as soon as the server answers.
         }
         state = Locked(State(primary: primary))
-        var ends: [Int32] = [-1, -1]
-        guard pipe(&ends) == 0 else {
-            throw PostgresStoreError.unreachable(reason: "cannot create a pipe: \(String(cString: strerror(errno)))")
-        }
-        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
-        wakeRead = ends[0]
-        wakeWrite = ends[1]
+        listenerWait = try ListenerWait()
+        if let primary { listenerWait.watch(primary.socket) }
     }
 
     private static func connect(secrets: ConnectionSecrets, limits: PostgresStore.Limits) throws(PostgresStoreError)
@@ -142,11 +135,8 @@ final class Server: Sendable {
     /// The connections held right now (the primary and any extras), for tests and prefs-bench.
     var openConnections: Int { state.withLock { ($0.primary == nil ? 0 : 1) + $0.extras } }
 
-    /// Wakes the listener thread (a writer handing back a connection, a close, a test).
-    func wake() {
-        var byte: UInt8 = 1
-        _ = write(wakeWrite, &byte, 1)
-    }
+    /// Wakes the listener thread (a writer handing over hints or a broken connection, a close, a test).
+    func wake() { listenerWait.wake() }
 
     // MARK: Borrowing
 
@@ -163,6 +153,8 @@ final class Server: Sendable {
             state in
             guard let primary = state.primary, !state.primaryBusy, !primary.isBroken else { return nil }
             state.primaryBusy = true
+            // Before anything is sent: the answer must not wake the listener.
+            listenerWait.pause()
             return primary
         }
         if let primary {
@@ -186,16 +178,18 @@ final class Server: Sendable {
     /// How long a write waits for the listener to give the primary back before it opens a connection of its own.
     static let listenerHandBack = 0.1
 
+    /// Gives the primary back to the listener's watch, with the hints that came with the writer's answers: the
+    /// listener handles them, so they take the one path every hint takes.
     private func giveBack(_ primary: Connection) {
         let hints = primary.takeNotifications(skippingOwn: true)
         let broken = primary.isBroken
-        let listenerWaits = state.withLock { state in
+        state.withLock { state in
             state.primaryBusy = false
             state.hints += hints
-            defer { state.listenerWaits = false }
-            return state.listenerWaits
+            if !broken { state.lastAnswer = ContinuousClock.now }
+            listenerWait.resume()
         }
-        if !hints.isEmpty || broken || listenerWaits { wake() }
+        if !hints.isEmpty || broken { wake() }
     }
 
     /// Gives what a write read back (its `RETURNING` rows) to every other snapshot of the namespace in this
@@ -213,31 +207,33 @@ final class Server: Sendable {
         thread.start()
     }
 
-    /// Takes the primary for the listener; nil while a writer holds it.
-    private func takePrimary() -> (Connection?, [String]) {
+    /// Takes the primary for the listener when it is free and there is work: data on its socket (`readable`),
+    /// hints handed over by writers, a heartbeat due, or a broken connection to replace. Returns it with the hints
+    /// handed over (nil when it was not taken), and moves `lastHeard` to the last answer a writer saw.
+    private func takePrimary(readable: Bool, lastHeard: inout ContinuousClock.Instant) -> (Connection, [String])? {
         state.withLock { state in
-            let hints = state.hints
-            state.hints = []
-            guard let primary = state.primary, !state.primaryBusy else {
-                state.listenerWaits = true
-                return (nil, hints)
-            }
+            // A writer holding it gives it back, watched again, and hands over what it read.
+            guard let primary = state.primary, !state.primaryBusy else { return nil }
+            lastHeard = max(lastHeard, state.lastAnswer)
+            let heartbeatDue = ContinuousClock.now - lastHeard >= limits.heartbeat
+            guard readable || heartbeatDue || !state.hints.isEmpty || primary.isBroken else { return nil }
             state.primaryBusy = true
             state.listenerHoldsPrimary = true
-            return (primary, hints)
+            defer { state.hints = [] }
+            return (primary, state.hints)
         }
     }
 
     private func run() {
         var lastHeard = ContinuousClock.now
+        var readable = true
         while !isStopped {
             if state.withLock({ $0.primary == nil && !$0.primaryBusy }) {
                 reconnect()  // started while the server was away
+                lastHeard = ContinuousClock.now
                 continue
             }
-            let (taken, queued) = takePrimary()
-            var socket: Int32 = -1
-            if let primary = taken {
+            if let (primary, queued) = takePrimary(readable: readable, lastHeard: &lastHeard) {
                 if primary.isBroken {
                     // Nothing is left to be busy: writers go straight to a connection of their own, and the check
                     // at the top of this loop reconnects again should reconnect() return without a connection.
@@ -245,6 +241,7 @@ final class Server: Sendable {
                         state.primary = nil
                         state.primaryBusy = false
                         state.listenerHoldsPrimary = false
+                        listenerWait.watch(-1)
                     }
                     reconnect()
                     lastHeard = ContinuousClock.now
@@ -270,37 +267,29 @@ final class Server: Sendable {
                         wake()
                     }
                 }
-                socket = primary.isBroken ? -1 : primary.socket
                 state.withLockAndSignal { state in
                     state.primaryBusy = false
                     state.listenerHoldsPrimary = false
                 }
-                if primary.isBroken { continue }
-            } else if !queued.isEmpty {
-                // The hints wait for the primary: the writer holding it wakes this thread when it gives it back.
-                state.withLock { $0.hints = queued + $0.hints }
+                if primary.isBroken {
+                    readable = true  // take it again at once, to replace it
+                    continue
+                }
             }
-            var descriptors = [
-                pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
-            ]
-            let waitFor = max(1, (limits.heartbeat - (ContinuousClock.now - lastHeard)).wholeMilliseconds)
+            // While a writer holds the primary, the heartbeat waits for it: its answer counts as hearing.
+            var untilHeartbeat = (limits.heartbeat - (ContinuousClock.now - lastHeard)).wholeMilliseconds
+            if untilHeartbeat <= 0 { untilHeartbeat = limits.heartbeat.wholeMilliseconds }
             listenerActivity.store(Activity.waiting.rawValue, ordering: .relaxed)
-            let ready = poll(&descriptors, socket < 0 ? 1 : 2, Int32(min(waitFor, 60_000)))
+            readable = listenerWait.wait(milliseconds: Int32(min(max(1, untilHeartbeat), 60_000)))
             listenerActivity.store(Activity.working.rawValue, ordering: .relaxed)
-            if ready < 0, errno != EINTR {
-                // poll(2) fails only for lack of kernel memory (the arguments are sound): ending the listener would
-                // leave the store deaf for good, so it waits a moment and goes on.
-                usleep(10_000)
-                continue
-            }
-            if descriptors[0].revents != 0 { drainWakes() }
-            if descriptors[1].revents != 0 { lastHeard = ContinuousClock.now }
+            if readable { lastHeard = ContinuousClock.now }
         }
         listenerActivity.store(Activity.ended.rawValue, ordering: .relaxed)
-        state.withLock { $0.primary = nil }
-        close(wakeRead)
-        close(wakeWrite)
+        state.withLock { state in
+            state.primary = nil
+            listenerWait.watch(-1)
+        }
+        listenerWait.closeDescriptors()
         finished.signal()
     }
 
@@ -321,6 +310,7 @@ final class Server: Sendable {
                     state.primaryBusy = false
                     state.listenerHoldsPrimary = false
                     state.listenerFailure = nil
+                    listenerWait.watch(connection.socket)
                 }
                 return
             } catch {
@@ -331,8 +321,8 @@ final class Server: Sendable {
             listenerActivity.store(Activity.backingOff.rawValue, ordering: .relaxed)
             // A wake (a writer handing back a broken connection, or close()) only cuts the wait short. Returning on
             // one left the listener without a connection for good: it waited for a primary no one would make.
-            var descriptor = pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)
-            if poll(&descriptor, 1, delay) > 0 { drainWakes() }
+            // No socket is watched meanwhile: the primary is gone.
+            _ = listenerWait.wait(milliseconds: delay)
             delay = min(delay * 2, 1_000)
         }
     }
@@ -340,12 +330,6 @@ final class Server: Sendable {
     /// What ``listenerActivity`` holds.
     enum Activity: Int {
         case working, waiting, connecting, backingOff, ended
-    }
-
-    /// Empties the wake pipe, so the next `poll` waits again.
-    private func drainWakes() {
-        var buffer = [UInt8](repeating: 0, count: 64)
-        _ = read(wakeRead, &buffer, buffer.count)
     }
 
     /// Why the listener could not reconnect, while it cannot.

@@ -116,12 +116,4 @@ func runLatency(quick: Bool) async throws {
     }
     print("Latency from a change to a `values` subscriber:")
     for summary in summaries { print("  " + summary.line) }
-    for watchers in [1, 10, 50] {
-        do {
-            print("  " + (try await postgresFanOut(watchers: watchers, commits: quick ? 20 : 100)))
-        } catch let skip as BenchSkip {
-            print("skipped the PostgreSQL fan-out: \(skip)")
-            break
-        }
-    }
 }

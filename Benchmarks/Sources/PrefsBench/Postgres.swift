@@ -1,6 +1,7 @@
 // The PostgresStore scenarios: a cached read, a committed write against the bare libpq upsert a user would write,
-// and the latency from one process's commit to another process's `for await`. They start a throwaway server
-// (initdb + pg_ctl on a unix socket, like the tests); without server binaries they are skipped with the reason.
+// one commit's fan-out to N other processes against a bare NOTIFY reaching N that LISTEN, and (`--latency`) the
+// latency from one process's commit to another process's `for await`. They start a throwaway server (initdb +
+// pg_ctl on a unix socket, like the tests); without server binaries they are skipped with the reason.
 import CLibPQ
 import Foundation
 import PostgresTestServer
@@ -146,38 +147,142 @@ func runPostgresLatencyWriter(count: Int) throws {
 
 // MARK: Fan-out
 
-/// One commit reaching the `values` streams of `watchers` other processes (this executable with
-/// `--postgres-fanout-watcher`), each with its own PostgresStore on the same namespace: for every commit and every
-/// watcher, the time from the call of `set` to that watcher's `for await`. Also counts the server connections the
-/// watchers and the writer hold while idle.
-func postgresFanOut(watchers count: Int, commits: Int) async throws -> String {
-    let connection = try benchDatabase()
-    let database = String(connection.dropFirst("postgresql:///".count).prefix { $0 != "?" })
+/// The target of `postgres_fanout_N_vs_libpq_listen`: p99 of the store's fan-out over bare `NOTIFY` → `LISTEN`.
+let postgresFanOutTarget = 3.0
+
+/// `postgres_fanout_N_vs_libpq_listen`, N = 1, 10 and 50 (1 and 10 with `--quick`): one commit in this process
+/// reaching the `values` streams of N other processes (`--postgres-fanout-watcher`, each with its own PostgresStore on
+/// the namespace), timed from the call of `set` to each one's `for await`, against a bare libpq `NOTIFY` reaching N
+/// processes that `LISTEN` (`--postgres-listen-watcher`), timed from the call of `PQexec`, in the same run; and the
+/// server connections the store's fleet (this process and the N others) holds idle and, counted every millisecond,
+/// while it writes. Target: p99 ≤ 3× the baseline's, and at most N + 2 connections at any moment.
+func postgresFanOutFigures(quick: Bool, includes: (String) -> Bool) throws -> [DeferredFigure] {
+    var figures: [DeferredFigure] = []
+    for count in quick ? [1, 10] : [1, 10, 50] {
+        let name = "postgres_fanout_\(count)_vs_libpq_listen"
+        guard includes(name) else { continue }
+        log("running \(name)")
+        let connection: String
+        do { connection = try benchDatabase() } catch let skip as BenchSkip {
+            print("skipped \(name): \(skip)")
+            continue
+        }
+        let commits = quick ? 20 : 100
+        let ours = try storeFanOut(connection: connection, watchers: count, commits: commits)
+        let bare = try notifyFanOut(connection: connection, listeners: count, commits: commits)
+        let (p50, p99) = (percentile(ours.samples, 0.5), percentile(ours.samples, 0.99))
+        let (bareP50, bareP99) = (percentile(bare, 0.5), percentile(bare, 0.99))
+        let connections = max(ours.idle, ours.writing)
+        let met = p99 / bareP99 <= postgresFanOutTarget && connections <= count + 2
+        figures.append(
+            DeferredFigure(
+                name: name,
+                line:
+                    "\(count) × \(commits) arrivals: p50 \(formatDuration(p50)) (\(String(format: "%.2f", p50 / bareP50))×), "
+                    + "p99 \(formatDuration(p99)) (\(String(format: "%.2f", p99 / bareP99))×) against NOTIFY → LISTEN "
+                    + "p50 \(formatDuration(bareP50)), p99 \(formatDuration(bareP99)); connections \(ours.idle) idle, "
+                    + "\(ours.writing) writing (p99 ≤ 3×, ≤ \(count + 2) connections \(met ? "met" : "MISSED"))",
+                met: met,
+                json: "\"instances\":\(count),\"connections\":\(connections),\"connections_idle\":\(ours.idle),"
+                    + "\"connections_writing\":\(ours.writing),\"connections_limit\":\(count + 2),"
+                    + "\"p50_ns\":\(jsonNumber(p50)),\"p99_ns\":\(jsonNumber(p99)),"
+                    + "\"baseline_p50_ns\":\(jsonNumber(bareP50)),\"baseline_p99_ns\":\(jsonNumber(bareP99)),"
+                    + "\"p50_ratio\":\(jsonNumber(p50 / bareP50)),\"p99_ratio\":\(jsonNumber(p99 / bareP99)),"
+                    + "\"target\":\(jsonNumber(postgresFanOutTarget))"))
+    }
+    return figures
+}
+
+/// The value at `fraction` of the sorted samples.
+private func percentile(_ samples: [Double], _ fraction: Double) -> Double {
+    let sorted = samples.sorted()
+    return sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
+}
+
+/// The store's side: arrival times of `commits` sets at `watchers` children, and the connections of the fleet.
+private func storeFanOut(connection: String, watchers count: Int, commits: Int) throws
+    -> (samples: [Double], idle: Int, writing: Int)
+{
     let store = try PostgresStore(connection: connection, namespace: "fanout")
     defer { store.close() }
     let watchers = try (0..<count).map { _ in
-        try FanOutWatcher(environment: [postgresLatencyVariable: connection])
+        try FanOutWatcher(arguments: ["--postgres-fanout-watcher"], environment: [postgresLatencyVariable: connection])
     }
     defer { for watcher in watchers { watcher.stop() } }
     try waitUntil("the watchers to be ready") { watchers.allSatisfy { $0.ready } }
-    let connections =
-        try PostgresServer.shared().execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(database)' AND pid <> pg_backend_pid()"
-        ).first?.first.flatMap { $0 }.flatMap { Int($0) } ?? -1
+    let counter = try ConnectionCounter(connection: connection)
+    let idle = try counter.count()
     let key = PrefKey("fan", default: 0)
+    let (samples, writing) = try counter.most {
+        try timeFanOut(to: watchers, commits: commits) { try store.set($0, for: key) }
+    }
+    return (samples, idle, writing)
+}
+
+/// The baseline: arrival times of `commits` bare `NOTIFY`s at `listeners` children that `LISTEN` with libpq.
+private func notifyFanOut(connection: String, listeners count: Int, commits: Int) throws -> [Double] {
+    let notifier = try Session(connection)
+    let listeners = try (0..<count).map { _ in
+        try FanOutWatcher(arguments: ["--postgres-listen-watcher"], environment: [postgresLatencyVariable: connection])
+    }
+    defer { for listener in listeners { listener.stop() } }
+    try waitUntil("the listeners to be ready") { listeners.allSatisfy { $0.ready } }
+    return try timeFanOut(to: listeners, commits: commits) { try notifier.execute("NOTIFY \(fanOutChannel), '\($0)'") }
+}
+
+/// The channel of the baseline's `NOTIFY` and `LISTEN`.
+private let fanOutChannel = "prefs_bench_fan"
+
+/// Sends 1…`commits` one at a time with `send`, waiting until every watcher has seen each; returns, for every value
+/// and watcher, the time from the call of `send` to the watcher's arrival stamp (a watcher may see a value before
+/// `send` returns).
+private func timeFanOut(to watchers: [FanOutWatcher], commits: Int, _ send: (Int) throws -> Void) throws -> [Double] {
     var samples: [Double] = []
     for index in 1...commits {
-        // From the call of `set`: a watcher may see the commit before `set` has returned to the writer.
         let started = monotonicNanoseconds()
-        try store.set(index, for: key)
+        try send(index)
         try waitUntil("every watcher to see \(index)") { watchers.allSatisfy { $0.arrival(of: index) != nil } }
         samples += watchers.compactMap { $0.arrival(of: index) }.map { Double(Int64($0) - Int64(started)) }
     }
-    let sorted = samples.sorted()
-    func at(_ fraction: Double) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))] }
-    return pad("PostgresStore fan-out, commit → \(count) other processes", 52)
-        + "p50 \(formatDuration(at(0.5)))  p99 \(formatDuration(at(0.99)))  (\(commits) commits, "
-        + "\(connections) server connections for \(count + 1) processes)"
+    return samples
+}
+
+/// Counts the server connections of the store's fleet (`application_name` `prefs`, the store's) in the bench's
+/// database, from a session of its own.
+private final class ConnectionCounter: @unchecked Sendable {
+    private let session: Session
+
+    init(connection: String) throws { session = try Session(connection) }
+
+    func count() throws -> Int {
+        let rows = try session.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'prefs'")
+        guard let count = rows.first?.first?.flatMap({ Int($0) }) else {
+            throw BenchError.failed("pg_stat_activity gave no count")
+        }
+        return count
+    }
+
+    /// Runs `body` while a thread counts every millisecond; returns what `body` returned and the most counted.
+    func most<T>(while body: () throws -> T) throws -> (T, Int) {
+        let stop = Atomic<Bool>(false)
+        let most = Mutex<Result<Int, any Error>>(.success(0))
+        let ended = DispatchSemaphore(value: 0)
+        Thread { [self] in
+            repeat {
+                let counted = Result { try count() }
+                most.withLock { most in
+                    if case .success(let previous) = most { most = counted.map { max($0, previous) } }
+                }
+                usleep(1_000)
+            } while !stop.load(ordering: .acquiring)
+            ended.signal()
+        }.start()
+        let result = Result { try body() }
+        stop.store(true, ordering: .releasing)
+        ended.wait()
+        return (try result.get(), try most.withLock { try $0.get() })
+    }
 }
 
 /// Polls `condition` every 200 µs; fails after 60 s.
@@ -189,17 +294,18 @@ private func waitUntil(_ what: String, _ condition: () -> Bool) throws {
     }
 }
 
-/// A fan-out watcher child and what it printed: `ready`, then `VALUE NANOSECONDS` per value its stream yielded.
+/// A fan-out watcher child (this executable with `arguments`) and what it printed: `ready`, then
+/// `VALUE NANOSECONDS` for each value it received.
 private final class FanOutWatcher: @unchecked Sendable {
     private let process = Process()
     private let lock = NSLock()
     private var isReady = false
     private var arrivals: [Int: UInt64] = [:]
 
-    init(environment: [String: String]) throws {
+    init(arguments: [String], environment: [String: String]) throws {
         process.executableURL = URL(
             filePath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-        process.arguments = ["--postgres-fanout-watcher"]
+        process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let output = Pipe()
         process.standardOutput = output
@@ -236,13 +342,14 @@ private final class FanOutWatcher: @unchecked Sendable {
         return arrivals[value]
     }
 
+    /// Kills the child: it may have been started from a thread that blocks `SIGTERM`, and it inherits that mask.
     func stop() {
-        process.terminate()
+        kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
     }
 }
 
-/// The child side of `postgresFanOut`: prints `ready`, then each value of `fan` its stream yields with the time.
+/// The child side of the store's fan-out: prints `ready`, then each value of `fan` its stream yields with the time.
 func runPostgresFanOutWatcher() async throws {
     guard let connection = ProcessInfo.processInfo.environment[postgresLatencyVariable] else {
         throw BenchError.failed("\(postgresLatencyVariable) is not set")
@@ -254,5 +361,31 @@ func runPostgresFanOutWatcher() async throws {
     FileHandle.standardOutput.write(Data("ready\n".utf8))
     while let seen = await iterator.next() {
         FileHandle.standardOutput.write(Data("\(seen) \(monotonicNanoseconds())\n".utf8))
+    }
+}
+
+/// The child side of the baseline's fan-out: a bare libpq session that `LISTEN`s, prints `ready`, then each
+/// notification's payload with the time it was read.
+func runPostgresListenWatcher() throws {
+    guard let text = ProcessInfo.processInfo.environment[postgresLatencyVariable] else {
+        throw BenchError.failed("\(postgresLatencyVariable) is not set")
+    }
+    guard let connection = PQconnectdb(text), PQstatus(connection) == CONNECTION_OK else {
+        throw BenchError.failed("the listener could not connect")
+    }
+    defer { PQfinish(connection) }
+    let result = PQexec(connection, "LISTEN \(fanOutChannel)")
+    defer { PQclear(result) }
+    guard PQresultStatus(result) == PGRES_COMMAND_OK else { throw BenchError.failed("LISTEN failed") }
+    FileHandle.standardOutput.write(Data("ready\n".utf8))
+    while true {
+        var descriptor = pollfd(fd: PQsocket(connection), events: Int16(POLLIN), revents: 0)
+        guard poll(&descriptor, 1, -1) >= 0 || errno == EINTR else { throw BenchError.failed("poll failed") }
+        guard PQconsumeInput(connection) != 0 else { throw BenchError.failed("the listener lost its connection") }
+        while let notification = PQnotifies(connection) {
+            let now = monotonicNanoseconds()
+            FileHandle.standardOutput.write(Data("\(String(cString: notification.pointee.extra)) \(now)\n".utf8))
+            PQfreemem(notification)
+        }
     }
 }

@@ -22,6 +22,7 @@ struct Options {
     var latencyWriter: (path: String, count: Int)? = nil
     var postgresLatencyWriter: Int? = nil
     var postgresFanOutWatcher = false
+    var postgresListenWatcher = false
     var coldOpenChild: (side: String, suite: String, key: String)? = nil
     var inputMemoryChild: String? = nil
     var only: Set<String>? = nil
@@ -51,6 +52,7 @@ struct Options {
                 }
                 postgresLatencyWriter = count
             case "--postgres-fanout-watcher": postgresFanOutWatcher = true
+            case "--postgres-listen-watcher": postgresListenWatcher = true
             case "--cold-open-child":
                 guard let side = remaining.popFirst(), let suite = remaining.popFirst(),
                     let key = remaining.popFirst()
@@ -189,6 +191,7 @@ func runBenchmarks(_ options: Options) async throws {
     let deferred =
         try await deferredFigures(folders: folders, quick: options.quick, includes: options.includes)
         + inputMemoryFigures(folders: folders, quick: options.quick, includes: options.includes)
+        + postgresFanOutFigures(quick: options.quick, includes: options.includes)
 
     let scenarios = Dictionary(uniqueKeysWithValues: allScenarios(folders: folders).map { ($0.name, $0) })
     print(
@@ -272,6 +275,13 @@ if let count = options.postgresLatencyWriter {
 if options.postgresFanOutWatcher {
     do { try await runPostgresFanOutWatcher() } catch {
         printError("prefs-bench: PostgreSQL fan-out watcher failed: \(error)\n")
+        exit(1)
+    }
+    exit(0)
+}
+if options.postgresListenWatcher {
+    do { try runPostgresListenWatcher() } catch {
+        printError("prefs-bench: PostgreSQL listen watcher failed: \(error)\n")
         exit(1)
     }
     exit(0)
