@@ -9,8 +9,8 @@ import Synchronization
 
 /// Thrown by `LockedFile.writeAtomically` when the lock file was removed or replaced during the write and the data
 /// file changed since the caller read it: another process wrote meanwhile. Nothing was written; the caller may read
-/// the file again and redo its change.
-/// Thrown too when the temporary file was removed before its rename (see `commit`).
+/// the file again and redo its change. Also thrown when the temporary file was removed before its rename (another
+/// writer's sweep, see `commit`): nothing was written either.
 struct LockLostError: Error {}
 
 /// How `LockedFile.withLock` locks: many readers, or one writer.
