@@ -38,6 +38,8 @@ struct ServerAwayTests {
         try server.restart()
         try await eventually("50 more acknowledged writes after the restart") { acknowledged() >= beforeRestart + 50 }
         writer.kill()
+        // Every line it printed before it was killed, read to the end of its output (not only until it ended).
+        _ = writer.wait()
 
         let lastAcknowledged = acknowledged()
         let rows = try database.sql("SELECT value::text FROM prefs_values WHERE key = 'counter'")
