@@ -153,9 +153,11 @@ let postgresFanOutTarget = 3.0
 /// `postgres_fanout_N_vs_libpq_listen`, N = 1, 10 and 50 (1 and 10 with `--quick`): one commit in this process
 /// reaching the `values` streams of N other processes (`--postgres-fanout-watcher`, each with its own PostgresStore on
 /// the namespace), timed from the call of `set` to each one's `for await`, against a bare libpq `NOTIFY` reaching N
-/// processes that `LISTEN` (`--postgres-listen-watcher`), timed from the call of `PQexec`, in the same run; and the
-/// server connections the store's fleet (this process and the N others) holds idle and, counted every millisecond,
-/// while it writes. Target: p99 ≤ 3× the baseline's, and at most N + 2 connections at any moment.
+/// processes that `LISTEN` (`--postgres-listen-watcher`), timed from the call of `PQexec`; and the server connections
+/// the store's fleet (this process and the N others) holds idle and, counted every millisecond, while it writes.
+/// Both fleets run at once and the two sides take turns commit by commit (the first alternating), under the same
+/// connection counting, so both see the same load. At least 1 000 arrivals per side (100 commits at N = 10 and 50,
+/// 1 000 at N = 1), so that p99 is not one sample. Target: p99 ≤ 3× the baseline's, and at most N + 2 connections.
 func postgresFanOutFigures(quick: Bool, includes: (String) -> Bool) throws -> [DeferredFigure] {
     var figures: [DeferredFigure] = []
     for count in quick ? [1, 10] : [1, 10, 50] {
@@ -167,12 +169,12 @@ func postgresFanOutFigures(quick: Bool, includes: (String) -> Bool) throws -> [D
             print("skipped \(name): \(skip)")
             continue
         }
-        let commits = quick ? 20 : 100
-        let ours = try storeFanOut(connection: connection, watchers: count, commits: commits)
-        let bare = try notifyFanOut(connection: connection, listeners: count, commits: commits)
-        let (p50, p99) = (percentile(ours.samples, 0.5), percentile(ours.samples, 0.99))
+        let commits = quick ? 20 : max(100, 1_000 / count)
+        let run = try fanOut(connection: connection, instances: count, commits: commits)
+        let (ours, bare) = (run.ours, run.baseline)
+        let (p50, p99) = (percentile(ours, 0.5), percentile(ours, 0.99))
         let (bareP50, bareP99) = (percentile(bare, 0.5), percentile(bare, 0.99))
-        let connections = max(ours.idle, ours.writing)
+        let connections = max(run.idle, run.writing)
         let met = p99 / bareP99 <= postgresFanOutTarget && connections <= count + 2
         figures.append(
             DeferredFigure(
@@ -180,11 +182,12 @@ func postgresFanOutFigures(quick: Bool, includes: (String) -> Bool) throws -> [D
                 line:
                     "\(count) × \(commits) arrivals: p50 \(formatDuration(p50)) (\(String(format: "%.2f", p50 / bareP50))×), "
                     + "p99 \(formatDuration(p99)) (\(String(format: "%.2f", p99 / bareP99))×) against NOTIFY → LISTEN "
-                    + "p50 \(formatDuration(bareP50)), p99 \(formatDuration(bareP99)); connections \(ours.idle) idle, "
-                    + "\(ours.writing) writing (p99 ≤ 3×, ≤ \(count + 2) connections \(met ? "met" : "MISSED"))",
+                    + "p50 \(formatDuration(bareP50)), p99 \(formatDuration(bareP99)); connections \(run.idle) idle, "
+                    + "\(run.writing) writing (p99 ≤ 3×, ≤ \(count + 2) connections \(met ? "met" : "MISSED"))",
                 met: met,
-                json: "\"instances\":\(count),\"connections\":\(connections),\"connections_idle\":\(ours.idle),"
-                    + "\"connections_writing\":\(ours.writing),\"connections_limit\":\(count + 2),"
+                json: "\"instances\":\(count),\"commits\":\(commits),\"connections\":\(connections),"
+                    + "\"connections_idle\":\(run.idle),\"connections_writing\":\(run.writing),"
+                    + "\"connections_limit\":\(count + 2),"
                     + "\"p50_ns\":\(jsonNumber(p50)),\"p99_ns\":\(jsonNumber(p99)),"
                     + "\"baseline_p50_ns\":\(jsonNumber(bareP50)),\"baseline_p99_ns\":\(jsonNumber(bareP99)),"
                     + "\"p50_ratio\":\(jsonNumber(p50 / bareP50)),\"p99_ratio\":\(jsonNumber(p99 / bareP99)),"
@@ -199,52 +202,56 @@ private func percentile(_ samples: [Double], _ fraction: Double) -> Double {
     return sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
 }
 
-/// The store's side: arrival times of `commits` sets at `watchers` children, and the connections of the fleet.
-private func storeFanOut(connection: String, watchers count: Int, commits: Int) throws
-    -> (samples: [Double], idle: Int, writing: Int)
+/// Both sides of one fan-out figure: `instances` store watchers and as many bare listeners, started together;
+/// `commits` sets and as many `NOTIFY`s, taking turns; the arrival times of each side, and the connections of the
+/// store's fleet idle and (counted every millisecond while both sides send) writing.
+private func fanOut(connection: String, instances count: Int, commits: Int) throws
+    -> (ours: [Double], baseline: [Double], idle: Int, writing: Int)
 {
     let store = try PostgresStore(connection: connection, namespace: "fanout")
     defer { store.close() }
+    let notifier = try Session(connection)
+    let environment = [postgresLatencyVariable: connection]
     let watchers = try (0..<count).map { _ in
-        try FanOutWatcher(arguments: ["--postgres-fanout-watcher"], environment: [postgresLatencyVariable: connection])
+        try FanOutWatcher(arguments: ["--postgres-fanout-watcher"], environment: environment)
     }
     defer { for watcher in watchers { watcher.stop() } }
-    try waitUntil("the watchers to be ready") { watchers.allSatisfy { $0.ready } }
+    let listeners = try (0..<count).map { _ in
+        try FanOutWatcher(arguments: ["--postgres-listen-watcher"], environment: environment)
+    }
+    defer { for listener in listeners { listener.stop() } }
+    try waitUntil("the watchers and listeners to be ready") { (watchers + listeners).allSatisfy { $0.ready } }
     let counter = try ConnectionCounter(connection: connection)
     let idle = try counter.count()
     let key = PrefKey("fan", default: 0)
-    let (samples, writing) = try counter.most {
-        try timeFanOut(to: watchers, commits: commits) { try store.set($0, for: key) }
+    var (ours, baseline): ([Double], [Double]) = ([], [])
+    let ((), writing) = try counter.most {
+        for index in 1...commits {
+            let storeFirst = index % 2 == 1
+            for side in storeFirst ? [true, false] : [false, true] {
+                if side {
+                    ours += try timeArrivals(of: index, at: watchers) { try store.set(index, for: key) }
+                } else {
+                    baseline += try timeArrivals(of: index, at: listeners) {
+                        try notifier.execute("NOTIFY \(fanOutChannel), '\(index)'")
+                    }
+                }
+            }
+        }
     }
-    return (samples, idle, writing)
-}
-
-/// The baseline: arrival times of `commits` bare `NOTIFY`s at `listeners` children that `LISTEN` with libpq.
-private func notifyFanOut(connection: String, listeners count: Int, commits: Int) throws -> [Double] {
-    let notifier = try Session(connection)
-    let listeners = try (0..<count).map { _ in
-        try FanOutWatcher(arguments: ["--postgres-listen-watcher"], environment: [postgresLatencyVariable: connection])
-    }
-    defer { for listener in listeners { listener.stop() } }
-    try waitUntil("the listeners to be ready") { listeners.allSatisfy { $0.ready } }
-    return try timeFanOut(to: listeners, commits: commits) { try notifier.execute("NOTIFY \(fanOutChannel), '\($0)'") }
+    return (ours, baseline, idle, writing)
 }
 
 /// The channel of the baseline's `NOTIFY` and `LISTEN`.
 private let fanOutChannel = "prefs_bench_fan"
 
-/// Sends 1…`commits` one at a time with `send`, waiting until every watcher has seen each; returns, for every value
-/// and watcher, the time from the call of `send` to the watcher's arrival stamp (a watcher may see a value before
-/// `send` returns).
-private func timeFanOut(to watchers: [FanOutWatcher], commits: Int, _ send: (Int) throws -> Void) throws -> [Double] {
-    var samples: [Double] = []
-    for index in 1...commits {
-        let started = monotonicNanoseconds()
-        try send(index)
-        try waitUntil("every watcher to see \(index)") { watchers.allSatisfy { $0.arrival(of: index) != nil } }
-        samples += watchers.compactMap { $0.arrival(of: index) }.map { Double(Int64($0) - Int64(started)) }
-    }
-    return samples
+/// Sends `value` with `send` and waits until every watcher has seen it; returns, for every watcher, the time from the
+/// call of `send` to the watcher's arrival stamp (a watcher may see a value before `send` returns).
+private func timeArrivals(of value: Int, at watchers: [FanOutWatcher], _ send: () throws -> Void) throws -> [Double] {
+    let started = monotonicNanoseconds()
+    try send()
+    try waitUntil("every watcher to see \(value)") { watchers.allSatisfy { $0.arrival(of: value) != nil } }
+    return watchers.compactMap { $0.arrival(of: value) }.map { Double(Int64($0) - Int64(started)) }
 }
 
 /// Counts the server connections of the store's fleet (`application_name` `prefs`, the store's) in the bench's
