@@ -77,8 +77,13 @@ final class Connection: @unchecked Sendable {
     /// Set when a round trip ran past its deadline: the connection's protocol state is unknown, so it is never used
     /// again.
     private var abandoned = false
-    /// The statements prepared on this connection: their text and the name they were prepared under.
-    private var prepared: [String: String] = [:]
+    /// The names of the statements prepared on this connection.
+    private var prepared: Set<String> = []
+    /// The text parameters of the statement being sent, each followed by a NUL, and where each starts (-1: NULL).
+    /// Kept from one statement to the next, so sending one allocates nothing for them.
+    private var parameterBytes: [UInt8] = []
+    private var parameterStarts: [Int] = []
+    private var parameterPointers: [UnsafePointer<CChar>?] = []
 
     /// Connects, waiting at most `limits.connectTimeout`, then runs `setup` and sets the session's bounds.
     init(secrets: ConnectionSecrets, limits: PostgresStore.Limits, applicationName: String, setup: [String] = [])
@@ -155,38 +160,70 @@ final class Connection: @unchecked Sendable {
     }
 
     /// Runs one statement with text parameters (`$1`, `$2`, …) and returns its rows as text (nil for NULL).
-    /// With `prepare`, the statement is prepared on this connection the first time and only bound and run after
-    /// that, which spares the server parsing and planning it again.
     ///
     /// - Throws: `.connectionLost` when the statement could not be sent (it did not run), `.outcomeUnknown` when
     ///   the connection was lost or `deadline` passed after it was sent (it may have run), `.timedOut` for the
     ///   server's `statement_timeout` or `lock_timeout` (it did not run), `.serverError` for anything else.
     @discardableResult
-    func execute(
-        _ sql: String, _ parameters: [String?] = [], prepare: Bool = false, deadline: ContinuousClock.Instant
-    ) throws(PostgresStoreError) -> [[String?]] {
+    func execute(_ sql: String, _ parameters: [String?] = [], deadline: ContinuousClock.Instant)
+        throws(PostgresStoreError) -> [[String?]]
+    {
         guard !isBroken else { throw .connectionLost(reason: lastError) }
-        var name = prepare ? prepared[sql] : nil
-        if prepare, name == nil {
-            let fresh = "prefs_\(prepared.count)"
-            guard PQsendPrepare(handle, fresh, sql, Int32(parameters.count), nil) != 0 else {
-                throw .connectionLost(reason: lastError)
-            }
-            do { try results(sql, deadline: deadline) } catch .outcomeUnknown(let reason) {
-                throw .connectionLost(reason: reason)  // preparing writes nothing
-            }
-            prepared[sql] = fresh
-            name = fresh
-        }
-        let sent = withOptionalCStrings(parameters) { pointers in
-            if let name {
-                PQsendQueryPrepared(handle, name, Int32(parameters.count), pointers, nil, nil, 0)
-            } else {
-                PQsendQueryParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
-            }
+        let sent = withParameters(parameters) { pointers in
+            PQsendQueryParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
         }
         guard sent != 0 else { throw .connectionLost(reason: lastError) }
         return try results(sql, deadline: deadline)
+    }
+
+    /// Runs `statement` as ``execute(_:_:deadline:)`` does, preparing it on this connection the first time, which
+    /// spares the server parsing and planning it again.
+    @discardableResult
+    func execute(_ statement: PreparedStatement, _ parameters: [String?], deadline: ContinuousClock.Instant)
+        throws(PostgresStoreError) -> [[String?]]
+    {
+        guard !isBroken else { throw .connectionLost(reason: lastError) }
+        if !prepared.contains(statement.name) {
+            guard PQsendPrepare(handle, statement.name, statement.sql, Int32(parameters.count), nil) != 0 else {
+                throw .connectionLost(reason: lastError)
+            }
+            do { try results(statement.sql, deadline: deadline) } catch .outcomeUnknown(let reason) {
+                throw .connectionLost(reason: reason)  // preparing writes nothing
+            }
+            prepared.insert(statement.name)
+        }
+        let sent = withParameters(parameters) { pointers in
+            PQsendQueryPrepared(handle, statement.name, Int32(parameters.count), pointers, nil, nil, 0)
+        }
+        guard sent != 0 else { throw .connectionLost(reason: lastError) }
+        return try results(statement.sql, deadline: deadline)
+    }
+
+    /// Runs `body` with `parameters` as C strings (nil for NULL), written one after another into buffers this
+    /// connection keeps; a buffer grown past 64 KiB by a large value is let go afterwards.
+    private func withParameters<R>(
+        _ parameters: [String?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R
+    ) -> R {
+        parameterBytes.removeAll(keepingCapacity: true)
+        parameterStarts.removeAll(keepingCapacity: true)
+        for parameter in parameters {
+            guard let parameter else {
+                parameterStarts.append(-1)
+                continue
+            }
+            parameterStarts.append(parameterBytes.count)
+            parameterBytes.append(contentsOf: parameter.utf8)
+            parameterBytes.append(0)
+        }
+        defer { if parameterBytes.capacity > 1 << 16 { parameterBytes = [] } }
+        return parameterBytes.withUnsafeBufferPointer { bytes in
+            parameterPointers.removeAll(keepingCapacity: true)
+            for start in parameterStarts {
+                parameterPointers.append(
+                    start < 0 ? nil : UnsafeRawPointer(bytes.baseAddress! + start).assumingMemoryBound(to: CChar.self))
+            }
+            return parameterPointers.withUnsafeBufferPointer { body($0.baseAddress) }
+        }
     }
 
     /// Waits for the results of the statement just sent and returns the rows of the last one.
@@ -301,11 +338,9 @@ private func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeP
     return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
 }
 
-private func withOptionalCStrings<R>(_ strings: [String?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R)
-    -> R
-{
-    let copies = strings.map { $0.map { strdup($0) } ?? nil }
-    defer { for copy in copies { free(copy) } }
-    let pointers = copies.map { $0.map { UnsafePointer($0) } }
-    return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
+/// A statement a ``Connection`` prepares under `name` the first time it runs it, then only binds and runs.
+struct PreparedStatement: Sendable {
+    /// Unique among the statements of one schema: a connection serves one.
+    let name: String
+    let sql: String
 }

@@ -83,6 +83,8 @@ public final class PostgresStore: KeyValueStore {
     public var schema: String { snapshot.schema.name }
     private let snapshot: Snapshot
     let server: Server
+    /// The hints this store's writes send.
+    private let hints: Hints
 
     /// `store.changes` announces every change, including those made by other instances.
     public var changes: ChangeFeed { snapshot.changes }
@@ -115,6 +117,7 @@ public final class PostgresStore: KeyValueStore {
             throw PostgresStoreError.invalidNamespace(namespace, reason: "it cannot contain NUL")
         }
         self.namespace = namespace
+        hints = Hints(namespace: namespace)
         let secrets = try ConnectionSecrets(connection)
         let snapshot = Snapshot(
             namespace: namespace, schema: try Schema(schema), largestValue: limits.largestValue,
@@ -216,9 +219,9 @@ public final class PostgresStore: KeyValueStore {
         return try transaction { transaction in
             let connection = transaction.connection
             let schema = snapshot.schema
-            try connection.execute(schema.placeholder, [namespace, key], prepare: true, deadline: transaction.deadline)
+            try connection.execute(schema.placeholder, [namespace, key], deadline: transaction.deadline)
             let row = try connection.execute(
-                schema.selectKeyForUpdate, [namespace, String(snapshot.largestValue), key], prepare: true,
+                schema.selectKeyForUpdate, [namespace, String(snapshot.largestValue), key],
                 deadline: transaction.deadline
             ).first
             if let size = row?[2].flatMap({ Int($0) }), size > snapshot.largestValue {
@@ -339,7 +342,7 @@ public final class PostgresStore: KeyValueStore {
             try connection.execute("BEGIN", deadline: deadline)
             defer { _ = try? connection.execute("ROLLBACK", deadline: deadline) }
             // A row the transaction inserted is locked by inserting it again, not by `FOR UPDATE`.
-            try connection.execute(snapshot.schema.placeholder, [namespace, key], deadline: deadline)
+            try connection.execute(snapshot.schema.placeholder.sql, [namespace, key], deadline: deadline)
             return try connection.execute(snapshot.schema.selectWriterForUpdate, [namespace, key], deadline: deadline)
                 .first
         }
@@ -383,8 +386,7 @@ public final class PostgresStore: KeyValueStore {
             changed += snapshot.merge(reading)
             server.share(reading, namespace: namespace, except: snapshot)
         }
-        var seen = Set<String>()
-        snapshot.publish(changed.filter { seen.insert($0).inserted })
+        snapshot.publish(changed)  // a key written twice is announced once
     }
 
     private func write(_ text: String?, value: PrefValue?, key: String, in transaction: Transaction) throws -> Reading {
@@ -404,8 +406,7 @@ public final class PostgresStore: KeyValueStore {
         do {
             rows = try connection.execute(
                 text == nil ? snapshot.schema.remove : snapshot.schema.upsert,
-                [namespace, key, text, Schema.hint(namespace: namespace, key: key), writer?.uuidString],
-                prepare: true, deadline: deadline)
+                [namespace, key, text, hints.hint(key: key), writer?.uuidString], deadline: deadline)
         } catch {
             // 22P05: text jsonb cannot hold (NUL); 22P02: JSON it does not accept.
             guard case .serverError(let state, let message) = error, state == "22P05" || state == "22P02" else {

@@ -12,6 +12,17 @@ struct Schema: Sendable {
     let name: String
     /// `name` quoted as an identifier and followed by a dot: the prefix of every table and function name.
     let prefix: String
+    /// A write of a value: `$1` the namespace, `$2` the key, `$3` the value's JSON text, `$4` its hint, `$5` the
+    /// writing transaction's id (NULL for a single `set`). Returns the row's version and sends the hint.
+    let upsert: PreparedStatement
+    /// A removal, with the parameters of ``upsert`` (`$3` NULL); returns no row when the key had no value.
+    let remove: PreparedStatement
+    /// One row: `$1` the namespace, `$2` the largest value sent, `$3` the key; value, version and size.
+    let selectKey: PreparedStatement
+    /// ``selectKey``, locking the row.
+    let selectKeyForUpdate: PreparedStatement
+    /// Makes sure a row exists to lock, so two instances updating an absent key serialise on it.
+    let placeholder: PreparedStatement
 
     /// The schema named `name`; throws when PostgreSQL could not name it exactly (empty, NUL, over 63 bytes).
     init(_ name: String) throws(PostgresStoreError) {
@@ -19,7 +30,38 @@ struct Schema: Sendable {
             throw .invalidSchema(name, reason: "a schema name has 1 to 63 bytes and no NUL")
         }
         self.name = name
-        prefix = "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"."
+        let prefix = "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"."
+        self.prefix = prefix
+        // Built once: a write sends only the statement's name, and its text is not formed again.
+        let selectKey = "SELECT \(Self.valueVersionSize) FROM \(prefix)prefs_values WHERE namespace = $1 AND key = $3"
+        self.selectKey = PreparedStatement(name: "prefs_select_key", sql: selectKey)
+        selectKeyForUpdate = PreparedStatement(name: "prefs_select_key_for_update", sql: selectKey + " FOR UPDATE")
+        upsert = PreparedStatement(
+            name: "prefs_upsert",
+            sql: """
+                WITH written AS (
+                    INSERT INTO \(prefix)prefs_values (namespace, key, value, version, writer) VALUES ($1, $2, $3::jsonb, 1, $5::uuid)
+                    ON CONFLICT (namespace, key) DO UPDATE
+                        SET value = EXCLUDED.value, writer = EXCLUDED.writer,
+                            version = LEAST(\(prefix)prefs_values.version, 9223372036854775806) + 1
+                    RETURNING version
+                )
+                """ + Self.notifyWritten)
+        remove = PreparedStatement(
+            name: "prefs_remove",
+            sql: """
+                WITH written AS (
+                    UPDATE \(prefix)prefs_values SET value = NULL, writer = $5::uuid, version = LEAST(version, 9223372036854775806) + 1
+                    WHERE namespace = $1 AND key = $2 AND value IS NOT NULL AND $3::text IS NULL
+                    RETURNING version
+                )
+                """ + Self.notifyWritten)
+        placeholder = PreparedStatement(
+            name: "prefs_placeholder",
+            sql: """
+                INSERT INTO \(prefix)prefs_values (namespace, key, value, version) VALUES ($1, $2, NULL, 0)
+                ON CONFLICT (namespace, key) DO NOTHING
+                """)
     }
 
     /// Run on every connection of the store: only the built-in catalog is searched (this session's temporary
@@ -202,58 +244,52 @@ struct Schema: Sendable {
     var selectNamespace: String {
         "SELECT key, \(Self.valueVersionSize) FROM \(prefix)prefs_values WHERE namespace = $1"
     }
-    /// One row: `$1` the namespace, `$2` the largest value sent, `$3` the key; value, version and size.
-    var selectKey: String {
-        "SELECT \(Self.valueVersionSize) FROM \(prefix)prefs_values WHERE namespace = $1 AND key = $3"
-    }
-    var selectKeyForUpdate: String { selectKey + " FOR UPDATE" }
     /// The row's version and writer, once the row's lock is free (every transaction that wrote it has ended).
     var selectWriterForUpdate: String {
         "SELECT version, writer::text FROM \(prefix)prefs_values WHERE namespace = $1 AND key = $2 FOR UPDATE"
     }
     /// Run on the writing connection: its statements notify by themselves (see `notifyWritten`).
     static let notifyInline = "SET prefs.notify_inline = 'on'"
-    /// Returns each written row's version and sends its hint (parameter `$4`, from ``hint(namespace:key:)``).
-    /// Parameter `$5` is the writing transaction's id (NULL for a single `set`).
+    /// Returns each written row's version and sends its hint (parameter `$4`, from ``Hints``).
     private static let notifyWritten = """
         SELECT version, pg_notify('prefs_values', $4) FROM written
         """
 
-    /// The hint a write of `key` sends: `{"namespace": …, "key": …}`, or only the namespace (listeners re-read it
-    /// all) when that would be too long for `NOTIFY`, or `{}` when even the namespace is.
-    static func hint(namespace: String, key: String) -> String {
-        guard let names = try? PrefValue.string(namespace).jsonText() else { return "{}" }
-        let keyed = #"{"namespace": "# + names + #", "key": "# + ((try? PrefValue.string(key).jsonText()) ?? "") + "}"
-        if keyed.utf8.count <= largestHint { return keyed }
-        let namespaceOnly = #"{"namespace": "# + names + "}"
-        return namespaceOnly.utf8.count <= largestHint ? namespaceOnly : "{}"
-    }
-    var upsert: String {
-        """
-        WITH written AS (
-            INSERT INTO \(prefix)prefs_values (namespace, key, value, version, writer) VALUES ($1, $2, $3::jsonb, 1, $5::uuid)
-            ON CONFLICT (namespace, key) DO UPDATE
-                SET value = EXCLUDED.value, writer = EXCLUDED.writer,
-                    version = LEAST(\(prefix)prefs_values.version, 9223372036854775806) + 1
-            RETURNING version
-        )
-        """ + Self.notifyWritten
-    }
-    var remove: String {
-        """
-        WITH written AS (
-            UPDATE \(prefix)prefs_values SET value = NULL, writer = $5::uuid, version = LEAST(version, 9223372036854775806) + 1
-            WHERE namespace = $1 AND key = $2 AND value IS NOT NULL AND $3::text IS NULL
-            RETURNING version
-        )
-        """ + Self.notifyWritten
-    }
-    /// Makes sure a row exists to lock, so two instances updating an absent key serialise on it.
-    var placeholder: String {
-        """
-        INSERT INTO \(prefix)prefs_values (namespace, key, value, version) VALUES ($1, $2, NULL, 0)
-        ON CONFLICT (namespace, key) DO NOTHING
-        """
-    }
     var lockNamespace: String { "SELECT key FROM \(prefix)prefs_values WHERE namespace = $1 FOR UPDATE" }
+}
+
+/// The hints one namespace's writes send: `{"namespace": …, "key": …}`, or only the namespace (listeners re-read it
+/// all) when that would be too long for `NOTIFY`, or `{}` when even the namespace is. The namespace's part is written
+/// once, when the store opens.
+struct Hints: Sendable {
+    /// `{"namespace": "…", "key": ` (nil when the namespace alone is too long).
+    private let keyedPrefix: String?
+    private let namespaceOnly: String
+
+    init(namespace: String) {
+        let names = (try? PrefValue.string(namespace).jsonText()) ?? "\"\""
+        let namespaceOnly = #"{"namespace": "# + names + "}"
+        if namespaceOnly.utf8.count <= Schema.largestHint {
+            self.namespaceOnly = namespaceOnly
+            keyedPrefix = #"{"namespace": "# + names + #", "key": "#
+        } else {
+            self.namespaceOnly = "{}"
+            keyedPrefix = nil
+        }
+    }
+
+    /// The hint of a write of `key`.
+    func hint(key: String) -> String {
+        guard let keyedPrefix else { return namespaceOnly }
+        var hint = keyedPrefix
+        // A key that needs no escaping (the usual one) is quoted as it is, without a JSON writer.
+        if key.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+            hint += "\""
+            hint += key
+            hint += "\"}"
+        } else {
+            hint += ((try? PrefValue.string(key).jsonText()) ?? "\"\"") + "}"
+        }
+        return hint.utf8.count <= Schema.largestHint ? hint : namespaceOnly
+    }
 }

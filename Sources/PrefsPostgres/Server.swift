@@ -195,7 +195,11 @@ final class Server: Sendable {
     /// Gives what a write read back (its `RETURNING` rows) to every other snapshot of the namespace in this
     /// process; the writing store merges it itself.
     func share(_ reading: Reading, namespace: String, except writer: Snapshot) {
-        let others = state.withLock { $0.snapshots.values.filter { $0 !== writer && $0.namespace == namespace } }
+        // Most processes open one store per server: then there is no one to share with, and nothing is allocated.
+        let others = state.withLock { state in
+            state.snapshots.count < 2
+                ? [] : state.snapshots.values.filter { $0 !== writer && $0.namespace == namespace }
+        }
         for snapshot in others { snapshot.publish(snapshot.merge(reading)) }
     }
 

@@ -109,10 +109,11 @@ final class Snapshot: Sendable {
         }
     }
 
+    /// Saves the cache and tells observers that `keys` changed (each once, however often it is named).
     func publish(_ keys: [String]) {
         guard !keys.isEmpty else { return }
         saveCache()
-        changes.publish(changedKeys: keys)
+        changes.publish(keys)
     }
 
     // MARK: Reading rows
@@ -160,7 +161,7 @@ final class Snapshot: Sendable {
         if let keys {
             for key in keys.sorted() {
                 let rows = try connection.execute(
-                    schema.selectKey, [namespace, largest, key], prepare: true, deadline: deadline)
+                    schema.selectKey, [namespace, largest, key], deadline: deadline)
                 found += rows.map { [key] + $0 }
             }
         } else {

@@ -24,6 +24,29 @@ struct SchemaEdgeTests {
         try await eventually("the SQL delete to reach the writing store too") { try store.allValues().isEmpty }
     }
 
+    /// docs/PostgresStore.md: a write's hint is `{"namespace": "…", "key": "…"}`, naming the key exactly whatever
+    /// characters it holds, or only the namespace when that would not fit in a notification.
+    @Test func aWritesHintNamesAnyKeyExactlyOrOnlyTheNamespaceWhenTooLong() throws {
+        let database = try Database()
+        let store = try database.store()
+        let listener = try Session(database.connection)
+        try listener.execute("LISTEN prefs_values")
+        let keys = [
+            "plain", "quote \" backslash \\ tab \t newline \n bell \u{7} sun ☀︎ slash /",
+            String(repeating: "\u{1}", count: 1_400),
+        ]
+        for key in keys { try store.setValue(.int(1), forKey: key) }
+        let heard = listener.notifications(atLeast: keys.count, within: 15)
+        try #require(heard.count == keys.count, "\(heard)")
+        for (payload, key) in zip(heard, keys).prefix(2) {
+            #expect(
+                try PrefValue(jsonText: payload)
+                    == .dictionary(["namespace": .string("com.example.app"), "key": .string(key)]), "\(payload)")
+        }
+        #expect(heard[0] == #"{"namespace": "com.example.app", "key": "plain"}"#)
+        #expect(heard[2] == #"{"namespace": "com.example.app"}"#)
+    }
+
     @Test func aKeyAtTheLargestVersionStaysWritable() async throws {
         let database = try Database()
         let store = try database.store()

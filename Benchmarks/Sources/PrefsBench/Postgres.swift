@@ -155,8 +155,8 @@ let postgresFanOutTarget = 3.0
 /// the namespace), timed from the call of `set` to each one's `for await`, against a bare libpq `NOTIFY` reaching N
 /// processes that `LISTEN` (`--postgres-listen-watcher`), timed from the call of `PQexec`; and the server connections
 /// the store's fleet (this process and the N others) holds idle and, counted every millisecond, while it writes.
-/// Both fleets run at once and the two sides take turns commit by commit (the first alternating), under the same
-/// connection counting, so both see the same load. At least 1 000 arrivals per side (100 commits at N = 10 and 50,
+/// Both fleets run at once and the two sides take turns commit by commit (the first alternating), so both see the
+/// same load; the connections are counted over 20 more commits after the timed ones. At least 1 000 arrivals per side (100 commits at N = 10 and 50,
 /// 1 000 at N = 1), so that p99 is not one sample. Target: p99 ≤ 3× the baseline's, and at most N + 2 connections.
 func postgresFanOutFigures(quick: Bool, includes: (String) -> Bool) throws -> [DeferredFigure] {
     var figures: [DeferredFigure] = []
@@ -204,7 +204,7 @@ private func percentile(_ samples: [Double], _ fraction: Double) -> Double {
 
 /// Both sides of one fan-out figure: `instances` store watchers and as many bare listeners, started together;
 /// `commits` sets and as many `NOTIFY`s, taking turns; the arrival times of each side, and the connections of the
-/// store's fleet idle and (counted every millisecond while both sides send) writing.
+/// store's fleet idle and (counted every millisecond over 20 more sets) writing.
 private func fanOut(connection: String, instances count: Int, commits: Int) throws
     -> (ours: [Double], baseline: [Double], idle: Int, writing: Int)
 {
@@ -225,18 +225,23 @@ private func fanOut(connection: String, instances count: Int, commits: Int) thro
     let idle = try counter.count()
     let key = PrefKey("fan", default: 0)
     var (ours, baseline): ([Double], [Double]) = ([], [])
-    let ((), writing) = try counter.most {
-        for index in 1...commits {
-            let storeFirst = index % 2 == 1
-            for side in storeFirst ? [true, false] : [false, true] {
-                if side {
-                    ours += try timeArrivals(of: index, at: watchers) { try store.set(index, for: key) }
-                } else {
-                    baseline += try timeArrivals(of: index, at: listeners) {
-                        try notifier.execute("NOTIFY \(fanOutChannel), '\(index)'")
-                    }
+    for index in 1...commits {
+        let storeFirst = index % 2 == 1
+        for side in storeFirst ? [true, false] : [false, true] {
+            if side {
+                ours += try timeArrivals(of: index, at: watchers) { try store.set(index, for: key) }
+            } else {
+                baseline += try timeArrivals(of: index, at: listeners) {
+                    try notifier.execute("NOTIFY \(fanOutChannel), '\(index)'")
                 }
             }
+        }
+    }
+    // Counting every millisecond loads the server and both cores, so the connections are counted over 20 commits of
+    // their own after the timed ones.
+    let ((), writing) = try counter.most {
+        for index in (commits + 1)...(commits + 20) {
+            _ = try timeArrivals(of: index, at: watchers) { try store.set(index, for: key) }
         }
     }
     return (ours, baseline, idle, writing)

@@ -40,6 +40,13 @@ enum JSONFormat {
     static func encodeValue(_ value: PrefValue, key: String = "", plainDecimals: Bool = false) throws(PrefsError)
         -> String
     {
+        // The commonest values (a flag, a count, a name) need no writer and no buffer: the same text, formed directly.
+        switch value {
+        case .bool(let flag): return flag ? "true" : "false"
+        case .int(let number): return String(number)
+        case .string(let text) where !needsEscaping(text): return "\"" + text + "\""
+        default: break
+        }
         var writer = Writer(pretty: false)
         writer.plainDecimals = plainDecimals
         try writer.write(value, indent: 0, key: key)

@@ -210,9 +210,18 @@ public final class ChangeFeed: Sendable {
     /// locks. Prefer ``announce(_:)`` and ``deliverAnnouncements()``, which guarantee that observers see every
     /// distinct value in order: with this method, two quick changes may reach an observer as one.
     public func publish(changedKeys: some Sequence<String>) {
-        let keys = Array(Set(changedKeys)).sorted()
-        guard !keys.isEmpty else { return }
-        enqueue(keys.map { ($0, Update.unknown) })
+        publish(Array(changedKeys))
+    }
+
+    /// ``publish(changedKeys:)`` for keys already in an array, which a store in another module of this package calls
+    /// without going through the generic sequence (unspecialized there, building a set cost more than the delivery):
+    /// a single key, a store's one write, is enqueued as it is.
+    package func publish(_ keys: [String]) {
+        switch keys.count {
+        case 0: return
+        case 1: enqueue(CollectionOfOne((keys[0], Update.unknown)))
+        default: enqueue(Set(keys).sorted().map { ($0, Update.unknown) })
+        }
         deliverAnnouncements()
     }
 
