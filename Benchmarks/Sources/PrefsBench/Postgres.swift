@@ -156,8 +156,9 @@ let postgresFanOutTarget = 3.0
 /// processes that `LISTEN` (`--postgres-listen-watcher`), timed from the call of `PQexec`; and the server connections
 /// the store's fleet (this process and the N others) holds idle and, counted every millisecond, while it writes.
 /// Both fleets run at once and the two sides take turns commit by commit (the first alternating), so both see the
-/// same load; the connections are counted over 20 more commits after the timed ones. At least 1 000 arrivals per side (100 commits at N = 10 and 50,
-/// 1 000 at N = 1), so that p99 is not one sample. Target: p99 ≤ 3× the baseline's, and at most N + 2 connections.
+/// same load; the connections are counted over 20 more commits after the timed ones. At least 1 000 arrivals per
+/// side (100 commits at N = 10 and 50, 1 000 at N = 1), so that p99 is not one sample. Target: p99 ≤ 3× the
+/// baseline's, and at most N + 2 connections.
 func postgresFanOutFigures(quick: Bool, includes: (String) -> Bool) throws -> [DeferredFigure] {
     var figures: [DeferredFigure] = []
     for count in quick ? [1, 10] : [1, 10, 50] {
