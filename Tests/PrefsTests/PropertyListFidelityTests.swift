@@ -84,8 +84,8 @@ struct PropertyListFidelityTests {
     }
 
     @Test func aByteOrderMarkStartingAnXMLKeyOrStringIsKept() throws {
-        // Foundation's XML parser alone drops a U+FEFF that starts a key or a string; the private-use character
-        // Prefs reads in its place must not be one the file holds (here U+E000 is taken).
+        // Foundation's XML parser alone drops a U+FEFF that starts a key or a string; Prefs' reader keeps every
+        // one the file holds, whatever else the file holds (here U+E000 too).
         let text = """
             \u{FEFF}<?xml version="1.0" encoding="UTF-8"?>
             <plist version="1.0"><dict>

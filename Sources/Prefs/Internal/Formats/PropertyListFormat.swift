@@ -63,15 +63,18 @@ enum PropertyListFormat {
                 throw corrupt("malformed binary property list: \(error.description)")
             }
             if let values { return values }
-        } else if let problem = XMLPropertyListCheck.problem(in: [UInt8](data)) {
-            throw corrupt(problem)
+        } else {
+            do {
+                // Read straight from the bytes; Foundation below only for text in another encoding than UTF-8.
+                if let values = try XMLPropertyListReader.values(in: data) { return values }
+            } catch {
+                throw corrupt(error.description)
+            }
         }
-        // Foundation's XML parser drops a U+FEFF that starts a key or a string: it reads a stand-in instead.
-        let (parsed, standIn) = isBinary ? (data, nil) : ByteOrderMarks.replacing(in: data)
         let root: Any
         var format = PropertyListSerialization.PropertyListFormat.binary
         do {
-            root = try PropertyListSerialization.propertyList(from: parsed, options: [], format: &format)
+            root = try PropertyListSerialization.propertyList(from: data, options: [], format: &format)
         } catch {
             throw corrupt("not a property list: \(Self.shortReason(error))")
         }
@@ -87,46 +90,7 @@ enum PropertyListFormat {
             }
             values[key] = isBinary ? value : FoundationConversion.restoringFloats(value)
         }
-        guard let standIn else { return values }
-        return ByteOrderMarks.restoring(standIn, in: values)
-    }
-
-    /// U+FEFF inside an XML property list, which Foundation's parser keeps in the middle of a string but drops at its
-    /// start: replaced, before parsing, by a private-use character the file does not hold, and put back after.
-    private enum ByteOrderMarks {
-        static let mark: [UInt8] = [0xEF, 0xBB, 0xBF]
-
-        /// `data` with every U+FEFF after a leading byte-order mark replaced, and the replacement; `data` itself and
-        /// nil when there is none to replace or no private-use character is free.
-        static func replacing(in data: Data) -> (Data, Unicode.Scalar?) {
-            let bytes = [UInt8](data)
-            let start = bytes.starts(with: mark) ? 3 : 0
-            guard bytes[start...].firstRange(of: mark) != nil else { return (data, nil) }
-            let free = (0xE000...0xE0FF).lazy.compactMap(Unicode.Scalar.init).first { scalar in
-                bytes.firstRange(of: Array(String(scalar).utf8)) == nil
-            }
-            guard let free else { return (data, nil) }
-            let replaced = bytes[..<start] + bytes[start...].replacing(mark, with: Array(String(free).utf8))
-            return (Data(replaced), free)
-        }
-
-        /// `values` with `standIn` turned back into U+FEFF in every key and string.
-        static func restoring(_ standIn: Unicode.Scalar, in values: [String: PrefValue]) -> [String: PrefValue] {
-            // Scalar by scalar: the stand-in may join a combining mark after it into one `Character`.
-            func restore(_ text: String) -> String {
-                guard text.unicodeScalars.contains(standIn) else { return text }
-                return String(String.UnicodeScalarView(text.unicodeScalars.map { $0 == standIn ? "\u{FEFF}" : $0 }))
-            }
-            func restore(_ value: PrefValue) -> PrefValue {
-                switch value {
-                case .string(let text): .string(restore(text))
-                case .array(let elements): .array(elements.map(restore))
-                case .dictionary(let members): .dictionary(restoring(standIn, in: members))
-                default: value
-                }
-            }
-            return Dictionary(values.map { (restore($0.key), restore($0.value)) }) { first, _ in first }
-        }
+        return values
     }
 
     // MARK: Single values
