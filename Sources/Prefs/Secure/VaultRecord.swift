@@ -120,12 +120,30 @@ enum VaultRecord {
     }
     private static let optional = Atomic<Bool>(false)
 
-    /// The remembered identity, nothing, or why the record cannot be used.
-    static func read(_ record: Location) -> Reading {
+    /// The remembered identity, nothing, or why the record cannot be used; and whether the record is a file this
+    /// process opened for writing as ``remember(_:in:replacing:)`` does, so ``problem(keeping:)`` has nothing to add.
+    static func read(_ record: Location) -> (reading: Reading, writable: Bool) {
+        // Read through the descriptor a write would use; anything else (missing, a link, no permission) as before.
+        if let found = try? readForWriting(record) { return (reading(found), true) }
         let found: Data?
         do { found = try record.file.read()?.data } catch {
-            return .unusable(reason: "cannot be read (\(error))")
+            return (.unusable(reason: "cannot be read (\(error))"), false)
         }
+        return (reading(found), false)
+    }
+
+    /// The record's contents, read through a descriptor opened for writing; nil when it does not exist.
+    private static func readForWriting(_ record: Location) throws(SystemCallError) -> Data? {
+        guard
+            let (fd, info) = try POSIX.openRegularFile(
+                atPath: record.path, access: O_RDWR, followingSymlinks: false, maximumSize: 1 << 20)
+        else { return nil }
+        defer { close(fd) }
+        return try POSIX.readAll(fd, path: record.path, expectedSize: Int(info.st_size))
+    }
+
+    /// What the record's contents `found` say.
+    private static func reading(_ found: Data?) -> Reading {
         guard let found, !found.isEmpty else { return .none }
         guard let identity = parse(found) else { return .unusable(reason: unparsable) }
         return .identity(identity)
