@@ -666,6 +666,9 @@ extension FormatTests {
             ("repeated key", [1, 2, 0, 0, 0, 1, 0, 0, 0, 0x6B, 1, 1, 0, 0, 0, 0x6B, 0]),
             ("invalid UTF-8 key", [1, 1, 0, 0, 0, 1, 0, 0, 0, 0xFF, 1]),
             ("invalid UTF-8 value", [1, 1, 0, 0, 0, 1, 0, 0, 0, 0x6B, 7, 2, 0, 0, 0, 0xC3, 0x28]),
+            // Longer strings are checked for ASCII eight bytes at a time, then byte by byte.
+            ("invalid UTF-8 in a long value's first eight bytes", longValue([0xC3, 0x28] + Array("abcdefghi".utf8))),
+            ("invalid UTF-8 in a long value's last bytes", longValue(Array("abcdefghi".utf8) + [0xC3, 0x28])),
             ("huge entry count", [1, 0xFF, 0xFF, 0xFF, 0xFF]),
             ("huge array count", [1, 1, 0, 0, 0, 1, 0, 0, 0, 0x6B, 9, 0xFF, 0xFF, 0xFF, 0xFF, 1]),
             ("huge data length", [1, 1, 0, 0, 0, 1, 0, 0, 0, 0x6B, 8, 0xFF, 0xFF, 0xFF, 0x7F, 1]),
@@ -679,6 +682,16 @@ extension FormatTests {
                 #expect(isCorruptFile(error), "\(name): \(error)")
             }
         }
+    }
+
+    /// A payload of one key "k" whose string value is `utf8`.
+    private func longValue(_ utf8: [UInt8]) -> [UInt8] {
+        [1, 1, 0, 0, 0, 1, 0, 0, 0, 0x6B, 7, UInt8(utf8.count), 0, 0, 0] + utf8
+    }
+
+    @Test func vaultPayloadDecodesLongNonASCIIStrings() throws {
+        let values: [String: PrefValue] = ["k": .string("abcdefgh-é-ü-€-𝄞-abcdefgh"), "é": .string("ascii only, long")]
+        #expect(try VaultPayload.decode(try VaultPayload.encode(values), path: "v") == values)
     }
 
     @Test func vaultPayloadDepthLimitOnBothSides() throws {

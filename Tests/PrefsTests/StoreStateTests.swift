@@ -147,10 +147,28 @@ struct StoreStateTests {
         var state = StoreState()
         #expect(state.beginWrite() == .outermost)
         #expect(state.beginWrite() == .nested)
-        state.endWrite()
-        state.endWrite()
+        let nestedEnd = state.endWrite()
+        let outermostEnd = state.endWrite()
+        #expect(!nestedEnd && !outermostEnd, "no event came")
         #expect(state.writerDepth == 0)
         #expect(state.beginWrite() == .outermost)
+    }
+
+    /// A watcher event during a write of this process is left to the write, which looks at the file again once,
+    /// when its outermost level ends; with no write under way the watcher reloads as before.
+    @Test func anEventDuringAWriteIsLookedAtAgainWhenTheWriteEnds() {
+        var state = StoreState()
+        let outside = state.deferEventToWrite()
+        _ = state.beginWrite()
+        _ = state.beginWrite()
+        let during = [state.deferEventToWrite(), state.deferEventToWrite()]
+        let ends = [state.endWrite(), state.endWrite()]
+        _ = state.beginWrite()
+        let next = state.endWrite()
+        #expect(!outside, "no write under way: the watcher reloads itself")
+        #expect(during == [true, true])
+        #expect(ends == [false, true], "a nested write leaves it to the outermost")
+        #expect(!next, "looked at once")
     }
 
     @Test func aBatchWritesWhatChangedAndNothingWhenNothingDid() {

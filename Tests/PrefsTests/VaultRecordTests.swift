@@ -79,6 +79,27 @@ import Testing
         #expect(try Data(contentsOf: URL(filePath: record)) == damaged, "never rewritten, so never lowered")
     }
 
+    /// The store that appended the last line appends the next one without reading the record, but not once the
+    /// record changed since: garbage appended in between is seen, reported, and left as it is.
+    @Test func garbageAppendedBetweenTwoWritesOfAStoreIsSeenAndNeverRewritten() throws {
+        Reports.install()
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        let record = Self.record(of: vault)
+        try vault.store.setValue(.int(1), forKey: "counter")
+        try vault.store.setValue(.int(2), forKey: "counter")
+        let handle = try #require(FileHandle(forWritingAtPath: record))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data("garbage\n".utf8))
+        try handle.close()
+        let damaged = try Data(contentsOf: URL(filePath: record))
+        try vault.store.setValue(.int(3), forKey: "counter")
+        try vault.store.setValue(.int(4), forKey: "counter")
+        #expect(try Data(contentsOf: URL(filePath: record)) == damaged, "never rewritten, so never lowered")
+        let problem = try #require(vault.store.rollbackRecordProblem)
+        #expect("\(problem)".contains("does not parse"), "\(problem)")
+    }
+
     @Test func aDirectoryInPlaceOfTheRecordIsReportedAndAnOlderCopyDoesNotOpenSilently() throws {
         Reports.install()
         let vault = try Vault()

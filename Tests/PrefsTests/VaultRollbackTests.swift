@@ -90,6 +90,48 @@ private func isRollback(_ error: any Error) -> Bool {
         #expect(try vault.reopen().value(forKey: "counter") == .int(written + 1))
     }
 
+    /// A store appends each generation to the record it appended to last without reading it again, but only while
+    /// the record is untouched: one that another process wrote in the meantime is read again, so the next write
+    /// lands in the file at the record's path and an older copy is still caught.
+    @Test func aRecordAnotherProcessRecreatedBetweenTwoWritesIsReadAgain() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        let record = VaultRecord.path(forVault: vault.url.path(percentEncoded: false))
+        try vault.store.setValue(.int(1), forKey: "counter")
+        try vault.store.setValue(.int(2), forKey: "counter")
+        // The user accepts the vault as it is (deleting its record), then another process writes it: a new record.
+        try FileManager.default.removeItem(atPath: record)
+        let spec = "vault:\(vault.url.path(percentEncoded: false)):\(vault.keyFile.path(percentEncoded: false))"
+        let child = try ChildProcess.run(ChildProcess.helperURL, ["set-int", spec, "counter", "3"])
+        #expect(child.status == 0, "\(child)")
+        let copy = try Data(contentsOf: vault.url)
+        try vault.store.setValue(.int(4), forKey: "counter")
+        let lines = try String(contentsOfFile: record, encoding: .utf8).split(separator: "\n")
+        #expect(lines.suffix(2) == ["3", "4"], "appended to the new record: \(lines)")
+        try copy.write(to: vault.url)
+        let error = #expect(throws: VaultError.self) { try vault.reopen() }
+        #expect(error?.description.contains("older copy (generation 3)") == true, "\(String(describing: error))")
+    }
+
+    /// A record replaced by another vault's between two writes of a store is rewritten for this vault by its next
+    /// write, not appended to as the record the store appended to last.
+    @Test func aRecordReplacedBetweenTwoWritesIsRewrittenForThisVault() throws {
+        let vault = try Vault()
+        defer { vault.directory.cleanup() }
+        let record = VaultRecord.path(forVault: vault.url.path(percentEncoded: false))
+        try vault.store.setValue(.int(1), forKey: "counter")
+        try vault.store.setValue(.int(2), forKey: "counter")
+        let other = vault.directory.file("other.vault")
+        try EncryptedFileStore(url: other, key: .keyFile(vault.keyFile)).setValue(.int(9), forKey: "counter")
+        let otherRecord = VaultRecord.path(forVault: other.path(percentEncoded: false))
+        try FileManager.default.removeItem(atPath: record)
+        try FileManager.default.copyItem(atPath: otherRecord, toPath: record)
+        try vault.store.setValue(.int(3), forKey: "counter")
+        #expect(try vault.reopen().value(forKey: "counter") == .int(3))
+        let lines = try String(contentsOfFile: record, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 4 && lines.last == "3", "\(lines)")
+    }
+
     @Test func everySpellingOfAVaultsPathSharesOneRecord() throws {
         let vault = try Vault()
         defer { vault.directory.cleanup() }

@@ -54,18 +54,52 @@ enum VaultRecord {
 
     /// One vault's record, as a store uses it for as long as it is open: the vault's canonical path and the record's
     /// path, worked out once (resolving the vault's folder is most of it), and its lock file, kept open between
-    /// writes.
+    /// writes; after an append, the record itself too (see ``Appendable``).
     final class Location: Sendable {
         /// The vault's ``VaultRecord/canonicalPath(_:)``, written into the record.
         let canonicalVaultPath: String
         let path: String
         fileprivate let file: LockedFile
+        /// The record as this store last appended to it; only used under `file`'s exclusive lock.
+        fileprivate let kept = Mutex<Appendable?>(nil)
 
         init(forVault vaultPath: String) {
             canonicalVaultPath = VaultRecord.canonicalPath(vaultPath)
             path = VaultRecord.path(forCanonical: canonicalVaultPath)
             file = LockedFile(url: URL(filePath: path))
         }
+
+        deinit { forget() }
+
+        /// Closes the kept record, if any: the next write reads the record again.
+        fileprivate func forget() {
+            if let fd = kept.withLock({ $0.take() })?.fd { close(fd) }
+        }
+
+        /// Keeps `fd` (just appended to, holding `identity` last) open for the next append, or closes it once the
+        /// record is due to be rewritten whole.
+        fileprivate func keep(_ fd: Int32, holding identity: VaultIdentity) {
+            var info = stat()
+            let next =
+                fstat(fd, &info) == 0 && info.st_size < 4096
+                ? Appendable(fd: fd, file: FileIdentity(info), identity: identity) : nil
+            let previous = kept.withLock { kept in
+                defer { kept = next }
+                return kept
+            }
+            if let previous, previous.fd != fd { close(previous.fd) }
+            if next == nil { close(fd) }
+        }
+    }
+
+    /// A record this store appended to last, kept open so that the next generation is appended without reading the
+    /// record again: while the file at the record's path is exactly the one left then (same inode, size and times),
+    /// it still holds `identity` last, in this version's format, under 4 KiB, ending with a newline. Any other file
+    /// there (another process appended, rewrote, replaced or removed it) is read again in full.
+    fileprivate struct Appendable {
+        var fd: Int32
+        var file: FileIdentity
+        var identity: VaultIdentity
     }
 
     /// What a vault's record says when it is read.
@@ -86,12 +120,30 @@ enum VaultRecord {
     }
     private static let optional = Atomic<Bool>(false)
 
-    /// The remembered identity, nothing, or why the record cannot be used.
-    static func read(_ record: Location) -> Reading {
+    /// The remembered identity, nothing, or why the record cannot be used; and whether the record is a file this
+    /// process opened for writing as ``remember(_:in:replacing:)`` does, so ``problem(keeping:)`` has nothing to add.
+    static func read(_ record: Location) -> (reading: Reading, writable: Bool) {
+        // Read through the descriptor a write would use; anything else (missing, a link, no permission) as before.
+        if let found = try? readForWriting(record) { return (reading(found), true) }
         let found: Data?
         do { found = try record.file.read()?.data } catch {
-            return .unusable(reason: "cannot be read (\(error))")
+            return (.unusable(reason: "cannot be read (\(error))"), false)
         }
+        return (reading(found), false)
+    }
+
+    /// The record's contents, read through a descriptor opened for writing; nil when it does not exist.
+    private static func readForWriting(_ record: Location) throws(SystemCallError) -> Data? {
+        guard
+            let (fd, info) = try POSIX.openRegularFile(
+                atPath: record.path, access: O_RDWR, followingSymlinks: false, maximumSize: 1 << 20)
+        else { return nil }
+        defer { close(fd) }
+        return try POSIX.readAll(fd, path: record.path, expectedSize: Int(info.st_size))
+    }
+
+    /// What the record's contents `found` say.
+    private static func reading(_ found: Data?) -> Reading {
         guard let found, !found.isEmpty else { return .none }
         guard let identity = parse(found) else { return .unusable(reason: unparsable) }
         return .identity(identity)
@@ -147,10 +199,14 @@ enum VaultRecord {
     /// vault write made the file system flush the new file at once, which cost a third of a secure write. The
     /// record is rewritten whole (still by rename) for another vault, once it passes 4 KiB, or when its last line
     /// is incomplete. The record is read and appended to through one descriptor.
+    ///
+    /// A store that appended the last line keeps the record open (``Appendable``): its next generation of the same
+    /// vault is appended after one `lstat` shows the record untouched since, without opening or reading it.
     @discardableResult
     static func remember(_ identity: VaultIdentity, in record: Location, replacing: Bool) -> String? {
         do {
             return try record.file.withLock(.exclusive) { () -> String? in
+                if replacing, appendKnown(identity, to: record) { return nil }
                 func open(_ access: Int32) throws(SystemCallError) -> (fd: Int32, info: stat)? {
                     try POSIX.openRegularFile(
                         atPath: record.path, access: access, followingSymlinks: false, maximumSize: 1 << 20)
@@ -168,7 +224,8 @@ enum VaultRecord {
                 } catch {
                     return "cannot be opened (\(error.prefsError))"
                 }
-                defer { if let opened { close(opened.fd) } }
+                var keeping = false
+                defer { if let opened, !keeping { close(opened.fd) } }
                 var existing: Data?
                 if let opened {
                     do throws(SystemCallError) {
@@ -191,15 +248,12 @@ enum VaultRecord {
                 // Not synced: a record lost in a crash only lags behind its vault, which is safe (and saves two
                 // fsyncs on every vault write).
                 if let existing, let current, current.id == identity.id, existing.count < 4096, existing.last == 0x0A,
-                    existing.starts(with: Array(header.utf8))
+                    existing.starts(with: Array(header.utf8)), let opened,
+                    append(identity, to: opened.fd, record: record)
                 {
-                    var line = "\(identity.generation)\n"
-                    let appended = line.withUTF8 { bytes in
-                        opened.map {
-                            (try? POSIX.writeAll($0.fd, UnsafeRawBufferPointer(bytes), path: record.path)) != nil
-                        }
-                    }
-                    if appended == true { return nil }
+                    keeping = true
+                    record.keep(opened.fd, holding: identity)
+                    return nil
                 }
                 let text = "\(header)\n\(record.canonicalVaultPath)\n\(identity.idText)\n\(identity.generation)\n"
                 do { try record.file.writeAtomically(Data(text.utf8), durable: false) } catch {
@@ -210,6 +264,28 @@ enum VaultRecord {
         } catch {
             return "cannot be written (\(error))"
         }
+    }
+
+    /// Appends `identity`'s generation to the record this store appended to last, if that is still the file at the
+    /// record's path and `identity` is a later generation of the same vault; false when the record must be read
+    /// (having closed the kept one).
+    private static func appendKnown(_ identity: VaultIdentity, to record: Location) -> Bool {
+        guard let kept = record.kept.withLock({ $0 }) else { return false }
+        var info = stat()
+        guard lstat(record.path, &info) == 0, FileIdentity(info) == kept.file, kept.identity.id == identity.id,
+            kept.identity.generation < identity.generation, append(identity, to: kept.fd, record: record)
+        else {
+            record.forget()
+            return false
+        }
+        record.keep(kept.fd, holding: identity)
+        return true
+    }
+
+    /// Appends `identity`'s generation as one line to the record open as `fd` (for appending); false if it failed.
+    private static func append(_ identity: VaultIdentity, to fd: Int32, record: Location) -> Bool {
+        var line = "\(identity.generation)\n"
+        return line.withUTF8 { (try? POSIX.writeAll(fd, UnsafeRawBufferPointer($0), path: record.path)) != nil }
     }
 
     /// The first line of the records this version writes; version 1 records (a single generation line) still read.

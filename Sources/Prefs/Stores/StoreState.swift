@@ -42,6 +42,8 @@ struct StoreState: Sendable {
     /// How deep the write in progress is nested (a transform or a batch writing through the same store); only the
     /// thread holding the storage's writer lock changes it.
     private(set) var writerDepth = 0
+    /// Whether a watcher event came during the write under way (see ``deferEventToWrite()``).
+    private var eventDuringWrite = false
     /// The values when the current batch began; nil when no batch runs.
     private(set) var batchStart: [String: PrefValue]?
     /// How many writes in a row have met a file rewritten in place since it was read (a UserDefaults suite).
@@ -193,10 +195,22 @@ struct StoreState: Sendable {
         return writerDepth == 1 ? .outermost : .nested
     }
 
-    /// The write begun last ends.
-    mutating func endWrite() {
+    /// The write begun last ends; true when it was the outermost one and a watcher event came meanwhile
+    /// (``deferEventToWrite()``), so the file must be looked at again.
+    mutating func endWrite() -> Bool {
         precondition(writerDepth > 0, "a write ended that did not begin")
         writerDepth -= 1
+        guard writerDepth == 0, eventDuringWrite else { return false }
+        eventDuringWrite = false
+        return true
+    }
+
+    /// A watcher event that may be news came: while a write of this process is under way, it is left to the write
+    /// to look again when it ends (true), rather than the watcher waiting for the write's locks.
+    mutating func deferEventToWrite() -> Bool {
+        guard writerDepth > 0 else { return false }
+        eventDuringWrite = true
+        return true
     }
 
     /// Whether a batch is running: its writes change memory only, and reach the file when it ends.

@@ -171,7 +171,9 @@ enum VaultPayload {
         mutating func count(minimumSize: Int) throws(Failure) -> Int {
             let start = position
             let value = Int(try littleEndian(UInt32.self))
-            guard value <= remaining / minimumSize else {
+            // As `value <= remaining / minimumSize`, without a division for every string of the payload.
+            let (needed, overflow) = value.multipliedReportingOverflow(by: minimumSize)
+            guard !overflow, needed <= remaining else {
                 throw Failure("count \(value) at offset \(start) runs past the end")
             }
             return value
@@ -180,17 +182,33 @@ enum VaultPayload {
         mutating func string() throws(Failure) -> String {
             let length = try count(minimumSize: 1)
             let start = position
-            let utf8 = try input.slice(length).assumingMemoryBound(to: UInt8.self)
+            let raw = try input.slice(length)
+            let utf8 = raw.assumingMemoryBound(to: UInt8.self)
             let text = String(decoding: utf8, as: UTF8.self)
             // Decoding replaces invalid sequences, which changes the bytes: valid UTF-8 is exactly what comes back
             // unchanged. ASCII (the common case) is always valid. This is several times faster than the generic
             // `String(validating:as:)`.
-            if !utf8.allSatisfy({ $0 < 0x80 }) {
+            if !Self.isASCII(raw) {
                 guard text.utf8.elementsEqual(utf8) else {
                     throw Failure("invalid UTF-8 in the string at offset \(start)")
                 }
             }
             return text
+        }
+
+        /// Whether every byte is below 0x80, looked at eight bytes at a time.
+        static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+            var high: UInt64 = 0
+            var offset = 0
+            while offset + 8 <= bytes.count {
+                high |= bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+                offset += 8
+            }
+            while offset < bytes.count {
+                high |= UInt64(bytes[offset])
+                offset += 1
+            }
+            return high & 0x8080_8080_8080_8080 == 0
         }
 
         mutating func dictionaryBody(depth: Int) throws(Failure) -> [String: PrefValue] {

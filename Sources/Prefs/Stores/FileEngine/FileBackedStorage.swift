@@ -162,6 +162,9 @@ final class FileBackedStorage: Sendable {
         // the values came from there is nothing to read, and no reason to take the lock a writer may be waiting
         // for. Comparing identities needs no lock; reading the file does.
         if let current = try? file.identity(), !snapshot.withLock({ $0.isNews(currentIdentity: current) }) { return }
+        // Often this process's own rename, seen before the write recorded it: rather than wait for the write to end
+        // (spinning, then making the next write wait in turn), let the write look again when it ends.
+        if snapshot.withLock({ $0.deferEventToWrite() }) { return }
         let before = snapshot.withLock { $0.identity }
         do {
             try file.withLock(.shared) { try refreshLocked() }
@@ -469,10 +472,17 @@ final class FileBackedStorage: Sendable {
             defer { writer.unlock() }
             try checkOpen()
             let entry = snapshot.withLock { $0.beginWrite() }
-            defer { snapshot.withLock { $0.endWrite() } }
+            defer { if snapshot.withLock({ $0.endWrite() }) { lookAgainAfterWrite() } }
             if entry == .nested { return try body() }
             return try file.withLock(.exclusive, body)
         }
+    }
+
+    /// A watcher event came during this process's write (see `reloadFromDisk`): unless the file is still the one
+    /// memory holds, the reload the event would have made runs now, on another thread, as the watcher's does.
+    private func lookAgainAfterWrite() {
+        if let current = try? file.identity(), !snapshot.withLock({ $0.isNews(currentIdentity: current) }) { return }
+        DispatchQueue.global().async { [weak self] in self?.reloadFromDisk() }
     }
 
     /// Thrown by ``refreshWaitingForReadableFile(canLetGo:)`` to an outermost writer that met a suspect file,

@@ -19,6 +19,8 @@ final class VaultSnapshotCodec: SnapshotCodec {
         var recordProblem: String?
         /// Whether ``recordProblem`` has been reported (once per store).
         var recordReported = false
+        /// Whether the last read of the record opened it for writing, so it is known to be kept.
+        var recordWritable = false
     }
 
     private let state: Mutex<State>
@@ -45,7 +47,8 @@ final class VaultSnapshotCodec: SnapshotCodec {
             try VaultPayload.decode(bytes, path: path)
         }
         // Authenticated: the identity in the header is the writer's. Check it before using anything inside.
-        let reading = VaultRecord.read(record)
+        let (reading, writable) = VaultRecord.read(record)
+        state.withLock { $0.recordWritable = writable }
         var remembered: VaultIdentity?
         var usable = true
         switch reading {
@@ -98,7 +101,9 @@ final class VaultSnapshotCodec: SnapshotCodec {
 
     /// Reports ``recordProblem()`` once per store, unless the record is optional; call holding no lock.
     func reportRecordProblem() {
-        guard !VaultRecord.isOptional, let problem = recordProblem() else { return }
+        // Read, parsed and opened for writing when the vault was: nothing to report, nothing to look at again.
+        let known = state.withLock { $0.recordProblem == nil && $0.recordWritable }
+        guard !VaultRecord.isOptional, !known, let problem = recordProblem() else { return }
         let isFirst = state.withLock { state in
             defer { state.recordReported = true }
             return !state.recordReported
