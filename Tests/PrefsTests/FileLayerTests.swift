@@ -270,6 +270,15 @@ struct FileLayerTests {
         #expect(await changes.wait(for: 2))
     }
 
+    @Test func onlyTemporaryAndLockFileNamesAreScratch() {
+        for name in [".prefs.json.tmp-0123abcd", ".tmp-", ".a.tmp-", "prefs.json.lock", ".lock"] {
+            #expect(DirectoryWatcher.isScratchName(name), "\(name)")
+        }
+        for name in ["prefs.json", "prefs.tmp-json", ".prefs.json", ".prefs.tmp", "lock", "prefs.lock.json", "é.tmp-"] {
+            #expect(!DirectoryWatcher.isScratchName(name), "\(name)")
+        }
+    }
+
     @Test func cancellingTokensRemovesDirectoryWatches() throws {
         let directory = try TempDir("PrefsFileLayerTests")
         defer { directory.cleanup() }

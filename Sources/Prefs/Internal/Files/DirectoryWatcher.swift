@@ -259,8 +259,18 @@ final class WatcherCore: Sendable {
     }
 
     /// Whether an event for `name` concerns a watched file rather than a temporary or lock file.
+    /// Compared byte by byte: `String.contains` goes through Foundation's locale-aware search, which cost the
+    /// watcher thread more than the rest of its work on every write of this process.
     static func isScratchName(_ name: String) -> Bool {
-        (name.hasPrefix(".") && name.contains(".tmp-")) || name.hasSuffix(".lock")
+        let bytes = name.utf8
+        if bytes.count >= 5, bytes.suffix(5).elementsEqual(".lock".utf8) { return true }
+        guard bytes.first == UInt8(ascii: "."), bytes.count >= 5 else { return false }
+        let marker = Array(".tmp-".utf8)
+        let all = Array(bytes)
+        for start in 0...(all.count - marker.count) where all[start] == marker[0] {
+            if all[start..<(start + marker.count)].elementsEqual(marker) { return true }
+        }
+        return false
     }
 }
 

@@ -260,7 +260,7 @@ final class LockedFile: Sendable {
     /// Replaces the file with `data`, atomically and durably, and returns the new file's identity.
     ///
     /// Creates the directory (`directoryMode`) if missing, writes a temporary `.<name>.tmp-<hex>` file in the
-    /// same directory with `mode` (set with `fchmod`, so the umask does not matter), syncs it, renames it over the
+    /// same directory with `mode` (set again with `fchmod` where the umask took bits), syncs it, renames it over the
     /// file and syncs the directory. On failure before the rename the temporary file is removed and the old file is
     /// untouched. The rename is the commit point: a failure after it (syncing the directory) throws
     /// `PrefsError.durabilityNotConfirmed`, because the new contents are in place and must not be treated as lost.
@@ -280,9 +280,6 @@ final class LockedFile: Sendable {
         beforeCommit: (() throws -> Void)? = nil, landed: ((FileIdentity) -> Void)? = nil
     ) throws -> FileIdentity {
         Self.ignoreFileSizeSignal()
-        try prefsIO { () throws(SystemCallError) in
-            try POSIX.createDirectory(atPath: directoryPath, mode: Self.directoryMode)
-        }
         let identity = try replace(
             with: data, mode: mode, durable: durable, expecting: expected, beforeCommit: beforeCommit)
         landed?(identity)
@@ -327,7 +324,10 @@ final class LockedFile: Sendable {
             }
         }
         if let failure { throw failure.prefsError }
-        if fchmod(fd, mode) != 0 {
+        // The umask (or a folder's default ACL) may have taken bits from `mode`. Set only then: a change of
+        // permissions is one more event for every watcher of the folder and one more inode update on every write.
+        var created = stat()
+        if fstat(fd, &created) != 0 || created.st_mode & 0o7777 != mode, fchmod(fd, mode) != 0 {
             throw SystemCallError(path: temporaryPath, operation: "set permissions of").prefsError
         }
         if durable { try prefsIO { () throws(SystemCallError) in try POSIX.sync(fd, path: temporaryPath) } }
@@ -486,6 +486,11 @@ final class LockedFile: Sendable {
             if fd >= 0 { return (fd, candidate) }
             let code = errno
             attempts += 1
+            if code == ENOENT || code == ENOTDIR, attempts == 1 {
+                // The folder is missing (or something else is on its way): create it, or say why it cannot be.
+                try POSIX.createDirectory(atPath: directoryPath, mode: Self.directoryMode)
+                continue
+            }
             if code != EEXIST || attempts >= 16 {
                 throw SystemCallError(path: candidate, operation: "create temporary file", errno: code)
             }
