@@ -272,10 +272,10 @@ struct FileLayerTests {
 
     @Test func onlyTemporaryAndLockFileNamesAreScratch() {
         for name in [".prefs.json.tmp-0123abcd", ".tmp-", ".a.tmp-", "prefs.json.lock", ".lock"] {
-            #expect(DirectoryWatcher.isScratchName(name), "\(name)")
+            #expect(WatcherCore.isScratchName(name), "\(name)")
         }
         for name in ["prefs.json", "prefs.tmp-json", ".prefs.json", ".prefs.tmp", "lock", "prefs.lock.json", "é.tmp-"] {
-            #expect(!DirectoryWatcher.isScratchName(name), "\(name)")
+            #expect(!WatcherCore.isScratchName(name), "\(name)")
         }
     }
 
