@@ -224,6 +224,18 @@ struct XMLPropertyListReaderTests {
         #expect(Self.prefs(valid) == ["k": .string("\u{FFFF}\u{1F600}")])
     }
 
+    /// Only `UTF-8` in any case names UTF-8 in the declaration: a name that merely matches it with the 0x20 bit set
+    /// (here a 0x18 for `8`) is an unknown encoding, refused as Foundation refuses it.
+    @Test func anEncodingNameThatIsNotUTF8IsNotTakenForIt() {
+        for name in ["UTF-\u{18}"] {
+            let data = Data("<?xml version=\"1.0\" encoding=\"\(name)\"?><plist><dict/></plist>".utf8)
+            #expect(Self.foundation(data) == nil, "\(name.debugDescription)")
+            #expect(Self.prefs(data) == nil, "\(name.debugDescription)")
+        }
+        let data = Data("<?xml version=\"1.0\" encoding=\"uTf-8\"?><plist><dict/></plist>".utf8)
+        #expect(Self.prefs(data) == [:])
+    }
+
     /// What Foundation would guess at is refused, with a reason that says what is wrong.
     @Test(arguments: [
         ("<key>a</key><data>QUJ*</data>", "base64"), ("<key>a</key><data x='1'>QU=I</data>", "base64"),

@@ -58,7 +58,9 @@ enum XMLPropertyListReader {
             guard quote == UInt8(ascii: "'") || quote == UInt8(ascii: "\"") else { return 0 }
             let name = bytes[(index + 9)...].prefix { $0 != quote }
             guard name.endIndex < count else { return 0 }
-            return name.count == 5 && name.map { $0 | 0x20 }.elementsEqual("utf-8".utf8) ? 0 : nil
+            // Letters compared without case, and nothing else: `| 0x20` alone makes a CR of `-` and a 0x18 of `8`.
+            let folded = name.map { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) ? $0 | 0x20 : $0 }
+            return folded.elementsEqual("utf-8".utf8) ? 0 : nil
         }
         return 0
     }
