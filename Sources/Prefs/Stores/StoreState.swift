@@ -9,6 +9,12 @@ struct StoreState: Sendable {
     /// Files only Prefs writes (always by atomic rename) get no grace.
     static let inPlaceRewriteGrace: Duration = .milliseconds(500)
 
+    /// How long an unreadable suite that is not empty must stay unchanged, at its first load, to count as damaged
+    /// before the grace is over: no writer is at work on it. A rewriter descheduled halfway for longer than this
+    /// makes the open fail; 50 ms was met by a sanitizer build's child on a loaded machine once the XML reader got
+    /// fast enough to look every millisecond.
+    static let inPlaceRewriteQuiet: Duration = .milliseconds(200)
+
     /// How long the file may stay unreadable before it counts as damaged: zero, or ``inPlaceRewriteGrace``.
     let grace: Duration
 

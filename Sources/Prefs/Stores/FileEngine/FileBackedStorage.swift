@@ -529,8 +529,8 @@ final class FileBackedStorage: Sendable {
 
     /// The first load. A file another writer may be rewriting in place (a suite: `grace` above zero) that cannot be
     /// read yet is read again every millisecond, holding no lock, until it reads or stays unreadable for the grace
-    /// period. A file that is not empty and has not changed for 50 ms is not being written: it is damaged at once
-    /// (so opening a damaged suite does not wait the whole grace).
+    /// period. A file that is not empty and has not changed for `StoreState.inPlaceRewriteQuiet` (200 ms) is not
+    /// being written: it is damaged at once (so opening a damaged suite does not wait the whole grace).
     private func loadFirst() throws {
         let grace = snapshot.withLock { $0.grace }
         try refreshLocked(announcing: false, graceful: grace > .zero)
@@ -544,7 +544,7 @@ final class FileBackedStorage: Sendable {
                 seen = current
                 lastChange = clock.now()
             }
-            let quiet = clock.now() - lastChange >= .milliseconds(50) && (current?.size ?? 0) > 0
+            let quiet = clock.now() - lastChange >= StoreState.inPlaceRewriteQuiet && (current?.size ?? 0) > 0
             try refreshLocked(announcing: false, graceful: !quiet)
         }
     }
