@@ -5,7 +5,7 @@ import Testing
 
 @testable import Prefs
 
-/// `FileStore` writes `Data` as standard padded base64 with its own encoder; it must match Foundation's byte for
+/// `FileStore` writes `Data` as standard padded base64 (Foundation's, or the text its last write kept); it must match Foundation's byte for
 /// byte at every length (each remainder of three, and each way a length can end the encoder's six-byte steps) and
 /// read back exactly.
 @Suite(.ownThreads)
@@ -30,6 +30,46 @@ struct JSONDataEncodingTests {
         for start in 0..<8 {
             let slice = whole[start..<(start + 41)]
             #expect(try JSONFormat.encodeValue(.data(slice)) == "{\"$data\": \"\(Data(slice).base64EncodedString())\"}")
+        }
+    }
+
+    /// A store keeps the base64 texts of its large `Data` values between writes (`JSONFormat.Base64Memo`): what it
+    /// writes must stay what a fresh encode writes when a value changes in place, repeats, nests or goes, and it
+    /// keeps only the large values of the last document.
+    @Test func keptBase64TextsWriteWhatAFreshEncodeWrites() throws {
+        let memo = JSONFormat.Base64Memo()
+        func blob(_ seed: UInt8, _ count: Int = 10_000) -> Data {
+            Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31) ^ seed })
+        }
+        let documents: [(values: [String: PrefValue], kept: Int)] = [
+            (["a": .data(blob(1)), "b": .data(blob(2)), "small": .data(blob(3, 100))], 2),
+            (["a": .data(blob(1)), "b": .data(blob(4)), "small": .data(blob(5, 100))], 2),
+            (["a": .data(blob(4)), "b": .data(blob(4)), "list": .array([.data(blob(1))])], 2),
+            (["a": .data(blob(1))], 1),
+            ([:], 0),
+        ]
+        for (values, kept) in documents {
+            #expect(try JSONFormat.encode(values, base64: memo) == JSONFormat.encode(values))
+            #expect(memo.count == kept)
+        }
+    }
+
+    /// The user's path: a `FileStore` holding a large value that is rewritten with other bytes of the same length,
+    /// between writes of another key, has the new bytes in its file.
+    @Test func aLargeValueRewrittenInAFileStoreIsInItsFileAsItIsNow() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("blobs.json")
+        let store = try FileStore(url: url)
+        var bytes = Data((0..<20_000).map { UInt8(truncatingIfNeeded: $0) })
+        for round in 0..<3 {
+            bytes[round * 7_000] ^= 0xFF
+            try store.setValue(.data(bytes), forKey: "blob")
+            try store.setValue(.int(Int64(round)), forKey: "count")
+            #expect(
+                try JSONFormat.decode(Data(contentsOf: url), path: url.path) == [
+                    "blob": .data(bytes), "count": .int(Int64(round)),
+                ])
         }
     }
 }

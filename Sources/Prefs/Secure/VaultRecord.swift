@@ -306,24 +306,16 @@ enum VaultRecord {
         let start = lines[3][..<end].lastIndex(of: 0x0A).map { $0 + 1 } ?? lines[3].startIndex
         let last = lines[3][start..<end]
         guard !last.isEmpty, last.count <= 20 else { return nil }
-        func digit(_ byte: UInt8) -> UInt8? {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-            default: nil
-            }
-        }
         var id: [UInt8] = []
         id.reserveCapacity(VaultIdentity.idCount)
         var hex = lines[2].makeIterator()
         while let high = hex.next(), let low = hex.next() {
-            guard let high = digit(high), let low = digit(low) else { return nil }
+            guard let high = high.asciiHexDigit, let low = low.asciiHexDigit else { return nil }
             id.append(high << 4 | low)
         }
         var generation: UInt64 = 0
         for byte in last {
-            guard let value = digit(byte), value < 10 else { return nil }
+            guard let value = byte.asciiHexDigit, value < 10 else { return nil }
             let (times, overflowTimes) = generation.multipliedReportingOverflow(by: 10)
             let (sum, overflowSum) = times.addingReportingOverflow(UInt64(value))
             guard !overflowTimes, !overflowSum else { return nil }

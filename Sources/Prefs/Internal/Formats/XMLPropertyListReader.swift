@@ -298,19 +298,10 @@ enum XMLPropertyListReader {
                     guard let scalar = Unicode.Scalar(code) else { throw fail("a character reference to no character") }
                     return scalar
                 }
-                guard let value = hexValue(digit), isHex || value < 10 else { break }
+                guard let value = digit.asciiHexDigit, isHex || value < 10 else { break }
                 code = code &* (isHex ? 16 : 10) &+ UInt32(value)
             }
             throw fail("malformed character reference")
-        }
-
-        func hexValue(_ digit: UInt8) -> UInt8? {
-            switch digit {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-            default: nil
-            }
         }
 
         mutating func data() throws(Failure) -> PrefValue {
@@ -403,7 +394,7 @@ enum XMLPropertyListReader {
             guard index < bytes.count else { throw malformed() }
             var magnitude: UInt64 = 0
             while index < bytes.count, byte() != UInt8(ascii: "<") {
-                guard let digit = hexValue(byte()), isHex || digit < 10 else { throw malformed() }
+                guard let digit = byte().asciiHexDigit, isHex || digit < 10 else { throw malformed() }
                 let (shifted, overflow) = magnitude.multipliedReportingOverflow(by: isHex ? 16 : 10)
                 let (sum, carry) = shifted.addingReportingOverflow(UInt64(digit))
                 guard !overflow, !carry, !isNegative || sum <= 1 << 63 else {
@@ -453,7 +444,7 @@ enum XMLPropertyListReader {
             var year: Int64 = 0
             var wrapped: Int32 = 0
             var yearDigits = 0
-            while let digit = hexValue(byte()), digit < 10 {
+            while let digit = byte().asciiHexDigit, digit < 10 {
                 yearDigits += 1
                 guard yearDigits <= 12 else { throw problem }
                 year = year * 10 + Int64(digit)
@@ -466,7 +457,7 @@ enum XMLPropertyListReader {
                 index += 1
                 if expected != UInt8(ascii: "0") {
                     guard character == expected else { throw problem }
-                } else if let digit = hexValue(character), digit < 10 {
+                } else if let digit = character.asciiHexDigit, digit < 10 {
                     fields.append(Int(digit))
                 } else {
                     throw problem

@@ -21,8 +21,10 @@ extension Error {
     }
 }
 
+/// One per file: it keeps the base64 texts of the large `Data` values it last wrote (``JSONFormat/Base64Memo``).
 struct JSONSnapshotCodec: SnapshotCodec {
-    func encode(_ values: [String: PrefValue]) throws -> Data { try JSONFormat.encode(values) }
+    let base64 = JSONFormat.Base64Memo()
+    func encode(_ values: [String: PrefValue]) throws -> Data { try JSONFormat.encode(values, base64: base64) }
     func decode(_ data: Data, path: String) throws -> [String: PrefValue] { try JSONFormat.decode(data, path: path) }
 }
 
