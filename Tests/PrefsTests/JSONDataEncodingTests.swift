@@ -72,4 +72,19 @@ struct JSONDataEncodingTests {
                 ])
         }
     }
+
+    /// The memo keeps at most its budget of text: the values beyond it are encoded again on every write, and the
+    /// document is the same.
+    @Test func theKeptTextsStayWithinTheMemosBudget() throws {
+        let memo = JSONFormat.Base64Memo(budget: 30_000)
+        let values = Dictionary(
+            uniqueKeysWithValues: (0..<5).map { index in
+                ("blob-\(index)", PrefValue.data(Data(repeating: UInt8(index), count: 10_000)))
+            })
+        for _ in 0..<2 {
+            #expect(try JSONFormat.encode(values, base64: memo) == JSONFormat.encode(values))
+            // Each text is 13 336 bytes: two fit in 30 000.
+            #expect(memo.count == 2)
+        }
+    }
 }

@@ -34,7 +34,7 @@ enum JSONFormat {
     ) throws(PrefsError) -> Data {
         var writer = Writer(pretty: true)
         writer.tagsNonFiniteDates = tagsNonFiniteDates
-        writer.base64 = base64.map { (previous: $0.take(), kept: [:]) }
+        writer.base64 = base64.map { (previous: $0.take(), kept: [:], room: $0.budget) }
         try writer.writeObject(values, indent: 0, topLevelKey: nil)
         writer.append("\n")
         if let base64, let texts = writer.base64?.kept { base64.keep(texts) }
@@ -43,12 +43,17 @@ enum JSONFormat {
 
     /// The base64 texts of the large `Data` values a store's last write encoded, so the next write copies them
     /// instead of encoding the same bytes again (base64 was 37 % of the CPU time of a `set` in a `FileStore`
-    /// holding 100 values of 10 KB). It costs memory: about 1.35 bytes per byte of such values, while the store is
-    /// open.
+    /// holding 100 values of 10 KB). It costs memory while the store is open: about 1.35 bytes per byte of such
+    /// values, and at most `budget` bytes of text (the values beyond it are encoded on every write, as without a
+    /// memo).
     final class Base64Memo: Sendable {
         /// The smallest `Data`, in bytes, whose text is kept: smaller ones encode in about a microsecond.
         static let smallest = 4_096
+        /// The most bytes of text kept.
+        let budget: Int
         private let texts = Mutex<[Data: Data]>([:])
+
+        init(budget: Int = 16 << 20) { self.budget = budget }
 
         /// The texts kept, emptying the memo (an encode that fails leaves it empty).
         func take() -> [Data: Data] {
@@ -156,16 +161,26 @@ extension JSONFormat {
 
         mutating func append(_ text: String) { output.append(contentsOf: text.utf8) }
 
-        /// The memo's texts from the last encode, and those of this one (see ``JSONFormat/Base64Memo``).
-        var base64: (previous: [Data: Data], kept: [Data: Data])?
+        /// The memo's texts from the last encode, those this one keeps, and the bytes of text it may still keep
+        /// (see ``JSONFormat/Base64Memo``).
+        var base64: (previous: [Data: Data], kept: [Data: Data], room: Int)?
 
         /// Writes `bytes` as a quoted base64 string (standard alphabet, padded).
         mutating func appendBase64String(_ bytes: Data) {
             output.append(0x22)
-            if bytes.count >= Base64Memo.smallest, base64 != nil {
-                let text = base64?.kept[bytes] ?? base64?.previous[bytes] ?? bytes.base64EncodedData()
-                base64?.kept[bytes] = text
-                output.append(text)
+            if bytes.count >= Base64Memo.smallest, var memo = base64 {
+                base64 = nil  // not copied while it changes
+                if let text = memo.kept[bytes] {
+                    output.append(text)
+                } else {
+                    let text = memo.previous[bytes] ?? bytes.base64EncodedData()
+                    if text.count <= memo.room {
+                        memo.kept[bytes] = text
+                        memo.room -= text.count
+                    }
+                    output.append(text)
+                }
+                base64 = memo
             } else {
                 output.append(bytes.base64EncodedData())
             }
