@@ -49,7 +49,7 @@ struct StoreState: Sendable {
     /// thread holding the storage's writer lock changes it.
     private(set) var writerDepth = 0
     /// Whether a watcher event came during the write under way (see ``deferEventToWrite()``).
-    private var eventDuringWrite = false
+    private(set) var eventDuringWrite = false
     /// The values when the current batch began; nil when no batch runs.
     private(set) var batchStart: [String: PrefValue]?
     /// How many writes in a row have met a file rewritten in place since it was read (a UserDefaults suite).

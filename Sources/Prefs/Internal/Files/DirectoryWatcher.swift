@@ -36,8 +36,9 @@ final class FileWatchToken: Sendable {
 /// come with it). When the directory itself is removed or renamed (`mv dir dir.old; mkdir dir`), its path is
 /// watched again, or its nearest existing ancestor while nothing is there, and every callback of its files runs, so
 /// they reload from the path. Events for
-/// temporary (`.<name>.tmp-…`) and lock (`….lock`) files are ignored, and several events for one file read together
-/// produce one callback. If the kernel queue overflows, every callback is called.
+/// temporary (`.<name>.tmp-…`) and lock (`….lock`) files are ignored (unless a watched file has that very name),
+/// and several events for one file read together produce one callback. If the kernel queue overflows, every
+/// callback is called.
 ///
 /// Callbacks run on the watcher's thread (or a Dispatch queue for polled files), outside the watcher's lock, so they
 /// may watch or cancel; they should return quickly.
@@ -449,9 +450,12 @@ final class Poller: Sendable {
                         ids.append(contentsOf: state.registrations.keys.sorted())
                     } else if event.mask & InotifyMask.directoryGone != 0 {
                         ids.append(contentsOf: rearm(event.descriptor, state: &state))
-                    } else if !event.name.isEmpty, !Self.isScratchName(event.name),
-                        let members = state.directories[event.descriptor]?.sorted()
+                    } else if !event.name.isEmpty, let watching = state.directories[event.descriptor],
+                        // A store's own file may have a name like that of a temporary or lock file.
+                        !Self.isScratchName(event.name)
+                            || watching.contains(where: { state.registrations[$0]?.name == event.name })
                     {
+                        let members = watching.sorted()
                         ids.append(
                             contentsOf: members.filter { id in
                                 guard let registration = state.registrations[id] else { return false }
