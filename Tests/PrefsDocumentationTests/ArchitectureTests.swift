@@ -10,6 +10,7 @@ import Testing
     static let layers: [(name: String, folders: [String])] = [
         ("values", ["Values"]),
         ("reporting", ["Reporting"]),
+        ("platform", ["Platform"]),
         ("internal mechanisms", ["Internal"]),
         ("crypto", ["Secure"]),
         ("stores", ["Stores"]),

@@ -115,7 +115,7 @@ enum ReliabilityCommands {
             let bytes = Mutator.mutate(base, kind: kind, random: &random)
             guard FileManager.default.createFile(atPath: path, contents: bytes) else { fail("cannot write case") }
             do {
-                let store = try StoreSpec.open(spec)
+                let store = try StoreSpec.open(spec, fileSystem: POSIXFileSystem(), clock: .movingWhenPaused())
                 let values = try store.allValues()
                 for key in values.keys { _ = try store.value(forKey: key) }
                 opened += 1
@@ -130,12 +130,10 @@ enum ReliabilityCommands {
                 fail("case \(index) (seed \(seed)): the file changed on open")
             }
         }
-        // A refused suite is first given 50 ms of quiet, in case another writer is rewriting it in place. Nobody is
-        // here, so the engine waits on a clock that moves only when it pauses: the outcome is the same, without
-        // 50 ms of real time per case.
-        try EngineClock.withClock(.movingWhenPaused()) {
-            for index in 0..<count { try openCase(index) }
-        }
+        // A refused suite is first given 200 ms of quiet, in case another writer is rewriting it in place. Nobody
+        // is here, so the engine waits on a clock that moves only when it pauses: the outcome is the same, without
+        // 200 ms of real time per case.
+        for index in 0..<count { try openCase(index) }
         emit("cases \(count) opened \(opened) refused \(refused)")
     }
 

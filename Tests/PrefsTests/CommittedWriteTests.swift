@@ -13,23 +13,21 @@ import Testing
 /// A write or rekey that failed after its commit point (the folder sync) throws `durabilityNotConfirmed`, and the
 /// store and the file go on from the new state, as for any write.
 @Suite(.ownThreads) struct CommittedWriteTests {
-    private static let failingSync: @Sendable (String) -> SystemCallError? = { path in
-        SystemCallError(path: path, operation: "sync directory", errno: EIO)
-    }
+    private static let failedSync = SystemCallError(path: "/", operation: "sync directory", errno: EIO)
 
     @Test func aRekeyWhoseFolderSyncFailsKeepsTheNewKey() throws {
-        let vault = try Vault()
+        let fileSystem = SteppingFileSystem()
+        let vault = try Vault(fileSystem: fileSystem)
         defer { vault.directory.cleanup() }
         try vault.store.setValue(.string("secret"), forKey: "k")
         let newKeyFile = vault.directory.file("new.key")
-        vault.store.storage.file.directorySyncFault.withLock { $0 = Self.failingSync }
+        fileSystem.fail(at: .beforeFolderSync, with: Self.failedSync)
         let error = #expect(throws: PrefsError.self) { try vault.store.rekey(to: .keyFile(newKeyFile)) }
         guard case .durabilityNotConfirmed? = error else {
             Issue.record("expected durabilityNotConfirmed, got \(String(describing: error))")
             return
         }
         #expect(error?.description.contains("was made") == true)
-        vault.store.storage.file.directorySyncFault.withLock { $0 = nil }
         // The file is under the new key, and so is the store: its next write must not go back to the old key.
         #expect(try vault.reopen(key: .keyFile(newKeyFile)).value(forKey: "k") == .string("secret"))
         #expect(throws: VaultError.authenticationFailed) { try vault.reopen() }
@@ -40,11 +38,11 @@ import Testing
     @Test func aWriteWhoseFolderSyncFailsIsReportedAsCommittedAndAnnounced() async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let store = try FileStore(url: directory.file("store.json"))
+        let fileSystem = SteppingFileSystem()
+        let store = try FileStore(url: directory.file("store.json"), fileSystem: fileSystem, clock: .system)
         let key = uniqueKey()
         let changes = store.changes.keys([key])
-        store.storage.file.directorySyncFault.withLock { $0 = Self.failingSync }
-        defer { store.storage.file.directorySyncFault.withLock { $0 = nil } }
+        fileSystem.fail(at: .beforeFolderSync, with: Self.failedSync)
         let error = #expect(throws: PrefsError.self) { try store.setValue(.int(7), forKey: key) }
         guard case .durabilityNotConfirmed? = error else {
             Issue.record("expected durabilityNotConfirmed, got \(String(describing: error))")

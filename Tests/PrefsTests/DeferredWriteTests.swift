@@ -115,22 +115,21 @@ import Testing
         defer { directory.cleanup() }
         let clock = ManualClock()
         let window: Duration = .milliseconds(100)
-        let durable = try durableStore(.file, in: directory)
         let url = try #require(Backend.file.dataFile(in: directory))
+        let durable = try FileStore(url: url, fileSystem: POSIXFileSystem(), clock: clock.engineClock)
+        try durable.setValue(.int(1), forKey: "seed")
         let writes = try FileReplacements(of: url)
         let sets = 30
-        try EngineClock.withClock(clock.engineClock) {
-            let quick = durable.deferringWrites(window: window)
-            let slider = StoredValue(key: "slider", default: 0.0, store: quick)
-            for frame in 1...sets {
-                slider.set(Double(frame) / 100)
-                clock.advance(by: .microseconds(16_667))  // 60 Hz, the pace of a slider
-            }
-            // 30 frames are 500 ms: five windows, each ending in one commit of what it gathered.
-            #expect(writes.count() == 5)
-            #expect(try jsonFile(url)["slider"] as? Double == Double(sets) / 100)
-            try quick.flush()
+        let quick = durable.deferringWrites(window: window)
+        let slider = StoredValue(key: "slider", default: 0.0, store: quick)
+        for frame in 1...sets {
+            slider.set(Double(frame) / 100)
+            clock.advance(by: .microseconds(16_667))  // 60 Hz, the pace of a slider
         }
+        // 30 frames are 500 ms: five windows, each ending in one commit of what it gathered.
+        #expect(writes.count() == 5)
+        #expect(try jsonFile(url)["slider"] as? Double == Double(sets) / 100)
+        try quick.flush()
         #expect(writes.count() == 5, "nothing was left for the flush")
         #expect(clock.pendingTimers == 0)
     }
@@ -325,30 +324,29 @@ import Testing
         defer { directory.cleanup() }
         let clock = ManualClock()
         let key = uniqueKey("volume")
-        try EngineClock.withClock(clock.engineClock) {
-            let store = try FileStore(url: directory.file("prefs.json"))
-            let quick = store.deferringWrites(window: Self.hour)
-            // A folder where the lock file goes: every commit fails before it writes anything.
-            let lock = directory.file("prefs.json.lock")
-            try FileManager.default.createDirectory(at: lock, withIntermediateDirectories: false)
-            let volume = StoredValue(key: key, default: 0, store: quick)
+        // An engine that hears of no change by itself: only its commits meet the file.
+        let url = directory.file("prefs.json")
+        let store = try FileStore(url: url, fileSystem: SteppingFileSystem(watching: false), clock: clock.engineClock)
+        let quick = store.deferringWrites(window: Self.hour)
+        // A folder where the file goes: every commit fails before it writes anything.
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: false)
+        let volume = StoredValue(key: key, default: 0, store: quick)
 
-            volume.set(1)
-            #expect(throws: PrefsError.self) { try quick.flush() }
-            volume.set(2)
-            #expect(throws: PrefsError.self) { try quick.flush() }
-            #expect(throws: PrefsError.self) { try quick.flush() }
+        volume.set(1)
+        #expect(throws: PrefsError.self) { try quick.flush() }
+        volume.set(2)
+        #expect(throws: PrefsError.self) { try quick.flush() }
+        #expect(throws: PrefsError.self) { try quick.flush() }
 
-            #expect(Reports.for(key).count == 1)
-            #expect(Reports.for(key).first?.operation == .write)
-            #expect(volume.wrappedValue == 2)
-            #expect(!FileManager.default.fileExists(atPath: directory.path("prefs.json")))
+        #expect(Reports.for(key).count == 1)
+        #expect(Reports.for(key).first?.operation == .write)
+        #expect(volume.wrappedValue == 2)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: url.path).isEmpty)
 
-            // Once the obstacle is gone, the retry scheduled after the failure commits without anyone asking.
-            try FileManager.default.removeItem(at: lock)
-            clock.advance(by: DeferredCommitter.retryDelay)
-            #expect(FileManager.default.fileExists(atPath: directory.path("prefs.json")))
-        }
+        // Once the obstacle is gone, the retry scheduled after the failure commits without anyone asking.
+        try FileManager.default.removeItem(at: url)
+        clock.advance(by: StoreEngine.retryDelay)
+        #expect(FileManager.default.fileExists(atPath: url.path))
         #expect(try readInt(key, .file, in: directory) == ["2"])
         #expect(Reports.for(key).count == 1)
     }

@@ -79,39 +79,52 @@ struct FileLayerTests {
     @Test func writeThenReadRoundTrips() throws {
         let directory = try TempDir("PrefsFileLayerTests", create: false)
         defer { directory.cleanup() }
-        let file = LockedFile(url: directory.file("prefs.json"))
-        #expect(try file.read() == nil)
-        #expect(try file.identity() == nil)
-        try file.remove()
+        let fileSystem = POSIXFileSystem()
+        let url = directory.file("prefs.json")
+        let path = url.path(percentEncoded: false)
+        #expect(try fileSystem.read(path, through: nil) == nil)
+        #expect(try fileSystem.identity(at: path) == nil)
 
         let bytes = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
-        let written = try file.writeAtomically(bytes)
-        let read = try #require(try file.read())
+        let written = try replaceFile(at: url, with: bytes)
+        let read = try #require(try fileSystem.read(path, through: nil))
         #expect(read.data == bytes)
         #expect(read.identity == written)
-        #expect(try file.identity() == written)
-        #expect(try FileIdentity.of(path: directory.file("prefs.json").path(percentEncoded: false)) == written)
+        #expect(try fileSystem.identity(at: path) == written)
 
-        try file.writeAtomically(Data())
-        #expect(try file.read()?.data == Data())
+        // Read through the file's lock: the same bytes.
+        let lock = try #require(try fileSystem.lock(path, timeout: .seconds(5), clock: .system))
+        #expect(try fileSystem.read(path, through: lock)?.data == bytes)
+        lock.release()
 
-        try file.remove()
-        #expect(try file.read() == nil)
+        try replaceFile(at: url, with: Data())
+        #expect(try fileSystem.read(path, through: nil)?.data == Data())
     }
 
-    @Test func initCreatesNothing() throws {
+    @Test func lookingAndLockingCreateNothing() throws {
         let directory = try TempDir("PrefsFileLayerTests", create: false)
         defer { directory.cleanup() }
-        let file = LockedFile(url: directory.file("sub/prefs.json"))
-        #expect(file.lockURL == directory.file("sub/prefs.json.lock"))
-        #expect(try file.read() == nil)
+        let fileSystem = POSIXFileSystem()
+        let path = directory.file("sub/prefs.json").path(percentEncoded: false)
+        #expect(try fileSystem.read(path, through: nil) == nil)
+        // No file: nothing to lock, and nothing is created for it (a commit then creates the file if nobody has).
+        #expect(try fileSystem.lock(path, timeout: .seconds(5), clock: .system) == nil)
         #expect(!FileManager.default.fileExists(atPath: directory.url.path(percentEncoded: false)))
+    }
 
-        // A reader in a missing folder creates nothing either: there is nothing to read.
-        try file.withLock(.shared) {}
-        #expect(!FileManager.default.fileExists(atPath: directory.url.path(percentEncoded: false)))
-        try file.withLock(.exclusive) {}
-        #expect(permissions(of: file.lockURL) == 0o600)
+    /// A commit that creates the file links it into place only if nothing is there: a writer that found no file
+    /// (so had nothing to lock) never replaces a file another writer created meanwhile.
+    @Test func creatingAFileNeverReplacesOneCreatedMeanwhile() throws {
+        let directory = try TempDir("PrefsFileLayerTests")
+        defer { directory.cleanup() }
+        let fileSystem = POSIXFileSystem()
+        let path = directory.file("prefs.json").path(percentEncoded: false)
+        let mine = try fileSystem.writeTemporary(
+            beside: path, data: Data("mine".utf8), record: nil, mode: 0o600, durable: true)
+        try replaceFile(at: directory.file("prefs.json"), with: Data("theirs".utf8))
+        #expect(throws: CommitRace.self) { try fileSystem.commit(mine, to: path, replacing: false) }
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "theirs")
+        #expect(try directory.contents() == ["prefs.json"], "the temporary file is gone")
     }
 
     @Test func modesIgnoreUmaskAndDirectoriesAreCreated0700() throws {
@@ -128,9 +141,8 @@ struct FileLayerTests {
         #expect(permissions(of: directory.file("a")) == 0o700)
         #expect(permissions(of: directory.file("d")) == 0o700)
 
-        let other = LockedFile(url: directory.file("f/prefs.json"))
-        try other.writeAtomically(Data("y".utf8), mode: 0o644)
-        #expect(permissions(of: other.url) == 0o644)
+        try replaceFile(at: directory.file("f/prefs.json"), with: Data("y".utf8), mode: 0o644)
+        #expect(permissions(of: directory.file("f/prefs.json")) == 0o644)
         #expect(permissions(of: directory.file("f")) == 0o700)
     }
 
@@ -141,12 +153,13 @@ struct FileLayerTests {
         #expect(
             FileManager.default.createFile(atPath: directory.file("regular").path(percentEncoded: false), contents: nil)
         )
-        let file = LockedFile(url: directory.file("regular/prefs.json"))
-
-        #expect(throws: PrefsError.self) { try file.writeAtomically(Data("x".utf8)) }
+        let url = directory.file("regular/prefs.json")
         do {
-            try file.writeAtomically(Data("x".utf8))
-        } catch PrefsError.io(_, _, let code, let message) {
+            try replaceFile(at: url, with: Data("x".utf8))
+            Issue.record("a file in place of the folder was written through")
+        } catch let error as SystemCallError {
+            let code = error.errno
+            let message = error.message
             #expect(code == ENOTDIR)
             #expect(message == String(cString: strerror(ENOTDIR)))
         } catch {
@@ -160,8 +173,7 @@ struct FileLayerTests {
         // The target name is a non-empty directory: the temporary file is written, then the rename fails.
         try FileManager.default.createDirectory(
             at: directory.file("prefs.json/keep"), withIntermediateDirectories: true)
-        let file = LockedFile(url: directory.file("prefs.json"))
-        #expect(throws: PrefsError.self) { try file.writeAtomically(Data("new".utf8)) }
+        #expect(throws: (any Error).self) { try replaceFile(at: directory.file("prefs.json"), with: Data("new".utf8)) }
         #expect(try directory.contents() == ["prefs.json"])
     }
 
@@ -171,8 +183,8 @@ struct FileLayerTests {
         let url = directory.file("prefs.json")
         let spec = "json:" + url.path(percentEncoded: false)
         #expect(try ChildProcess.run(["set-string", spec, "old", "old contents"]).lines == ["ok"])
-        let file = LockedFile(url: url)
-        let before = try #require(try file.read())
+        let fileSystem = POSIXFileSystem()
+        let before = try #require(try fileSystem.read(url.path(percentEncoded: false), through: nil))
 
         // RLIMIT_FSIZE is per process: the child lowers it to 1 MiB and tries to store 2 MiB.
         let result = try ChildProcess.run(["fsize", spec, "big", String(2 << 20), String(1 << 20)])
@@ -180,8 +192,8 @@ struct FileLayerTests {
         #expect(result.lines == ["refused write \(EFBIG)", "kept 1", "small ok"])
 
         // The refused write left nothing behind; the small one that followed kept the old value.
-        #expect(try directory.contents() == ["prefs.json", "prefs.json.lock"])
-        let after = try #require(try file.read())
+        #expect(try directory.contents() == ["prefs.json"])
+        let after = try #require(try fileSystem.read(url.path(percentEncoded: false), through: nil))
         #expect(after.identity != before.identity)
         let store = try JSONFormat.decode(after.data, path: "prefs.json")
         #expect(store["old"] == .string("old contents"))
@@ -191,38 +203,42 @@ struct FileLayerTests {
     @Test func writesLeaveNoTemporaryFilesAndChangeIdentity() throws {
         let directory = try TempDir("PrefsFileLayerTests", create: false)
         defer { directory.cleanup() }
-        let file = LockedFile(url: directory.file("prefs.json"))
+        let url = directory.file("prefs.json")
         var identities: [FileIdentity] = []
         for index in 0..<5 {
-            let identity = try file.withLock(.exclusive) { try file.writeAtomically(Data("value \(index)".utf8)) }
-            #expect(try file.identity() == identity)
+            let identity = try replaceFile(at: url, with: Data("value \(index)".utf8))
+            #expect(try POSIXFileSystem().identity(at: url.path(percentEncoded: false)) == identity)
             identities.append(identity)
         }
         for (index, identity) in identities.enumerated() {
             #expect(!identities[..<index].contains(identity))
         }
-        #expect(try directory.contents() == ["prefs.json", "prefs.json.lock"])
+        #expect(try directory.contents() == ["prefs.json"])
     }
 
     @Test func exclusiveLockSerializesReadModifyWrite() throws {
         let directory = try TempDir("PrefsFileLayerTests", create: false)
         defer { directory.cleanup() }
         let url = directory.file("counter")
-        // Two objects for the same file: threads on one share the in-process lock, the two exclude via flock.
-        let files = [LockedFile(url: url), LockedFile(url: url)]
+        let path = url.path(percentEncoded: false)
+        try replaceFile(at: url, with: Data("0".utf8))
+        // Every thread locks the file itself, each lock on a descriptor of its own, as processes do; each write
+        // replaces the file, and a writer that waited on the version replaced locks the new one.
+        let fileSystem = POSIXFileSystem()
         let failures = Mutex<[String]>([])
         let group = DispatchGroup()
-        for index in 0..<8 {
+        for _ in 0..<8 {
             group.enter()
-            let file = files[index % 2]
             let thread = Thread {
                 defer { group.leave() }
                 do {
                     for _ in 0..<200 {
-                        try file.withLock(.exclusive) {
-                            let current = try file.read().map { Int(String(decoding: $0.data, as: UTF8.self)) ?? -1 }
-                            try file.writeAtomically(Data(String((current ?? 0) + 1).utf8))
+                        let lock = try #require(try fileSystem.lock(path, timeout: .seconds(60), clock: .system))
+                        defer { lock.release() }
+                        let current = try fileSystem.read(path, through: lock).map {
+                            Int(String(decoding: $0.data, as: UTF8.self)) ?? -1
                         }
+                        try replaceFile(at: url, with: Data(String((current ?? 0) + 1).utf8))
                     }
                 } catch {
                     failures.withLock { $0.append("\(error)") }
@@ -232,9 +248,8 @@ struct FileLayerTests {
         }
         group.wait()
         #expect(failures.withLock { $0 } == [])
-        let final = try files[0].withLock(.shared) { try files[0].read() }
-        #expect(final.map { String(decoding: $0.data, as: UTF8.self) } == "1600")
-        #expect(try directory.contents() == ["counter", "counter.lock"])
+        #expect(try String(contentsOf: url, encoding: .utf8) == "1600")
+        #expect(try directory.contents() == ["counter"])
     }
 
     @Test func watcherFiresOnceForAnotherWriter() async throws {
@@ -242,13 +257,12 @@ struct FileLayerTests {
         defer { directory.cleanup() }
         let watcher = DirectoryWatcher()
         let url = directory.file("prefs.json")
-        let reader = LockedFile(url: url)
-        let writer = LockedFile(url: url)  // stands in for another process
+        let reader = POSIXFileSystem()
         let changes = EventCounter()
         let sentinelChanges = EventCounter()
 
         let token = watcher.watch(fileAt: url) {
-            _ = try? reader.withLock(.shared) { try reader.read() }  // reloading must not cause more events
+            _ = try? reader.read(url.path(percentEncoded: false), through: nil)  // reloading must cause no events
             changes.fire()
         }
         let sentinel = watcher.watch(fileAt: directory.file("sentinel")) { sentinelChanges.fire() }
@@ -257,16 +271,16 @@ struct FileLayerTests {
             sentinel.cancel()
         }
 
-        try writer.withLock(.exclusive) { try writer.writeAtomically(Data("1".utf8)) }
+        try replaceFile(at: url, with: Data("1".utf8))
         #expect(await changes.wait(for: 1))
 
         // Events arrive in order: once the sentinel's change is seen, any further event for the file would have been.
-        try LockedFile(url: directory.file("sentinel")).writeAtomically(Data())
+        try replaceFile(at: directory.file("sentinel"), with: Data())
         #expect(await sentinelChanges.wait(for: 1))
         #expect(changes.count == 1)
         #expect(sentinelChanges.count == 1)
 
-        try writer.withLock(.exclusive) { try writer.remove() }
+        #expect(unlink(url.path(percentEncoded: false)) == 0)
         #expect(await changes.wait(for: 2))
     }
 
@@ -314,7 +328,7 @@ struct FileLayerTests {
         let changes = EventCounter()
         let token = watcher.watch(fileAt: directory.file("one/a.json")) { changes.fire() }
         #expect(watcher.activeWatchCount == 1 && watcher.idleWatchCount == 0)
-        try LockedFile(url: directory.file("one/a.json")).writeAtomically(Data("1".utf8))
+        try replaceFile(at: directory.file("one/a.json"), with: Data("1".utf8))
         #expect(await changes.wait(for: 1))
         token.cancel()
         // Only the newest idle watches are kept.
@@ -340,7 +354,7 @@ struct FileLayerTests {
         let token = watcher.watch(fileAt: url) { changes.fire() }
         for round in 1...3 {
             let before = changes.count
-            try LockedFile(url: url).writeAtomically(Data("\(round)".utf8))
+            try replaceFile(at: url, with: Data("\(round)".utf8))
             #expect(await changes.wait(for: before + 1), "write \(round)")
         }
         token.cancel()
@@ -357,12 +371,12 @@ struct FileLayerTests {
         #expect(try directory.contents() == [])
 
         // Another writer creates both folders and the file: the watch moves down to the file's folder and reports.
-        try LockedFile(url: url).writeAtomically(Data("1".utf8))
+        try replaceFile(at: url, with: Data("1".utf8))
         #expect(await changes.wait(for: 1))
         #expect(watcher.activeWatchCount == 1)
         for round in 2...4 {
             let before = changes.count
-            try LockedFile(url: url).writeAtomically(Data("\(round)".utf8))
+            try replaceFile(at: url, with: Data("\(round)".utf8))
             #expect(await changes.wait(for: before + 1), "write \(round)")
         }
 
@@ -373,8 +387,8 @@ struct FileLayerTests {
         let sentinelChanges = EventCounter()
         let sentinel = watcher.watch(fileAt: directory.file("sentinel")) { sentinelChanges.fire() }
         defer { sentinel.cancel() }
-        try LockedFile(url: directory.file("prefs.json")).writeAtomically(Data())
-        try LockedFile(url: directory.file("sentinel")).writeAtomically(Data())
+        try replaceFile(at: directory.file("prefs.json"), with: Data())
+        try replaceFile(at: directory.file("sentinel"), with: Data())
         #expect(await sentinelChanges.wait(for: 1))
         #expect(waitingChanges.count == 0)
         #expect(!FileManager.default.fileExists(atPath: directory.path("other")))
@@ -394,10 +408,10 @@ struct FileLayerTests {
         #expect(!FileManager.default.fileExists(atPath: directory.path("folder")))
 
         var before = changes.count
-        try LockedFile(url: url).writeAtomically(Data("1".utf8))
+        try replaceFile(at: url, with: Data("1".utf8))
         #expect(await changes.wait(for: before + 1))
         before = changes.count
-        try LockedFile(url: url).writeAtomically(Data("2".utf8))
+        try replaceFile(at: url, with: Data("2".utf8))
         #expect(await changes.wait(for: before + 1))
         #expect(watcher.activeWatchCount == 1)
     }
@@ -410,7 +424,7 @@ struct FileLayerTests {
         let changes = EventCounter()
         let token = watcher.watch(fileAt: url) { changes.fire() }
         #expect(watcher.activeWatchCount == 1)
-        try LockedFile(url: url).writeAtomically(Data("1".utf8))
+        try replaceFile(at: url, with: Data("1".utf8))
         #expect(await changes.wait(for: 1))
         token.cancel()
         #expect(watcher.activeWatchCount == 0)

@@ -11,7 +11,7 @@ import Testing
 #endif
 
 /// Where file stores meet the files and folders around them: their lifetime, size limit, symbolic links, damaged
-/// files and a lock file replaced mid-write.
+/// files and a file changed under a write's lock by a writer that takes none.
 @Suite(.ownThreads)
 struct FileLifetimeTests {
     // MARK: close()
@@ -22,10 +22,10 @@ struct FileLifetimeTests {
         defer { directory.cleanup() }
         let store = try #require(try backend.open(in: directory) as? FileBackedStore)
         try store.setValue(.int(1), forKey: "kept")
-        let lockFile = try #require(openLockFiles().first { $0.hasPrefix(directory.path) })
+        // A write holds its file (and its lock) for its own length only.
+        #expect(openFiles(in: directory).isEmpty, "open after the write: \(openFiles(in: directory))")
         store.close()
         #expect(store.isClosed)
-        #expect(!openLockFiles().contains(lockFile), "the lock file is still open after close()")
         #expect(throws: PrefsError.storeClosed(path: store.url.path)) { try store.setValue(.int(2), forKey: "kept") }
         #expect(throws: PrefsError.storeClosed(path: store.url.path)) { try store.value(forKey: "kept") }
         #expect(throws: PrefsError.storeClosed(path: store.url.path)) { try store.allValues() }
@@ -58,29 +58,65 @@ struct FileLifetimeTests {
         #expect(!FileManager.default.fileExists(atPath: folder.path(percentEncoded: false)))
     }
 
-    /// A live store whose folder is deleted: the watcher's reload (a reader) must not re-create the lock file,
-    /// which made `rm -rf` of the folder fail now and then with "Directory not empty".
-    @Test func aReloadNeverRecreatesADeletedLockFile() throws {
+    /// A live store whose file and folder are deleted: a look at the file (what the watcher's events make) creates
+    /// nothing, so the folder can be removed.
+    @Test func aLookNeverCreatesAnything() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
         let url = directory.file("live.json")
         let store = try FileStore(url: url)
         try store.setValue(.int(1), forKey: "k")
-        let lockPath = url.path(percentEncoded: false) + ".lock"
-        #expect(unlink(lockPath) == 0)
+        #expect(try directory.contents() == ["live.json"], "a write leaves the file only")
         #expect(unlink(url.path(percentEncoded: false)) == 0)
-        store.storage.reloadFromDisk()  // what the watcher does on the folder's events
-        #expect(!FileManager.default.fileExists(atPath: lockPath))
+        store.engine.lookAtFile()
         #expect(try store.value(forKey: "k") == nil)
         #expect(rmdir(directory.path) == 0, "the folder is empty, so it can be removed")
+        store.engine.lookAtFile()
+        #expect(!FileManager.default.fileExists(atPath: directory.path), "a look re-created the folder")
+        // A write creates it again.
+        try store.setValue(.int(2), forKey: "k")
+        #expect(try FileStore(url: url).value(forKey: "k") == .int(2))
     }
 
-    private func openLockFiles() -> [String] {
+    /// Idle open stores touch nothing in their folders: `rm -r` of folders holding open stores, entry by entry or
+    /// with `FileManager.removeItem`, never fails with "Directory not empty" (it did for 9 of 30 folders when an
+    /// idle store re-created its lock file).
+    @Test func foldersOfIdleOpenStoresCanBeRemoved() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        var stores: [FileBackedStore] = []
+        for index in 0..<30 {
+            let folder = directory.file("app\(index)")
+            let store: FileBackedStore =
+                index.isMultiple(of: 2)
+                ? try FileStore(url: folder.appending(path: "settings.json"))
+                : try UserDefaultsStore(suiteName: "suite\(index)", directory: folder)
+            try store.setValue(.int(Int64(index)), forKey: "k")
+            stores.append(store)
+        }
+        for (index, store) in stores.enumerated() {
+            let folder = directory.file("app\(index)")
+            if index.isMultiple(of: 3) {
+                for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) {
+                    #expect(unlink(folder.appending(path: name).path) == 0)
+                }
+                store.engine.lookAtFile()
+                #expect(rmdir(folder.path) == 0, "app\(index): \(String(cString: strerror(errno)))")
+            } else {
+                #expect(throws: Never.self) { try FileManager.default.removeItem(at: folder) }
+            }
+            store.engine.lookAtFile()
+            #expect(!FileManager.default.fileExists(atPath: folder.path))
+        }
+    }
+
+    /// The files of `directory` this process holds open.
+    private func openFiles(in directory: TempDir) -> [String] {
         let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
         return descriptors.compactMap {
             try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)
         }
-        .filter { $0.hasSuffix(".lock") }
+        .filter { $0.hasPrefix(directory.path + "/") }
     }
 
     // MARK: One size limit for reads and writes
@@ -197,7 +233,7 @@ struct FileLifetimeTests {
         let store = try FileStore(url: url)
         try store.setValue(.string("before"), forKey: "k")
         try Data("{ broken".utf8).write(to: url)
-        store.storage.reloadFromDisk()
+        store.engine.lookAtFile()
         #expect(throws: PrefsError.self) { try store.setValue(.string("refused"), forKey: "k") }
         let moved = try #require(try store.moveDamagedFileAside())
         #expect(try Data(contentsOf: moved) == Data("{ broken".utf8))
@@ -221,8 +257,8 @@ struct FileLifetimeTests {
         #expect(store.damage == nil)
 
         try Data("{ broken".utf8).write(to: store.url)
-        store.storage.reloadFromDisk()
-        store.storage.reloadFromDisk()
+        store.engine.lookAtFile()
+        store.engine.lookAtFile()
         #expect(throws: (any Error).self) { try store.setValue(.string("refused"), forKey: "k") }
         #expect(store.damage != nil)
         #expect(await updates.next().map { $0 != nil } == true, "the damage is told once")
@@ -232,17 +268,20 @@ struct FileLifetimeTests {
         #expect(await updates.next().map { $0 == nil } == true, "moved aside: readable again")
 
         try Data("{ broken".utf8).write(to: store.url)
-        store.storage.reloadFromDisk()
+        store.engine.lookAtFile()
         #expect(await updates.next().map { $0 != nil } == true)
         try good.write(to: store.url)
-        store.storage.reloadFromDisk()
+        store.engine.lookAtFile()
         #expect(await updates.next().map { $0 == nil } == true, "repaired by someone else")
         #expect(try store.value(forKey: "k") == .string("before"))
     }
 
-    // MARK: A lock file replaced during a write
+    // MARK: A file changed under a write's lock
 
-    @Test func aTransformRunsOnceWhenTheLockFileIsDeletedDuringIt() throws {
+    /// A writer that takes no lock (an editor, a script, Foundation) may replace the file while an update holds its
+    /// lock: the update sees it before its rename, reads the new file and runs its transform again on what it holds,
+    /// so neither change is lost.
+    @Test func aTransformRunsAgainOnAFileReplacedDuringIt() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
         let url = directory.file("once.json")
@@ -250,65 +289,38 @@ struct FileLifetimeTests {
         try store.setValue(.int(0), forKey: "n")
         let runs = Atomic(0)
         try store.updateValue(forKey: "n") { value in
-            runs.add(1, ordering: .relaxed)
-            // Someone deletes the lock file while the update holds it; nobody else writes.
-            unlink(url.path(percentEncoded: false) + ".lock")
+            if runs.add(1, ordering: .relaxed).newValue == 1 {
+                try? Data(#"{"n":10,"other":true}"#.utf8).write(to: url, options: .atomic)
+            }
             guard case .int(let n)? = value else { return .int(-1) }
             return .int(n + 1)
         }
-        #expect(runs.load(ordering: .relaxed) == 1)
-        #expect(try FileStore(url: url).value(forKey: "n") == .int(1))
+        #expect(runs.load(ordering: .relaxed) == 2)
+        let reopened = try FileStore(url: directory.file("once.json"))
+        #expect(try reopened.value(forKey: "n") == .int(11))
+        #expect(try reopened.value(forKey: "other") == .bool(true))
+        #expect(try store.value(forKey: "other") == .bool(true))
     }
 
-    @Test func aBatchIsNeverRunAgainWhenAnotherWriterSlipsInAfterTheLockFileIsDeleted() throws {
+    @Test func aBatchIsNeverRunAgainWhenTheFileIsRewrittenInPlaceDuringIt() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
         let url = directory.file("batch.json")
         let store = try FileStore(url: url)
         try store.setValue(.int(0), forKey: "n")
         let runs = Atomic(0)
-        let error = #expect(throws: PrefsError.self) {
-            try store.batch {
-                runs.add(1, ordering: .relaxed)
-                try store.setValue(.int(5), forKey: "n")
-                // The lock file goes, and another writer (as another process would) locks the new one and writes.
-                unlink(url.path(percentEncoded: false) + ".lock")
-                let other = LockedFile(url: url)
-                try other.withLock(.exclusive) {
-                    try other.writeAtomically(Data(#"{"n":100,"other":true}"#.utf8))
-                }
-            }
+        try store.batch {
+            runs.add(1, ordering: .relaxed)
+            try store.setValue(.int(5), forKey: "n")
+            // Rewritten in place, as Foundation rewrites a suite: same file, new bytes.
+            let handle = try FileHandle(forWritingTo: url)
+            try handle.truncate(atOffset: 0)
+            try handle.write(contentsOf: Data(#"{"n":100,"other":true}"#.utf8))
+            try handle.close()
         }
-        guard case .io(_, _, let code, _)? = error else {
-            Issue.record("expected an io error, got \(String(describing: error))")
-            return
-        }
-        #expect(code == ESTALE)
         #expect(runs.load(ordering: .relaxed) == 1, "the batch body ran again")
-        // Nothing of the batch was written; the other writer's file stands.
         let reopened = try FileStore(url: directory.file("batch.json"))
-        #expect(try reopened.value(forKey: "n") == .int(100))
+        #expect(try reopened.value(forKey: "n") == .int(5))
         #expect(try reopened.value(forKey: "other") == .bool(true))
-    }
-
-    @Test func anUpdateRedoneAfterAnotherWriterSlippedInKeepsBothChanges() throws {
-        let directory = try TempDir()
-        defer { directory.cleanup() }
-        let url = directory.file("redo.json")
-        let store = try FileStore(url: url)
-        try store.setValue(.int(0), forKey: "n")
-        let runs = Atomic(0)
-        try store.updateValue(forKey: "n") { value in
-            if runs.add(1, ordering: .relaxed).newValue == 1 {
-                unlink(url.path(percentEncoded: false) + ".lock")
-                let other = LockedFile(url: url)
-                try other.withLock(.exclusive) { try other.writeAtomically(Data(#"{"n":10}"#.utf8)) }
-            }
-            guard case .int(let n)? = value else { return .int(-1) }
-            return .int(n + 1)
-        }
-        // Documented: the transform runs again, on the other writer's value, so neither change is lost.
-        #expect(runs.load(ordering: .relaxed) == 2)
-        #expect(try FileStore(url: url).value(forKey: "n") == .int(11))
     }
 }

@@ -193,7 +193,7 @@ struct FoundationWriterTests {
         // Nobody is rewriting it: it stays as it is while the open looks at it again.
         let started = ContinuousClock.now
         #expect(throws: PrefsError.self) { try UserDefaultsStore(suiteName: "damaged", directory: directory.url) }
-        #expect(ContinuousClock.now - started < StoreState.inPlaceRewriteGrace)
+        #expect(ContinuousClock.now - started < UserDefaultsStore.inPlaceRewriteGrace)
     }
 
     /// Waits until `store` reads `expected` for `key`.

@@ -12,10 +12,11 @@ struct Vault {
     var url: URL { directory.file("secrets.vault") }
     var keyFile: URL { directory.file("secrets.key") }
 
-    init() throws {
+    init(fileSystem: any FileSystem = POSIXFileSystem()) throws {
         directory = try TempDir()
         store = try EncryptedFileStore(
-            url: directory.file("secrets.vault"), key: .keyFile(directory.file("secrets.key")))
+            url: directory.file("secrets.vault"), key: .keyFile(directory.file("secrets.key")), cost: .testing,
+            fileSystem: fileSystem)
     }
 
     func reopen(key: VaultKey? = nil) throws -> EncryptedFileStore {

@@ -169,7 +169,7 @@ private func isRollback(_ error: any Error) -> Bool {
         try vault.store.setValue(.int(2), forKey: "counter")
         try FileManager.default.removeItem(atPath: VaultRecord.path(forVault: vault.url.path(percentEncoded: false)))
         try old.write(to: vault.url)
-        vault.store.storage.reloadFromDisk()
+        vault.store.engine.lookAtFile()
         let error = #expect(throws: VaultError.self) { try vault.store.value(forKey: "counter") }
         #expect(error.map(isRollback) == true, "\(String(describing: error))")
         // Its next write is refused too, rather than built on the old copy.

@@ -7,9 +7,8 @@ import Testing
 @testable import Prefs
 
 /// Another process's change reaches this process's store and its observers, even when it lands while this process
-/// is writing another key itself: a watcher event that comes during a write is left to that write, which looks at
-/// the file again when it ends (`StoreState.deferEventToWrite`). Real files and real child processes; every wait is
-/// a hang guard, never a pause.
+/// is writing another key itself: a watcher event queues a look at the file on the engine's queue, which runs once
+/// the write has ended. Real files and real child processes; every wait is a hang guard, never a pause.
 @Suite(.ownThreads)
 struct WatcherAdversarialTests {
     private static let tags = PrefKey("b", default: [String]())
@@ -83,10 +82,10 @@ struct WatcherAdversarialTests {
         #expect(rename(temporary, path) == 0)
     }
 
-    /// Waits, inside a write, until the watcher has left its event to that write.
+    /// Waits, inside a write, until the watcher has queued a look at the file, which waits for the write to end.
     private static func waitForDeferredEvent(_ store: FileBackedStore) throws {
-        try eventually("the watcher to leave its event to the write", within: .seconds(120)) {
-            store.storage.snapshot.withLock { $0.eventDuringWrite }
+        try eventually("the watcher to queue a look at the file", within: .seconds(120)) {
+            store.engine.guarded.withLock { $0.lookQueued }
         }
     }
 
@@ -103,7 +102,7 @@ struct WatcherAdversarialTests {
         async let reached: Void = Self.streamReaches(stream, 7)
         // The outside change lands after this write's rename (a nested write inside it), while it is under way.
         var deferred = false
-        try store.storage.update(forKey: "a") { old in
+        try store.engine.update(forKey: "a") { old in
             if writing { try store.set(5, for: PrefKey("n", default: 0)) }
             try Self.replaceFromOutside(path, with: #"{"a": 2, "b": 7, "n": 5}"#)
             deferred = (try? Self.waitForDeferredEvent(store)) != nil
@@ -127,7 +126,7 @@ struct WatcherAdversarialTests {
         async let reached: Void = Self.streamReaches(stream, 7)
         var written: ChildProcess.Exit?
         var deferred = false
-        try store.storage.update(forKey: "a") { old in
+        try store.engine.update(forKey: "a") { old in
             written = try? ChildProcess.run(
                 ["foundation-write", "during", "b", "7"], environment: ["XDG_CONFIG_HOME": directory.path])
             deferred = (try? Self.waitForDeferredEvent(store)) != nil

@@ -53,20 +53,18 @@ enum VaultRecord {
     }
 
     /// One vault's record, as a store uses it for as long as it is open: the vault's canonical path and the record's
-    /// path, worked out once (resolving the vault's folder is most of it), and its lock file, kept open between
-    /// writes; after an append, the record itself too (see ``Appendable``).
+    /// path, worked out once (resolving the vault's folder is most of it); after an append, the record itself, kept
+    /// open (see ``Appendable``).
     final class Location: Sendable {
         /// The vault's ``VaultRecord/canonicalPath(_:)``, written into the record.
         let canonicalVaultPath: String
         let path: String
-        fileprivate let file: LockedFile
-        /// The record as this store last appended to it; only used under `file`'s exclusive lock.
+        /// The record as this store last appended to it; only used holding the record's lock.
         fileprivate let kept = Mutex<Appendable?>(nil)
 
         init(forVault vaultPath: String) {
             canonicalVaultPath = VaultRecord.canonicalPath(vaultPath)
             path = VaultRecord.path(forCanonical: canonicalVaultPath)
-            file = LockedFile(url: URL(filePath: path))
         }
 
         deinit { forget() }
@@ -126,8 +124,8 @@ enum VaultRecord {
         // Read through the descriptor a write would use; anything else (missing, a link, no permission) as before.
         if let found = try? readForWriting(record) { return (reading(found), true) }
         let found: Data?
-        do { found = try record.file.read()?.data } catch {
-            return (.unusable(reason: "cannot be read (\(error))"), false)
+        do { found = try fileSystem.read(record.path, through: nil)?.data } catch {
+            return (.unusable(reason: "cannot be read (\(error.prefsError))"), false)
         }
         return (reading(found), false)
     }
@@ -205,7 +203,33 @@ enum VaultRecord {
     @discardableResult
     static func remember(_ identity: VaultIdentity, in record: Location, replacing: Bool) -> String? {
         do {
-            return try record.file.withLock(.exclusive) { () -> String? in
+            // The record is locked by `flock` on itself, as a store file is; a missing one is created only if no
+            // other process created it meanwhile, else its lock is taken and it is read.
+            for _ in 0..<8 {
+                let lock = try fileSystem.lock(record.path, timeout: LockWait.timeout, clock: .system)
+                defer { lock?.release() }
+                if case .success(let problem)? = try remember(
+                    identity, in: record, replacing: replacing, exists: lock != nil)
+                {
+                    return problem
+                }
+            }
+            return "cannot be written (other processes keep creating it)"
+        } catch {
+            return "cannot be written (\(error))"
+        }
+    }
+
+    /// The system's file system, through which records are read, locked and replaced.
+    private static let fileSystem = POSIXFileSystem()
+
+    /// ``remember(_:in:replacing:)`` holding the record's lock (or, `exists` false, knowing there was none);
+    /// nil when another process created the record meanwhile, so it must be locked and read.
+    private static func remember(
+        _ identity: VaultIdentity, in record: Location, replacing: Bool, exists: Bool
+    ) throws -> Result<String?, Never>? {
+        do {
+            let problem = try { () throws -> String? in
                 if replacing, appendKnown(identity, to: record) { return nil }
                 func open(_ access: Int32) throws(SystemCallError) -> (fd: Int32, info: stat)? {
                     try POSIX.openRegularFile(
@@ -256,13 +280,19 @@ enum VaultRecord {
                     return nil
                 }
                 let text = "\(header)\n\(record.canonicalVaultPath)\n\(identity.idText)\n\(identity.generation)\n"
-                do { try record.file.writeAtomically(Data(text.utf8), durable: false) } catch {
-                    return "cannot be written (\(error))"
-                }
+                // Not synced: a record lost in a crash only lags behind its vault, which is safe.
+                let temporary = try fileSystem.writeTemporary(
+                    beside: record.path, data: Data(text.utf8), record: nil, mode: 0o600, durable: false)
+                _ = try fileSystem.commit(temporary, to: record.path, replacing: exists)
                 return nil
-            }
+            }()
+            return .success(problem)
+        } catch is CommitRace {
+            return nil
+        } catch let error as SystemCallError {
+            return .success("cannot be written (\(error.prefsError))")
         } catch {
-            return "cannot be written (\(error))"
+            return .success("cannot be written (\(error))")
         }
     }
 

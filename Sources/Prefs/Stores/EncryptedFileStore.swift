@@ -35,12 +35,20 @@ public final class EncryptedFileStore: FileBackedStore, @unchecked Sendable {
         try self.init(url: url, key: key, cost: KDFParameters.Cost.defaultCost)
     }
 
-    init(url: URL, key: VaultKey, cost: KDFParameters.Cost) throws {
-        let codec = VaultSnapshotCodec(key: key, cost: cost, vaultPath: url.path(percentEncoded: false))
-        let storage = FileBackedStorage(url: url, codec: codec)
-        try storage.open()
+    /// A vault on `fileSystem` and `clock` (for tests).
+    package convenience init(url: URL, key: VaultKey, fileSystem: any FileSystem, clock: EngineClock) throws {
+        try self.init(url: url, key: key, cost: KDFParameters.Cost.defaultCost, fileSystem: fileSystem, clock: clock)
+    }
+
+    init(
+        url: URL, key: VaultKey, cost: KDFParameters.Cost, fileSystem: any FileSystem = POSIXFileSystem(),
+        clock: EngineClock = .system
+    ) throws {
+        let codec = VaultSnapshotCodec(key: key, cost: cost, vaultPath: url.fileSystemPath)
+        let engine = StoreEngine(path: url.fileSystemPath, codec: codec, fileSystem: fileSystem, clock: clock)
+        try engine.open()
         self.codec = codec
-        super.init(url: url, storage: storage)
+        super.init(url: url, engine: engine, retained: engine.retain())
         codec.reportRecordProblem()
     }
 
@@ -77,6 +85,6 @@ public final class EncryptedFileStore: FileBackedStore, @unchecked Sendable {
     /// fails after it, the vault and the store are under the new key and this throws
     /// ``PrefsError/durabilityNotConfirmed(path:operation:errno:message:)``: keep the new key.
     public func rekey(to newKey: VaultKey) throws {
-        try storage.rewrite { [codec] () throws -> () -> Void in try codec.replaceKey(with: newKey) }
+        try open().rewrite { [codec] () throws -> () -> Void in try codec.replaceKey(with: newKey) }
     }
 }

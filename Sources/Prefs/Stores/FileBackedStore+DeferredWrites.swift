@@ -41,7 +41,7 @@ extension FileBackedStore {
     /// - Parameter window: How long a change may wait in memory; changes within one window share one write. Zero
     ///   commits as soon as the background thread gets to it.
     public func deferringWrites(window: Duration = .milliseconds(50)) -> FileBackedStore {
-        DeferredWriteStore(storage: storage, url: url, window: window)
+        DeferredWriteStore(engine: engine, url: url, window: window)
     }
 }
 
@@ -50,9 +50,10 @@ final class DeferredWriteStore: FileBackedStore, @unchecked Sendable {
     // Sendable: like its superclass, only immutable properties.
     let window: Duration
 
-    init(storage: FileBackedStorage, url: URL, window: Duration) {
+    init(engine: StoreEngine, url: URL, window: Duration) {
         self.window = window < .zero ? .zero : window
-        super.init(url: url, storage: storage)
+        // A store made from a closed one is closed too.
+        super.init(url: url, engine: engine, retained: engine.retain())
     }
 
     override func setValue(_ value: PrefValue?, forKey key: String) throws {
@@ -60,15 +61,16 @@ final class DeferredWriteStore: FileBackedStore, @unchecked Sendable {
     }
 
     override func replaceAll(_ values: [String: PrefValue]) throws {
-        try batch { try storage.replaceAll(values) }
+        for key in values.keys { try validateKey(key) }
+        try batch { try engine.replaceAll(values) }
     }
 
     override func removeValues(forKeys keys: some Sequence<String>) throws {
-        try batch { try storage.removeValues(forKeys: keys) }
+        try batch { try engine.removeValues(forKeys: keys) }
     }
 
     override func batch<T>(_ body: () throws -> T) throws -> T {
-        try open().batch(deferringWithin: window, body)
+        try open().batch(deferring: window, body)
     }
 }
 
@@ -93,10 +95,10 @@ extension KeyValueStore {
     /// background thread rather than the caller's.
     public func flush() async throws {
         guard let store = self as? FileBackedStore else { return }
-        let storage = try store.open()
+        let engine = try store.open()
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            storage.committer.queue.async {
-                continuation.resume(with: Result { try storage.commitDeferred() })
+            engine.backgroundQueue.async {
+                continuation.resume(with: Result { try engine.commitDeferred() })
             }
         }
     }

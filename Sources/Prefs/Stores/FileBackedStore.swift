@@ -10,7 +10,7 @@ import Synchronization
 ///   flushed too, so once a write returns it survives a crash, and a crash at any moment leaves either the old
 ///   or the new file, never a torn one (a store from ``deferringWrites(window:)`` returns first and writes within
 ///   its window);
-/// - writes and read-modify-write updates hold a lock file beside the data file (`flock`), so Prefs processes
+/// - writes and read-modify-write updates hold the file's lock (`flock` on the file itself), so Prefs processes
 ///   sharing the file never lose each other's updates (beside a Foundation writer of a suite,
 ///   <doc:StoresAndBackends> says what holds);
 /// - another process's changes are noticed (inotify on Linux) and announced on ``changes``, key by key;
@@ -27,37 +27,34 @@ import Synchronization
 ///
 /// The class cannot be subclassed outside Prefs; use it as a type when code works with any of the three.
 public class FileBackedStore: KeyValueStore, @unchecked Sendable {
-    // Sendable: every stored property is an immutable reference to a Sendable object.
+    // Sendable: every stored property is immutable and Sendable.
 
     /// `store.url` is the file this store reads and writes.
     public let url: URL
-    let storage: FileBackedStorage
+    let engine: StoreEngine
+    private let closed: Atomic<Bool>
 
-    private let closed = Mutex(false)
-
-    init(url: URL, storage: FileBackedStorage) {
+    /// A handle on `engine`, which the caller has retained for it (false: the engine had shut, so this store is
+    /// closed from the start).
+    init(url: URL, engine: StoreEngine, retained: Bool) {
         self.url = url
-        self.storage = storage
-        storage.retain()
+        self.engine = engine
+        closed = Atomic(!retained)
     }
 
     deinit {
-        if !closed.withLock({ $0 }) { storage.release() }
+        if !closed.load(ordering: .relaxed) { engine.release() }
     }
 
     /// `store.close()` stops watching the file and releases it: afterwards every operation on this store throws
     /// ``PrefsError/storeClosed(path:)``.
     ///
     /// Stores opened on the same file in this process share one open file: it is released when the last of them
-    /// is closed (or deinitialised), after any write in progress has finished, and nothing of it then touches the
-    /// file or its folder, so the folder can be deleted. A store opened on the file later starts afresh from the
-    /// file. Closing twice does nothing.
+    /// is closed (or deinitialised), after any write in progress has finished and with the deferred writes still
+    /// in memory committed, and nothing of it then touches the file or its folder, so the folder can be deleted. A
+    /// store opened on the file later starts afresh from the file. Closing twice does nothing.
     public func close() {
-        let wasOpen = closed.withLock { closed in
-            defer { closed = true }
-            return !closed
-        }
-        if wasOpen { storage.release() }
+        if !closed.exchange(true, ordering: .relaxed) { engine.release() }
     }
 
     /// `try store.moveDamagedFileAside()` keeps a file that cannot be read (``PrefsError/corruptFile(path:reason:)``)
@@ -69,10 +66,10 @@ public class FileBackedStore: KeyValueStore, @unchecked Sendable {
     @discardableResult
     public func moveDamagedFileAside() throws -> URL? { try open().moveDamagedFileAside() }
 
-    /// The storage, unless this store was closed.
-    func open() throws -> FileBackedStorage {
-        if closed.withLock({ $0 }) { throw PrefsError.storeClosed(path: url.path) }
-        return storage
+    /// The engine, unless this store was closed.
+    func open() throws -> StoreEngine {
+        if closed.load(ordering: .relaxed) { throw PrefsError.storeClosed(path: url.path) }
+        return engine
     }
 
     /// `if let damage = store.damage { … }` tells whether the store's file cannot be read: while it is damaged,
@@ -81,17 +78,17 @@ public class FileBackedStore: KeyValueStore, @unchecked Sendable {
     ///
     /// Check it before acting on values that must not be defaults by mistake (deriving a secret from a setting,
     /// for example). ``moveDamagedFileAside()`` or a repaired file clears it.
-    public var damage: (any Error)? { storage.damage }
+    public var damage: (any Error)? { engine.damage }
 
     /// `for await damage in store.damageUpdates() { … }` yields the store's ``damage`` now, then each time the file
     /// becomes damaged or readable again (nil), whoever damaged or repaired it.
-    public func damageUpdates() -> AsyncStream<(any Error)?> { storage.damageUpdates() }
+    public func damageUpdates() -> AsyncStream<(any Error)?> { engine.damageUpdates() }
 
     /// Whether ``close()`` was called on this store.
-    public var isClosed: Bool { closed.withLock { $0 } }
+    public var isClosed: Bool { closed.load(ordering: .relaxed) }
 
     /// `store.changes` announces every change, including those made by other processes.
-    public var changes: ChangeFeed { storage.changes }
+    public var changes: ChangeFeed { engine.changes }
 
     /// `try store.value(forKey: "theme")` returns the stored value, served from memory.
     ///
@@ -115,12 +112,15 @@ public class FileBackedStore: KeyValueStore, @unchecked Sendable {
 
     /// `try store.replaceAll(values)` replaces the whole content in one atomic, durable write, announcing exactly
     /// the keys whose values changed.
-    public func replaceAll(_ values: [String: PrefValue]) throws { try open().replaceAll(values) }
+    public func replaceAll(_ values: [String: PrefValue]) throws {
+        for key in values.keys { try validateKey(key) }
+        try open().replaceAll(values)
+    }
 
     /// `try store.replaceAllAsImported(values)` is ``replaceAll(_:)`` for a whole file a tool imports: it also takes
     /// the keys a store file can hold but an app cannot write (empty, or containing NUL), which files written by
     /// Foundation or other tools may have, so that export followed by import keeps them.
-    package func replaceAllAsImported(_ values: [String: PrefValue]) throws { try storage.edit { $0 = values } }
+    package func replaceAllAsImported(_ values: [String: PrefValue]) throws { try open().replaceAll(values) }
 
     /// `try store.batch { settings.theme = .dark; settings.fontSize = 14 }` applies every write inside `body` in
     /// memory at once and writes the file once, durably and atomically, when `body` returns; observers hear of

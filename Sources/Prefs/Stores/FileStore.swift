@@ -5,8 +5,8 @@ public import Foundation
 /// The file is a JSON object of keys and values that people can read and diff. Writes are atomic and durable:
 /// each one goes to a fresh file that is flushed to disk and renamed over the old one, so a crash or `kill -9`
 /// at any moment leaves either the old or the new file, never a torn one. The file is created with mode 0600.
-/// A lock file beside it (`settings.json.lock`) makes read-modify-write updates safe across processes, and
-/// another process's changes are noticed (through inotify on Linux) and announced on ``FileBackedStore/changes``.
+/// Its lock (`flock` on the file itself) makes read-modify-write updates safe across processes, and another
+/// process's changes are noticed (through inotify on Linux) and announced on ``FileBackedStore/changes``.
 ///
 /// Values JSON cannot express natively are tagged so they round-trip exactly:
 /// `{"$date": 786123456.789}` (seconds since 2001-01-01), `{"$data": "base64…"}`, `{"$float": 0.1}`, and
@@ -20,15 +20,25 @@ public final class FileStore: FileBackedStore, @unchecked Sendable {
     /// - Throws: ``PrefsError/corruptFile(path:reason:)`` when the file exists but is not a Prefs JSON file (it is
     ///   left untouched), ``PrefsError/io(path:operation:errno:message:)`` when it cannot be read.
     public init(url: URL) throws {
-        let storage = try StorageRegistry.storage(at: url, kind: "json") {
-            let storage = FileBackedStorage(url: url, codec: JSONSnapshotCodec())
-            try storage.open()
-            return storage
+        let engine = try EngineRegistry.retainedEngine(at: url.fileSystemPath, kind: "json") {
+            let engine = StoreEngine(path: url.fileSystemPath, codec: JSONSnapshotCodec())
+            try engine.open()
+            return engine
         }
-        super.init(url: url, storage: storage)
+        super.init(url: url, engine: engine, retained: true)
     }
 
-    override private init(url: URL, storage: FileBackedStorage) { super.init(url: url, storage: storage) }
+    /// A store with an engine of its own, on `fileSystem` and `clock` (for tests: two of them on one file exclude
+    /// each other as two processes do).
+    package init(url: URL, fileSystem: any FileSystem, clock: EngineClock) throws {
+        let engine = StoreEngine(path: url.fileSystemPath, codec: JSONSnapshotCodec(), fileSystem: fileSystem, clock: clock)
+        try engine.open()
+        super.init(url: url, engine: engine, retained: engine.retain())
+    }
+
+    override private init(url: URL, engine: StoreEngine, retained: Bool) {
+        super.init(url: url, engine: engine, retained: retained)
+    }
 
     /// `try FileStore.moveDamagedFileAside(at: url)` keeps a file that cannot be read as
     /// `<name>.damaged-<UTC date and time>` beside it and leaves the store empty, so it can be opened and saved
@@ -38,12 +48,12 @@ public final class FileStore: FileBackedStore, @unchecked Sendable {
     /// ``FileBackedStore/moveDamagedFileAside()`` for a store you hold.
     @discardableResult
     public static func moveDamagedFileAside(at url: URL) throws -> URL? {
-        let storage = try StorageRegistry.storage(at: url, kind: "json") {
-            let storage = FileBackedStorage(url: url, codec: JSONSnapshotCodec())
-            try? storage.open()  // a damaged file is what this is for
-            return storage
+        let engine = EngineRegistry.retainedEngine(at: url.fileSystemPath, kind: "json") {
+            let engine = StoreEngine(path: url.fileSystemPath, codec: JSONSnapshotCodec())
+            try? engine.open()  // a damaged file is what this is for
+            return engine
         }
-        let store = FileStore(url: url, storage: storage)
+        let store = FileStore(url: url, engine: engine, retained: true)
         defer { store.close() }
         return try store.moveDamagedFileAside()
     }

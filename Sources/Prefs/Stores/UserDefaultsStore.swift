@@ -31,34 +31,43 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
     public convenience init(suiteName: String, directory: URL? = nil) throws {
         try Self.validate(suiteName: suiteName)
         let url = (directory ?? Self.preferencesDirectory()).appending(path: suiteName + ".plist")
-        let storage = try StorageRegistry.storage(at: url, kind: "plist") {
-            let storage = Self.makeStorage(url: url)
-            try storage.open()
-            return storage
+        let engine = try EngineRegistry.retainedEngine(at: url.fileSystemPath, kind: "plist") {
+            let engine = Self.makeEngine(url: url)
+            try engine.open()
+            return engine
         }
-        self.init(suiteName: suiteName, storage: storage)
+        self.init(suiteName: suiteName, url: url, engine: engine, retained: true)
     }
 
-    private init(suiteName: String?, storage: FileBackedStorage) {
+    /// A suite with an engine of its own, on `fileSystem` and `clock` (for tests: two of them on one file exclude
+    /// each other as two processes do).
+    package convenience init(suiteName: String, directory: URL, fileSystem: any FileSystem, clock: EngineClock) throws {
+        try Self.validate(suiteName: suiteName)
+        let url = directory.appending(path: suiteName + ".plist")
+        let engine = Self.makeEngine(url: url, fileSystem: fileSystem, clock: clock)
+        try engine.open()
+        self.init(suiteName: suiteName, url: url, engine: engine, retained: engine.retain())
+    }
+
+    private init(suiteName: String?, url: URL, engine: StoreEngine, retained: Bool) {
         self.suiteName = suiteName
-        super.init(url: storage.file.url, storage: storage)
+        super.init(url: url, engine: engine, retained: retained)
         // Layers hook: a domain resolves keys as Foundation's UserDefaults does, through the command line's
         // arguments, and through the system-wide defaults and managed values of `$XDG_CONFIG_DIRS`.
         addLayer(.arguments)
-        addLayer(.systemFiles(domain: storage.file.url.deletingPathExtension().lastPathComponent))
+        addLayer(.systemFiles(domain: url.deletingPathExtension().lastPathComponent))
     }
 
     /// Opens the domain file at `url` without throwing, for the standard domain: a file that cannot be read leaves
     /// the store damaged (reads throw, writes are refused, the file is untouched) and the error is returned for the
     /// caller to report once it holds no lock.
     static func openDomain(url: URL) -> (store: UserDefaultsStore, error: (any Error)?) {
-        let storage =
-            (try? StorageRegistry.storage(at: url, kind: "plist") {
-                let storage = makeStorage(url: url)
-                try? storage.open()  // a damaged file stays damaged (and watched); its error is returned below
-                return storage
-            }) ?? makeStorage(url: url)
-        return (UserDefaultsStore(suiteName: nil, storage: storage), storage.damage)
+        let engine = EngineRegistry.retainedEngine(at: url.fileSystemPath, kind: "plist") {
+            let engine = makeEngine(url: url)
+            try? engine.open()  // a damaged file stays damaged (and watched); its error is returned below
+            return engine
+        }
+        return (UserDefaultsStore(suiteName: nil, url: url, engine: engine, retained: true), engine.damage)
     }
 
     /// `try UserDefaultsStore.moveDamagedFileAside(suiteName: "group.example")` keeps a suite file that cannot be
@@ -76,12 +85,17 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
         return try store.moveDamagedFileAside()
     }
 
-    /// The lock file is `<suite>.lock`, so that it fits the file-name limit whenever `<suite>.plist` does.
-    private static func makeStorage(url: URL) -> FileBackedStorage {
-        let lockURL = url.deletingPathExtension().appendingPathExtension("lock")
-        return FileBackedStorage(
-            url: url, lockURL: lockURL, codec: PropertyListSnapshotCodec(),
-            unreadableGrace: StoreState.inPlaceRewriteGrace, guardingForeignRewrites: true)
+    /// How long a suite may stay unreadable before it counts as damaged. Foundation's `synchronize()` rewrites a
+    /// property list in place (truncate, write, close), so a reader can meet an empty or half-written file for the
+    /// few milliseconds the rewrite takes; only a file that stays unreadable this long is damaged.
+    static let inPlaceRewriteGrace: Duration = .milliseconds(500)
+
+    private static func makeEngine(
+        url: URL, fileSystem: any FileSystem = POSIXFileSystem(), clock: EngineClock = .system
+    ) -> StoreEngine {
+        StoreEngine(
+            path: url.fileSystemPath, codec: PropertyListSnapshotCodec(), fileSystem: fileSystem, clock: clock,
+            grace: inPlaceRewriteGrace, restoresStaleRewrites: true)
     }
 
     /// `UserDefaultsStore.preferencesDirectory()` returns the folder Foundation keeps UserDefaults files in:

@@ -4,7 +4,7 @@ protocol LayeredStore: KeyValueStore {
 }
 
 extension FileBackedStore: LayeredStore {
-    var layers: StoreLayers { storage.layers }
+    var layers: StoreLayers { engine.layers }
 }
 
 extension InMemoryStore: LayeredStore {}

@@ -7,14 +7,14 @@ import Synchronization
     import Darwin
 #endif
 
-/// Where the file engine reads the time, waits for it to pass and schedules work: the system's monotonic clock,
-/// or a test's.
+/// Where a store's engine reads the time, waits for it to pass and schedules work: the system's clock, or a test's.
 ///
-/// The only place in the library that waits for time. Every bounded wait of the engine (the cross-process lock,
-/// a file another writer is rewriting in place) and every timer (a deferred store's window, the retry of a failed
-/// commit) goes through the clock in effect, so a test can hand the engine a clock it moves itself.
+/// Each engine is given its clock when it is made. Every bounded wait of the engine (the file's lock, a file
+/// another writer is rewriting in place) and every timer (a deferred store's window, the retry of a failed commit,
+/// the second look at a file being rewritten) goes through it, so a test hands an engine a clock it moves itself.
 package struct EngineClock: Sendable {
-    /// Time since an arbitrary origin; never goes back.
+    /// Time since the system started: the same in every process, so a commit record's times can be compared by
+    /// another process; never goes back.
     package let now: @Sendable () -> Duration
     /// Returns once `duration` has passed on this clock, blocking the calling thread.
     package let pause: @Sendable (Duration) -> Void
@@ -30,15 +30,12 @@ package struct EngineClock: Sendable {
         self.schedule = schedule
     }
 
-    /// The system's monotonic clock.
-    package static let system: EngineClock = {
-        let origin = ContinuousClock.now
-        return EngineClock(
-            now: { ContinuousClock.now - origin }, pause: waitOnSystemClock,
-            schedule: { delay, queue, work in
-                queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds(delay)), execute: work)
-            })
-    }()
+    /// The system's clock (`CLOCK_BOOTTIME` on Linux: it counts a suspension too).
+    package static let system = EngineClock(
+        now: systemNow, pause: waitOnSystemClock,
+        schedule: { delay, queue, work in
+            queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds(delay)), execute: work)
+        })
 
     /// `duration` in whole nanoseconds, negative durations as zero.
     static func nanoseconds(_ duration: Duration) -> Int {
@@ -47,19 +44,19 @@ package struct EngineClock: Sendable {
         return Int(clamping: seconds.multipliedReportingOverflow(by: 1_000_000_000).partialValue)
             + Int(attoseconds / 1_000_000_000)
     }
-
-    /// The clock of this task (a test's, set with `withClock`), else the system's.
-    package static var current: EngineClock { scoped ?? system }
-
-    @TaskLocal private static var scoped: EngineClock?
-
-    /// Runs `body` with `clock` as the engine's clock in this task and the child tasks it creates.
-    package static func withClock<T>(_ clock: EngineClock, _ body: () throws -> T) rethrows -> T {
-        try $scoped.withValue(clock, operation: body)
-    }
 }
 
-private func waitOnSystemClock(_ duration: Duration) {
+@Sendable private func systemNow() -> Duration {
+    var time = timespec()
+    #if os(Linux)
+        clock_gettime(CLOCK_BOOTTIME, &time)
+    #else
+        clock_gettime(CLOCK_MONOTONIC, &time)
+    #endif
+    return .seconds(time.tv_sec) + .nanoseconds(time.tv_nsec)
+}
+
+@Sendable private func waitOnSystemClock(_ duration: Duration) {
     guard duration > .zero else { return }
     let (seconds, attoseconds) = duration.components
     var request = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))

@@ -12,14 +12,14 @@ import Foundation
 ///
 /// The file layer throws this neutral error; each store converts it at its boundary, to ``PrefsError/io`` for the
 /// preference stores and to ``VaultError/io`` for vault key files.
-struct SystemCallError: Error, Sendable, Equatable {
-    var path: String
-    var operation: String
-    var errno: Int32
+package struct SystemCallError: Error, Sendable, Equatable {
+    package var path: String
+    package var operation: String
+    package var errno: Int32
     /// Replaces the `strerror` text when set.
-    var detail: String?
+    package var detail: String?
 
-    init(path: String, operation: String, errno code: Int32 = POSIX.lastError, detail: String? = nil) {
+    package init(path: String, operation: String, errno code: Int32 = POSIX.lastError, detail: String? = nil) {
         self.path = path
         self.operation = operation
         self.errno = code
@@ -27,10 +27,10 @@ struct SystemCallError: Error, Sendable, Equatable {
     }
 
     /// The explanation: `detail`, or the `strerror` text of `errno`.
-    var message: String { detail ?? POSIX.message(for: errno) }
+    package var message: String { detail ?? POSIX.message(for: errno) }
 
     /// The same failure as a `PrefsError.io`.
-    var prefsError: PrefsError { .io(path: path, operation: operation, errno: errno, message: message) }
+    package var prefsError: PrefsError { .io(path: path, operation: operation, errno: errno, message: message) }
 }
 
 /// Runs file-layer code, turning its `SystemCallError` into a `PrefsError`.

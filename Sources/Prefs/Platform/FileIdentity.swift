@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 #if canImport(Glibc)
     import Glibc
@@ -11,16 +11,16 @@ import Foundation
 ///
 /// Two equal identities almost certainly mean the file was not replaced or modified in between; an atomic
 /// replacement always changes at least the inode.
-struct FileIdentity: Equatable, Sendable {
-    var device: UInt64
-    var inode: UInt64
-    var size: Int64
-    var modificationSeconds: Int64
-    var modificationNanoseconds: Int64
-    var changeSeconds: Int64
-    var changeNanoseconds: Int64
+package struct FileIdentity: Equatable, Sendable {
+    package var device: UInt64
+    package var inode: UInt64
+    package var size: Int64
+    package var modificationSeconds: Int64
+    package var modificationNanoseconds: Int64
+    package var changeSeconds: Int64
+    package var changeNanoseconds: Int64
 
-    init(
+    package init(
         device: UInt64, inode: UInt64, size: Int64, modificationSeconds: Int64, modificationNanoseconds: Int64,
         changeSeconds: Int64, changeNanoseconds: Int64
     ) {
@@ -33,7 +33,7 @@ struct FileIdentity: Equatable, Sendable {
         self.changeNanoseconds = changeNanoseconds
     }
 
-    init(_ info: stat) {
+    package init(_ info: stat) {
         #if canImport(Darwin)
             let modification = info.st_mtimespec
             let change = info.st_ctimespec
@@ -52,8 +52,13 @@ struct FileIdentity: Equatable, Sendable {
         )
     }
 
+    /// An identity no file has: the next refresh reads the file again.
+    static let unknown = FileIdentity(
+        device: 0, inode: 0, size: -1, modificationSeconds: 0, modificationNanoseconds: 0, changeSeconds: 0,
+        changeNanoseconds: 0)
+
     /// The identity of the file at `path` (following symlinks), or nil when nothing exists there.
-    static func of(path: String) throws(SystemCallError) -> FileIdentity? {
+    package static func of(path: String) throws(SystemCallError) -> FileIdentity? {
         var info = stat()
         if stat(path, &info) != 0 {
             let code = errno
@@ -64,7 +69,7 @@ struct FileIdentity: Equatable, Sendable {
     }
 
     /// The identity of an open file; `path` is only used in the error.
-    static func of(fileDescriptor fd: Int32, path: String) throws(SystemCallError) -> FileIdentity {
+    package static func of(fileDescriptor fd: Int32, path: String) throws(SystemCallError) -> FileIdentity {
         var info = stat()
         if fstat(fd, &info) != 0 { throw SystemCallError(path: path, operation: "stat") }
         return FileIdentity(info)

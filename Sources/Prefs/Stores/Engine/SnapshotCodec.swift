@@ -7,10 +7,13 @@ protocol SnapshotCodec: Sendable {
     /// Called once the bytes of the last `encode` are in place (renamed over the file), even when their
     /// durability could not be confirmed.
     func didCommit()
+    /// A key's hash in the file's commit record: the same in every process that opens the file.
+    func recordHash(_ key: String) -> UInt64
 }
 
 extension SnapshotCodec {
     func didCommit() {}
+    func recordHash(_ key: String) -> UInt64 { StableHash.of(key.utf8) }
 }
 
 extension Error {

@@ -1,3 +1,4 @@
+import CSodium
 import Foundation
 import Synchronization
 
@@ -70,7 +71,7 @@ final class VaultSnapshotCodec: SnapshotCodec {
                 // The first load of a store takes no lock: another process may have committed a newer vault (and
                 // its record) after `data` was read. Then `data` is simply out of date, and the store reloads the
                 // new file under the lock, where this check runs again. Only a file still on disk is refused.
-                let current = try? LockedFile(url: URL(filePath: path)).read()?.data
+                let current = try? POSIXFileSystem().read(path, through: nil)?.data
                 guard current == data else { return values }
                 throw error
             }
@@ -147,6 +148,20 @@ final class VaultSnapshotCodec: SnapshotCodec {
         var plaintext = try VaultPayload.encode(values)
         defer { plaintext.withUnsafeMutableBytes { secureZero($0) } }
         return VaultFormat.seal(plaintext, key: resolved.key, kdf: resolved.kdf, identity: identity)
+    }
+
+    /// Key names are secret in a vault: its commit record keeps them as hashes keyed with the vault's key (BLAKE2b),
+    /// which only holders of the key can compare.
+    func recordHash(_ key: String) -> UInt64 {
+        guard let resolved = state.withLock({ $0.resolved?.key }) else { return 0 }
+        var digest = [UInt8](repeating: 0, count: 8)
+        let name = Array(key.utf8)
+        resolved.withUnsafeBytes { secret in
+            _ = crypto_generichash(
+                &digest, digest.count, name, UInt64(name.count), secret.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                secret.count)
+        }
+        return digest.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
     }
 
     /// The last encoded vault is in place: it is now the newest version, here and in the record.

@@ -11,15 +11,15 @@ import Synchronization
 /// Stops a `DirectoryWatcher.watch(fileAt:onChange:)` on `cancel()` or when released.
 ///
 /// After `cancel()` returns no new callback starts, but one that was already being delivered may still finish.
-final class FileWatchToken: Sendable {
+package final class FileWatchToken: Sendable {
     private let cancellation: Mutex<(@Sendable () -> Void)?>
 
-    init(onCancel: @escaping @Sendable () -> Void) {
+    package init(onCancel: @escaping @Sendable () -> Void) {
         cancellation = Mutex(onCancel)
     }
 
     /// Stops watching. Calling it again does nothing.
-    func cancel() {
+    package func cancel() {
         cancellation.withLock { $0.take() }?()
     }
 

@@ -1,0 +1,102 @@
+package import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The file-system operations a store's engine performs: one method for each step of a read or a commit, so that
+/// a test can hand an engine a file system that pauses or fails at a chosen step (as SQLite tests its pager through
+/// a test VFS), and the engine itself stays free of test hooks. ``POSIXFileSystem`` is the real one.
+///
+/// Paths are the store file's own path (a symbolic link already resolved). Every method is called by the engine's
+/// one transaction function or its read of the file, never concurrently for one store.
+package protocol FileSystem: Sendable {
+    /// What is at `path` now (`stat`): nil when nothing is.
+    func identity(at path: String) throws(SystemCallError) -> FileIdentity?
+
+    /// Takes the exclusive lock of the store file at `path`, the file itself (`flock`), waiting at most `timeout`
+    /// on `clock` for another process to release it; nil when there is no file (nothing to lock: a commit then
+    /// creates it only if nobody else has). The lock lasts until ``FileLock/release()``.
+    ///
+    /// - Throws: ``PrefsError/lockTimedOut(path:holder:waited:)`` past the limit, naming the holder.
+    func lock(_ path: String, timeout: Duration, clock: EngineClock) throws -> FileLock?
+
+    /// The whole file at `path`, the identity of the bytes read and the commit record kept with them; nil when
+    /// there is no file. Read through `lock` when one is held, so the bytes are those of the locked file.
+    func read(_ path: String, through lock: FileLock?) throws(SystemCallError) -> FileContents?
+
+    /// A new private file beside `path` holding `data`, with `record` kept with it (an extended attribute, where
+    /// the file system keeps them), flushed to the disk when `durable`. The folder is created (mode 0700) if it
+    /// is missing.
+    func writeTemporary(beside path: String, data: Data, record: Data?, mode: mode_t, durable: Bool)
+        throws(SystemCallError) -> TemporaryFile
+
+    /// Puts `temporary` at `path`: the commit point. Replacing, it is renamed over the file; otherwise it is
+    /// linked there only if nothing is (``CommitRace`` if something is). Returns the identity of the file it put
+    /// there, from its own descriptor, since the name may already hold another process's newer file.
+    func commit(_ temporary: TemporaryFile, to path: String, replacing: Bool) throws -> FileIdentity
+
+    /// Removes a temporary file that is not to be committed.
+    func discard(_ temporary: TemporaryFile)
+
+    /// Flushes the folder of `path`, so that a rename or removal in it survives a crash.
+    func syncFolder(of path: String) throws(SystemCallError)
+
+    /// Gives the file at `path` the name `destination` if nothing has that name (``CommitRace`` if something has).
+    func move(_ path: String, to destination: String) throws(SystemCallError)
+
+    /// Removes the temporary files beside `path` that writers killed before their commit left behind. Called
+    /// holding the file's lock, when no live writer of it can have one.
+    func removeStaleTemporaries(beside path: String)
+
+    /// Calls `onChange` when the file at `path` may have changed, until the token is cancelled.
+    func watch(_ path: String, onChange: @escaping @Sendable () -> Void) -> FileWatchToken
+}
+
+/// An open store file whose exclusive lock this process holds.
+package final class FileLock: Sendable {
+    package let descriptor: Int32
+    private let released = Atomic<Bool>(false)
+
+    package init(descriptor: Int32) { self.descriptor = descriptor }
+
+    /// Lets go of the lock (closing the file); calling it again does nothing.
+    package func release() {
+        if !released.exchange(true, ordering: .relaxed) { close(descriptor) }
+    }
+
+    deinit { release() }
+}
+
+/// A written temporary file not yet committed.
+package struct TemporaryFile: Sendable {
+    package let path: String
+    package let descriptor: Int32
+
+    package init(path: String, descriptor: Int32) {
+        self.path = path
+        self.descriptor = descriptor
+    }
+}
+
+/// A store file as read: its bytes, their identity and the commit record kept with them (nil: none).
+package struct FileContents: Sendable {
+    package var data: Data
+    package var identity: FileIdentity
+    package var record: Data?
+
+    package init(data: Data, identity: FileIdentity, record: Data?) {
+        self.data = data
+        self.identity = identity
+        self.record = record
+    }
+}
+
+/// A commit that found something at a name it meant to create: another writer created the file first. Nothing was
+/// written; the transaction reads that file and applies its change again.
+package struct CommitRace: Error, Sendable {
+    package init() {}
+}

@@ -1,0 +1,295 @@
+package import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The system's file system: the one a store uses unless a test gives it another.
+///
+/// - A store file is locked by `flock` on the file itself. Files are only ever replaced by renaming a new file over
+///   them, so the lock is on the version that was read; a writer that locked a version since replaced sees that the
+///   name holds another file and locks that one. There is no lock file to delete, and no lock shared by two files.
+/// - A commit writes a private temporary file beside the store file (mode 0600 whatever the umask), flushes it,
+///   renames it over the file and flushes the folder: a crash at any moment leaves the old file or the new one.
+/// - The commit record rides along as the extended attribute `user.prefs.commit` of the file it describes, so it is
+///   replaced with it by the same rename. Where extended attributes cannot be kept, there is none.
+package struct POSIXFileSystem: FileSystem {
+    /// The extended attribute holding a file's commit record.
+    static let recordAttribute = "user.prefs.commit"
+    /// The largest record read; a record is written well below it.
+    static let recordLimit = 4096
+
+    package init() {}
+
+    package func identity(at path: String) throws(SystemCallError) -> FileIdentity? {
+        try FileIdentity.of(path: path)
+    }
+
+    package func lock(_ path: String, timeout: Duration, clock: EngineClock) throws -> FileLock? {
+        let start = clock.now()
+        var pause = Duration.microseconds(100)
+        var held: (lock: FileLock, info: stat)?
+        // One loop: open the file, try its lock, wait with growing pauses (0.1 to 5 ms, as SQLite's busy handler
+        // does), and start again on the file now at `path` when the one locked was replaced meanwhile.
+        while true {
+            if held == nil {
+                let fd = POSIX.retrying { open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }
+                guard fd >= 0 else {
+                    if errno == ENOENT { return nil }
+                    throw SystemCallError(path: path, operation: "open").prefsError
+                }
+                let lock = FileLock(descriptor: fd)
+                var info = stat()
+                guard fstat(fd, &info) == 0 else { throw SystemCallError(path: path, operation: "stat").prefsError }
+                try prefsIO { () throws(SystemCallError) in
+                    try POSIX.requireRegularFile(info, path: path, maximumSize: POSIX.maximumFileSize)
+                }
+                held = (lock, info)
+            }
+            guard let (lock, info) = held else { continue }
+            if POSIX.retrying({ flock(lock.descriptor, LOCK_EX | LOCK_NB) }) == 0 {
+                var current = stat()
+                if stat(path, &current) == 0, current.st_dev == info.st_dev, current.st_ino == info.st_ino {
+                    return lock
+                }
+                lock.release()  // a lock on a file nobody opens any more excludes nobody
+                held = nil
+                continue
+            }
+            guard errno == EWOULDBLOCK else { throw SystemCallError(path: path, operation: "lock").prefsError }
+            let waited = clock.now() - start
+            guard waited < timeout else {
+                throw PrefsError.lockTimedOut(path: path, holder: POSIX.flockHolder(of: lock.descriptor), waited: waited)
+            }
+            clock.pause(min(pause, timeout - waited))
+            pause = min(pause * 2, .milliseconds(5))
+        }
+    }
+
+    package func read(_ path: String, through lock: FileLock?) throws(SystemCallError) -> FileContents? {
+        let fd: Int32
+        var info = stat()
+        if let lock {
+            fd = lock.descriptor
+            guard fstat(fd, &info) == 0 else { throw SystemCallError(path: path, operation: "stat") }
+            guard lseek(fd, 0, SEEK_SET) == 0 else { throw SystemCallError(path: path, operation: "read") }
+        } else {
+            guard let opened = try POSIX.openRegularFile(atPath: path) else { return nil }
+            (fd, info) = opened
+        }
+        defer { if lock == nil { close(fd) } }
+        let data = try POSIX.readAll(fd, path: path, expectedSize: Int(info.st_size))
+        return FileContents(data: data, identity: FileIdentity(info), record: Self.record(of: fd))
+    }
+
+    /// The commit record kept with the open file `fd`, if any.
+    private static func record(of fd: Int32) -> Data? {
+        guard let get = ExtendedAttributes.get else { return nil }
+        var buffer = [UInt8](repeating: 0, count: recordLimit)
+        let count = buffer.withUnsafeMutableBytes { get(fd, recordAttribute, $0.baseAddress, $0.count) }
+        return count > 0 ? Data(buffer[..<count]) : nil
+    }
+
+    package func writeTemporary(beside path: String, data: Data, record: Data?, mode: mode_t, durable: Bool)
+        throws(SystemCallError) -> TemporaryFile
+    {
+        Self.ignoreFileSizeSignal()
+        let temporary = try Self.createTemporary(beside: path, mode: mode)
+        do throws(SystemCallError) {
+            let failure = data.withUnsafeBytes { bytes -> SystemCallError? in
+                do throws(SystemCallError) {
+                    try POSIX.writeAll(temporary.descriptor, bytes, path: temporary.path)
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            if let failure { throw failure }
+            // The umask (or a folder's default ACL) may have taken bits from `mode`: set it again only then, since
+            // a change of permissions is one more event for every watcher of the folder.
+            var created = stat()
+            if fstat(temporary.descriptor, &created) != 0 || created.st_mode & 0o7777 != mode,
+                fchmod(temporary.descriptor, mode) != 0
+            {
+                throw SystemCallError(path: temporary.path, operation: "set permissions of")
+            }
+            if let record, let set = ExtendedAttributes.set {
+                // A file system without extended attributes keeps no record; the store works without one.
+                _ = record.withUnsafeBytes { set(temporary.descriptor, Self.recordAttribute, $0.baseAddress, $0.count, 0) }
+            }
+            if durable { try POSIX.sync(temporary.descriptor, path: temporary.path) }
+        } catch {
+            discard(temporary)
+            throw error
+        }
+        return temporary
+    }
+
+    /// Creates `.<name>.tmp-<random hex>` beside `path`, creating the folder (0700) when it is missing.
+    private static func createTemporary(beside path: String, mode: mode_t) throws(SystemCallError) -> TemporaryFile {
+        let folder = POSIX.parentPath(of: path)
+        let candidate = folder + "/" + temporaryPrefix(of: path) + String(UInt64.random(in: .min ... .max), radix: 16)
+        let flags = O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW
+        var fd = POSIX.retrying { open(candidate, flags, mode) }
+        if fd < 0, errno == ENOENT || errno == ENOTDIR {
+            try POSIX.createDirectory(atPath: folder, mode: directoryMode)
+            fd = POSIX.retrying { open(candidate, flags, mode) }
+        }
+        guard fd >= 0 else { throw SystemCallError(path: candidate, operation: "create temporary file") }
+        return TemporaryFile(path: candidate, descriptor: fd)
+    }
+
+    package func commit(_ temporary: TemporaryFile, to path: String, replacing: Bool) throws -> FileIdentity {
+        var committed = false
+        defer { if !committed { discard(temporary) } }
+        if replacing {
+            if rename(temporary.path, path) != 0 {
+                // Removed by the sweep of a writer that got in beside this one (the file was deleted under this
+                // writer's lock): nothing was written, and the change is applied again.
+                if errno == ENOENT, access(temporary.path, F_OK) != 0 { throw CommitRace() }
+                throw SystemCallError(path: path, operation: "replace").prefsError
+            }
+        } else {
+            if link(temporary.path, path) != 0 {
+                // Something is there now, or the temporary file was swept by a writer holding the lock of a file
+                // created meanwhile: either way the file exists, and the write is made on it.
+                if errno == EEXIST || (errno == ENOENT && access(temporary.path, F_OK) != 0) { throw CommitRace() }
+                throw SystemCallError(path: path, operation: "create").prefsError
+            }
+            unlink(temporary.path)
+        }
+        committed = true
+        var info = stat()
+        let status = fstat(temporary.descriptor, &info)
+        close(temporary.descriptor)
+        // Committed all the same; an identity no file has makes the next refresh read the file again.
+        guard status == 0 else { return FileIdentity.unknown }
+        return FileIdentity(info)
+    }
+
+    package func discard(_ temporary: TemporaryFile) {
+        close(temporary.descriptor)
+        unlink(temporary.path)
+    }
+
+    package func syncFolder(of path: String) throws(SystemCallError) {
+        try POSIX.syncDirectory(atPath: POSIX.parentPath(of: path))
+    }
+
+    package func move(_ path: String, to destination: String) throws(SystemCallError) {
+        guard link(path, destination) == 0 else {
+            throw SystemCallError(path: destination, operation: "move aside to")
+        }
+        guard unlink(path) == 0 else { throw SystemCallError(path: path, operation: "move aside") }
+    }
+
+    package func removeStaleTemporaries(beside path: String) {
+        let prefix = Array(Self.temporaryPrefix(of: path).utf8)
+        let folder = POSIX.parentPath(of: path)
+        guard let directory = opendir(folder) else { return }
+        defer { closedir(directory) }
+        while let entry = readdir(directory) {
+            let name = Self.entryName(entry)
+            guard name.starts(with: prefix) else { continue }
+            let suffix = name.dropFirst(prefix.count)
+            guard (1...16).contains(suffix.count), suffix.allSatisfy(\.isLowercaseHexDigit) else { continue }
+            unlink(folder + "/" + String(decoding: name, as: UTF8.self))
+        }
+    }
+
+    package func watch(_ path: String, onChange: @escaping @Sendable () -> Void) -> FileWatchToken {
+        DirectoryWatcher.shared.watch(fileAt: URL(filePath: path, directoryHint: .notDirectory), onChange: onChange)
+    }
+
+    // MARK: Names
+
+    /// The mode of the folders a commit creates: private to the owner.
+    static let directoryMode: mode_t = 0o700
+
+    /// `.<name>.tmp-`, the start of every temporary file name beside `path`. A name too long for that to fit in
+    /// 255 bytes is cut to 200 bytes followed by `~` and a 64-bit hash of the whole name, so two long names that
+    /// share their first 200 bytes still get different prefixes.
+    package static func temporaryPrefix(of path: String) -> String {
+        let name = POSIX.lastComponent(of: path)
+        let limit = 255 - ".".utf8.count - ".tmp-".utf8.count - 16
+        guard name.utf8.count > limit else { return "." + name + ".tmp-" }
+        let hex = String(StableHash.of(name.utf8), radix: 16)
+        let cut = String(decoding: name.utf8.prefix(200), as: UTF8.self)
+        return "." + cut + "~" + String(repeating: "0", count: 16 - hex.count) + hex + ".tmp-"
+    }
+
+    /// The name of a `readdir` entry, read up to its terminating NUL in place.
+    ///
+    /// glibc packs entries to their real length, so the 256-byte `d_name` field of the last entry in its buffer may
+    /// run past the end of the allocation: only the bytes up to the NUL, which the kernel always writes, are read.
+    static func entryName(_ entry: UnsafeMutablePointer<dirent>) -> [UInt8] {
+        let offset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+        let start = UnsafeRawPointer(entry).advanced(by: offset).assumingMemoryBound(to: CChar.self)
+        return Array(UnsafeRawBufferPointer(start: start, count: strlen(start)))
+    }
+
+    // MARK: Signals
+
+    private static let fileSizeSignalIgnored: Bool = {
+        signal(SIGXFSZ, SIG_IGN)
+        return true
+    }()
+
+    /// Ignores `SIGXFSZ` once per process, so a write beyond `RLIMIT_FSIZE` fails with `EFBIG` instead of killing
+    /// the process.
+    static func ignoreFileSizeSignal() {
+        _ = fileSizeSignalIgnored
+    }
+}
+
+/// `fgetxattr` and `fsetxattr`, which the C library has but the `Glibc` module does not import
+/// (`sys/xattr.h`): looked up once by name. Where they are missing, files keep no commit record.
+private enum ExtendedAttributes {
+    typealias Get = @convention(c) (Int32, UnsafePointer<CChar>, UnsafeMutableRawPointer?, Int) -> Int
+    typealias Set = @convention(c) (Int32, UnsafePointer<CChar>, UnsafeRawPointer?, Int, Int32) -> Int32
+
+    static let get = unsafeBitCast(dlsym(defaultHandle, "fgetxattr"), to: Get?.self)
+    static let set = unsafeBitCast(dlsym(defaultHandle, "fsetxattr"), to: Set?.self)
+
+    /// `RTLD_DEFAULT`: every library loaded.
+    private static var defaultHandle: UnsafeMutableRawPointer? {
+        #if canImport(Glibc)
+            UnsafeMutableRawPointer(bitPattern: 0)
+        #else
+            UnsafeMutableRawPointer(bitPattern: -2)
+        #endif
+    }
+}
+
+extension UInt8 {
+    fileprivate var isLowercaseHexDigit: Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(self)
+    }
+}
+
+/// A hash that is the same in every process and every run (Swift's `Hasher` is seeded per process): FNV-1a, 64 bits.
+/// For names and for telling values apart in a commit record, never for security.
+package enum StableHash {
+    package static let seed: UInt64 = 0xcbf2_9ce4_8422_2325
+
+    package static func of(_ bytes: some Sequence<UInt8>, seed: UInt64 = StableHash.seed) -> UInt64 {
+        var hash = seed
+        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return hash
+    }
+
+    /// The same mix taken eight bytes at a time, for whole files: about eight times faster than byte by byte.
+    package static func ofContents(_ data: Data) -> UInt64 {
+        data.withUnsafeBytes { bytes in
+            var hash = seed ^ UInt64(bytes.count)
+            let words = bytes.count / 8
+            for index in 0..<words {
+                hash = (hash ^ bytes.loadUnaligned(fromByteOffset: index * 8, as: UInt64.self)) &* 0x100_0000_01b3
+                hash ^= hash >> 29
+            }
+            return of(UnsafeRawBufferPointer(rebasing: bytes[(words * 8)...]), seed: hash)
+        }
+    }
+}

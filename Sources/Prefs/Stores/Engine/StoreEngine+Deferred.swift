@@ -1,0 +1,157 @@
+import Foundation
+import Synchronization
+
+extension StoreEngine {
+    /// How long a failed deferred commit waits before it is tried again, unless a change or a flush comes first.
+    static let retryDelay: Duration = .seconds(1)
+
+    /// Applies one change in memory now (every reader and observer in the process sees it when this returns) and
+    /// leaves it to a commit within `window`. Inside a batch of this store it joins the batch instead.
+    func setDeferred(_ value: PrefValue?, forKey key: String, within window: Duration) throws {
+        try validateKey(key)
+        try layers.checkWritable(key)  // Layers hook: a forced key is refused.
+        writer.lock()
+        let outcome = Result { () throws -> (changed: Bool, inBatch: Bool, outermost: Bool) in
+            try guarded.withLock { guarded throws in
+                if guarded.store.isShut { throw PrefsError.storeClosed(path: path) }
+                let outermost = guarded.store.depth == 0
+                // A batch holds the writer lock for its whole body: one running now runs on this thread.
+                if guarded.store.inBatch { return (false, true, outermost) }
+                // A file that cannot be read is never overwritten, so nothing is accepted for it.
+                if let damage = guarded.store.damage { throw damage }
+                guard guarded.store.setInMemory(value, forKey: key, reason: .deferred) else {
+                    return (false, false, outermost)
+                }
+                announce([key], of: guarded.store.values)
+                return (true, false, outermost)
+            }
+        }
+        writer.unlock()
+        let (changed, inBatch, outermost) = try outcome.get()
+        if inBatch {
+            try update(forKey: key) { _ in value }
+            return
+        }
+        if outermost { changes.deliverAnnouncements() }
+        if changed { scheduleCommit(within: window) }
+    }
+
+    /// Makes sure the deferred changes are committed within `window` from now, on the engine's clock, and at exit.
+    func scheduleCommit(within window: Duration) {
+        guard let file else { return }
+        let delay = max(window, .zero)
+        let deadline = file.clock.now() + delay
+        let (queue, register) = guarded.withLock { guarded -> (DispatchQueue?, Bool) in
+            defer { guarded.registeredForExit = true }
+            let register = !guarded.registeredForExit
+            if let due = guarded.commitDue, due <= deadline { return (nil, register) }
+            guarded.commitDue = deadline
+            return (guarded.workQueue, register)
+        }
+        if register { DeferredExitFlush.register(self) }
+        guard let queue else { return }
+        file.clock.schedule(delay, queue) { [weak self] in
+            guard let self else { return }
+            self.guarded.withLock { if $0.commitDue == deadline { $0.commitDue = nil } }
+            try? self.commitDeferred()
+        }
+    }
+
+    /// Whether deferred changes wait to be committed.
+    var hasDeferredChanges: Bool { guarded.withLock { $0.store.hasDeferredChanges } }
+
+    /// Writes every change deferred so far in one durable, atomic write (the one transaction), and returns once it
+    /// is in the file; with nothing deferred it returns at once. A failure is reported (once while it repeats), the
+    /// values stay in memory and, when `retrying`, another commit is scheduled.
+    func commitDeferred(retrying: Bool = true) throws {
+        // From inside a batch or a transform of this store, on the thread holding its locks, a flush would wait for
+        // itself; what that write holds reaches the file when it ends.
+        writer.lock()
+        let (inside, shut, deferred) = guarded.withLock {
+            ($0.store.depth > 0, $0.store.isShut, $0.store.hasDeferredChanges)
+        }
+        writer.unlock()
+        if shut { throw PrefsError.storeClosed(path: path) }
+        if inside {
+            throw PrefsError.io(
+                path: path, operation: "flush", errno: EDEADLK,
+                message: "flush() cannot run inside a batch or an update of the same store; call it after")
+        }
+        guard deferred else { return }
+        do {
+            try perform(.write) { ((), .pending) }
+            guarded.withLock { $0.reportedFailure = nil }
+        } catch {
+            // Closed meanwhile (a timed commit racing the last close, which committed what was deferred).
+            if case .storeClosed? = error as? PrefsError { throw error }
+            let text = String(describing: error)
+            let (isNew, keys) = guarded.withLock { guarded in
+                defer { guarded.reportedFailure = text }
+                return (guarded.reportedFailure != text, guarded.store.unwritten(.deferred).sorted())
+            }
+            if isNew { ErrorReporter.report(error, key: keys.joined(separator: ", "), operation: .write) }
+            if retrying, !keys.isEmpty { scheduleCommit(within: Self.retryDelay) }
+            throw error
+        }
+    }
+
+    /// The queue of the engine's background work, for `flush() async`.
+    var backgroundQueue: DispatchQueue { guarded.withLock { $0.workQueue } }
+}
+
+/// The engines with deferred writes, flushed when the process exits normally (`exit`, or returning from `main`).
+enum DeferredExitFlush {
+    private final class Entry: Sendable {
+        weak let engine: StoreEngine?
+        init(_ engine: StoreEngine) { self.engine = engine }
+    }
+
+    private static let entries = Mutex<[Entry]>([])
+
+    private static let installed: Void = {
+        atexit { DeferredExitFlush.flushAll() }
+    }()
+
+    static func register(_ engine: StoreEngine) {
+        _ = installed
+        entries.withLock { entries in
+            entries.removeAll { $0.engine == nil }
+            entries.append(Entry(engine))
+        }
+    }
+
+    /// Commits every engine's deferred writes; failures are reported.
+    static func flushAll() {
+        let engines = entries.withLock { $0.compactMap(\.engine) }
+        for engine in engines { try? engine.commitDeferred(retrying: false) }
+    }
+}
+
+/// One engine per file in this process, so stores opened on the same path share their values and change feed and
+/// never disagree, not even for the moment an inotify event takes.
+enum EngineRegistry {
+    private final class Entry: Sendable {
+        weak let engine: StoreEngine?
+        init(_ engine: StoreEngine) { self.engine = engine }
+    }
+
+    private static let entries = Mutex<[String: Entry]>([:])
+
+    /// The engine of the file at `path`, retained for one more store handle; opened with `make` when this process
+    /// has none open. `make` runs without the registry's lock (opening reads the file and may report); if two
+    /// threads open one file at once, the first to finish wins and the other's engine is dropped.
+    static func retainedEngine(
+        at path: String, kind: String, make: () throws -> StoreEngine
+    ) rethrows -> StoreEngine {
+        let id = kind + ":" + URL(filePath: path).standardizedFileURL.path
+        if let existing = entries.withLock({ $0[id]?.engine }), existing.retain() { return existing }
+        let made = try make()
+        return entries.withLock { entries in
+            if let existing = entries[id]?.engine, existing.retain() { return existing }
+            entries = entries.filter { $0.value.engine.map { !$0.isShut } ?? false }
+            entries[id] = Entry(made)
+            _ = made.retain()
+            return made
+        }
+    }
+}
