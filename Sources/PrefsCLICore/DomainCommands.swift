@@ -28,13 +28,18 @@ enum DomainCommands {
 
     /// Opens an existing domain; a missing one is "not found" and nothing is created.
     static func openExisting(_ domain: String, _ invocation: Invocation) throws -> UserDefaultsStore {
+        try checkExists(domain, invocation)
+        return try UserDefaultsStore(suiteName: domain)
+    }
+
+    /// Throws "not found" unless the domain's file exists.
+    static func checkExists(_ domain: String, _ invocation: Invocation) throws {
         try checkName(domain)
         guard FileManager.default.fileExists(atPath: fileURL(of: domain).path(percentEncoded: false)) else {
             throw Failure.notFound(
                 "\(invocation.command): domain \(String(reflecting: domain)) does not exist in "
                     + "\(folder().path(percentEncoded: false)); run `prefs domains` to list them")
         }
-        return try UserDefaultsStore(suiteName: domain)
     }
 
     /// The usage error for `defaults`' global-domain, host and app-bundle forms (`-g`, `NSGlobalDomain`,
@@ -293,17 +298,16 @@ enum DomainCommands {
             if invocation.positionals.count == 1 { try store.replaceAll([:]) }
             return
         }
-        let store = try openExisting(domain, invocation)
         if invocation.positionals.count == 2 {
-            try deleteKey(from: store, domain: domain, invocation)
+            try deleteKey(from: try openExisting(domain, invocation), domain: domain, invocation)
             return
         }
-        // The lock file stays: another process may hold it, and removing it would break their lock.
-        let path = store.url.path(percentEncoded: false)
-        guard unlink(path) == 0 || errno == ENOENT else {
-            let code = errno
-            throw Failure.notFound("\(invocation.command): cannot remove \(path): \(String(cString: strerror(code)))")
-        }
+        try checkExists(domain, invocation)
+        // Under the file's lock (a damaged file too): a write of another process waits for it, then creates the
+        // file afresh.
+        let (store, _) = UserDefaultsStore.openDomain(url: fileURL(of: domain))
+        defer { store.close() }
+        try store.removeFile()
     }
 
     /// With a KEY argument, removes that key (not found when absent); without one, does nothing.

@@ -58,7 +58,7 @@ package enum PrefsTool {
         Command(
             "delete", arguments: "DOMAIN [KEY]", positionals: 1...2, options: [PostgresDomain.option],
             summary: "Remove KEY from DOMAIN, or the whole domain.",
-            help: "Removing a domain deletes its NAME.plist; its NAME.lock file stays, as other processes may hold it.",
+            help: "Removing a domain deletes its NAME.plist, under its lock, whatever it holds.",
             run: { try DomainCommands.delete($0) }),
         Command(
             "repair", arguments: "DOMAIN", positionals: 1...1,

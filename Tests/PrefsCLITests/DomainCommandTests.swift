@@ -292,14 +292,19 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: sandbox.config.path))
     }
 
-    /// "`prefs delete com.example.backup`: the whole domain (its NAME.lock file stays)".
-    @Test func deletingADomainKeepsItsLockFile() throws {
+    /// "`prefs delete com.example.backup`: the whole domain, damaged or not": nothing of it stays in the folder.
+    @Test func deletingADomainRemovesEverythingOfIt() throws {
         let sandbox = try Sandbox()
         defer { sandbox.cleanup() }
         try sandbox.prefs("write", "app", "theme", "dark").expectSuccess()
+        try sandbox.prefs("write", "other", "theme", "light").expectSuccess()
         try sandbox.prefs("delete", "app").expectSuccess()
-        #expect(!FileManager.default.fileExists(atPath: sandbox.plist("app").path))
-        #expect(FileManager.default.fileExists(atPath: sandbox.config.appending(path: "app.lock").path))
+        let left = try FileManager.default.contentsOfDirectory(atPath: sandbox.config.path)
+        #expect(left.filter { $0.contains("app") } == [], "\(left)")
+        #expect(try sandbox.prefs("read", "other", "theme").output == "light\n")
+        try Data("not a property list".utf8).write(to: sandbox.plist("other"))
+        try sandbox.prefs("delete", "other").expectSuccess()
+        #expect(!FileManager.default.fileExists(atPath: sandbox.plist("other").path))
     }
 
     /// Exit status 1: "the file system refused the operation" (the preferences folder is a regular file).

@@ -126,6 +126,8 @@ package final class SteppingFileSystem: FileSystem {
         try base.move(path, to: destination)
     }
 
+    package func remove(_ path: String) throws(SystemCallError) { try base.remove(path) }
+
     package func removeStaleTemporaries(beside path: String) { base.removeStaleTemporaries(beside: path) }
 
     package func watch(_ path: String, onChange: @escaping @Sendable () -> Void) -> FileWatchToken {

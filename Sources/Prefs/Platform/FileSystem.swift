@@ -45,8 +45,11 @@ package protocol FileSystem: Sendable {
     /// Flushes the folder of `path`, so that a rename or removal in it survives a crash.
     func syncFolder(of path: String) throws(SystemCallError)
 
-    /// Gives the file at `path` the name `destination` if nothing has that name (``CommitRace`` if something has).
+    /// Gives the file at `path` the name `destination` if nothing has that name.
     func move(_ path: String, to destination: String) throws(SystemCallError)
+
+    /// Removes the file at `path` (nothing there is fine) and flushes its folder.
+    func remove(_ path: String) throws(SystemCallError)
 
     /// Removes the temporary files beside `path` that writers killed before their commit left behind. Called
     /// holding the file's lock, when no live writer of it can have one.

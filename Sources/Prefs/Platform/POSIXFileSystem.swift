@@ -96,7 +96,7 @@ package struct POSIXFileSystem: FileSystem {
         throws(SystemCallError) -> TemporaryFile
     {
         Self.ignoreFileSizeSignal()
-        let temporary = try Self.createTemporary(beside: path, mode: mode)
+        var temporary = try Self.createTemporary(beside: path, mode: mode)
         do throws(SystemCallError) {
             let failure = data.withUnsafeBytes { bytes -> SystemCallError? in
                 do throws(SystemCallError) {
@@ -120,6 +120,15 @@ package struct POSIXFileSystem: FileSystem {
                 _ = record.withUnsafeBytes { set(temporary.descriptor, Self.recordAttribute, $0.baseAddress, $0.count, 0) }
             }
             if durable { try POSIX.sync(temporary.descriptor, path: temporary.path) }
+            // Kept open read-only for the identity after the rename: closing the descriptor written through after
+            // the rename would tell every watcher of the folder of one more change.
+            let reader = POSIX.retrying { open(temporary.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+            guard reader >= 0 else { throw SystemCallError(path: temporary.path, operation: "open") }
+            let written = temporary.descriptor
+            temporary = TemporaryFile(path: temporary.path, descriptor: reader)
+            if close(written) != 0 && errno != EINTR {
+                throw SystemCallError(path: temporary.path, operation: "close")
+            }
         } catch {
             discard(temporary)
             throw error
@@ -183,6 +192,11 @@ package struct POSIXFileSystem: FileSystem {
             throw SystemCallError(path: destination, operation: "move aside to")
         }
         guard unlink(path) == 0 else { throw SystemCallError(path: path, operation: "move aside") }
+    }
+
+    package func remove(_ path: String) throws(SystemCallError) {
+        guard unlink(path) == 0 || errno == ENOENT else { throw SystemCallError(path: path, operation: "remove") }
+        try syncFolder(of: path)
     }
 
     package func removeStaleTemporaries(beside path: String) {

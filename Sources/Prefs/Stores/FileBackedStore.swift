@@ -66,6 +66,10 @@ public class FileBackedStore: KeyValueStore, @unchecked Sendable {
     @discardableResult
     public func moveDamagedFileAside() throws -> URL? { try open().moveDamagedFileAside() }
 
+    /// `try store.removeFile()` deletes the store's file under its lock, so the store (and every store of the file)
+    /// reads empty: what `prefs delete DOMAIN` does. Observers hear of every key whose value changed.
+    package func removeFile() throws { try open().deleteFile() }
+
     /// The engine, unless this store was closed.
     func open() throws -> StoreEngine {
         if closed.load(ordering: .relaxed) { throw PrefsError.storeClosed(path: url.path) }

@@ -61,7 +61,7 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
     /// Opens the domain file at `url` without throwing, for the standard domain: a file that cannot be read leaves
     /// the store damaged (reads throw, writes are refused, the file is untouched) and the error is returned for the
     /// caller to report once it holds no lock.
-    static func openDomain(url: URL) -> (store: UserDefaultsStore, error: (any Error)?) {
+    package static func openDomain(url: URL) -> (store: UserDefaultsStore, error: (any Error)?) {
         let engine = EngineRegistry.retainedEngine(at: url.fileSystemPath, kind: "plist") {
             let engine = makeEngine(url: url)
             try? engine.open()  // a damaged file stays damaged (and watched); its error is returned below

@@ -99,15 +99,26 @@ struct CommitRecord: Equatable, Sendable {
         return next
     }
 
-    /// Drops what does not fit ``sizeLimit``: the oldest earlier values first, then the keys changed longest ago.
+    /// Drops what does not fit ``sizeLimit``: first the keys changed longest ago (their generation only matters to
+    /// a change deferred before them; ``floor`` then says so), keeping room for the values of the restoring window,
+    /// then the oldest entries of that window.
     private mutating func shrink() {
+        guard encodedSize > Self.sizeLimit else { return }
+        let recentSize = encodedSize - Self.headerSize - changed.count * Self.changedEntrySize
+        evictChanged(keeping: max(32, (Self.sizeLimit - Self.headerSize - recentSize) / Self.changedEntrySize))
         while encodedSize > Self.sizeLimit, let oldest = recent.min(by: { $0.value.time < $1.value.time }) {
             recent[oldest.key] = nil
         }
-        guard encodedSize > Self.sizeLimit else { return }
-        let keep = (Self.sizeLimit - Self.headerSize) / Self.changedEntrySize
-        let dropped = changed.sorted { $0.value > $1.value }.dropFirst(keep)
-        for (key, at) in dropped {
+        if encodedSize > Self.sizeLimit {
+            evictChanged(keeping: (Self.sizeLimit - encodedSize + changed.count * Self.changedEntrySize)
+                / Self.changedEntrySize)
+        }
+    }
+
+    /// Keeps the `count` keys changed most recently in ``changed``, raising ``floor`` past the others.
+    private mutating func evictChanged(keeping count: Int) {
+        guard changed.count > count else { return }
+        for (key, at) in changed.sorted(by: { $0.value > $1.value }).dropFirst(max(0, count)) {
             changed[key] = nil
             floor = max(floor, at)
         }

@@ -222,13 +222,22 @@ final class StoreEngine: Sendable {
         }
     }
 
+    /// Deletes the file, under its lock, and empties the store: what `prefs delete DOMAIN` does. Observers hear of
+    /// every key whose value changed.
+    func deleteFile() throws {
+        try perform(.moveAside) { () -> ((), Edit) in
+            guard let file, (try? file.fileSystem.identity(at: file.path)) != nil else { return ((), .keep) }
+            return ((), .moveAside(nil))
+        }
+    }
+
     // MARK: The one transaction
 
     /// How a run reaches the file.
     enum Access: Equatable {
         /// A write: under the file's lock, from its latest values.
         case write
-        /// Moving a damaged file aside: a write that expects the file not to read.
+        /// Moving a damaged file aside, or deleting the file: a write that expects the file may not read.
         case moveAside
         /// The first load: no lock, nothing announced; a file being rewritten in place is waited for.
         case load
@@ -251,8 +260,8 @@ final class StoreEngine: Sendable {
         case batch
         /// The values in memory, written again whatever changed (a new vault key).
         case rewrite
-        /// The file, moved to this name.
-        case moveAside(String)
+        /// The file, moved to this name; nil: deleted.
+        case moveAside(String?)
     }
 
     /// Runs `apply` as one transaction (see the type's description), and delivers what it announced once every
@@ -396,7 +405,8 @@ final class StoreEngine: Sendable {
         var announcedFrom: [String: PrefValue]?
         /// Write even if nothing changed.
         var force = false
-        var moveAside: String?
+        /// Where the file goes instead: `.some(nil)` deleted, `.some(name)` renamed.
+        var moveAside: String??
         /// This run's own changes, to apply again on top of a file changed under the lock.
         var own: [String: PrefValue?] = [:]
         /// The whole content this run writes, whatever the file holds (an import).
@@ -529,7 +539,7 @@ final class StoreEngine: Sendable {
             let recovered = guarded.store.damage != nil
             let changed = guarded.store.load(
                 values, identity: contents?.identity, record: record, intact: intact, now: now,
-                keyHash: file.codec.recordHash)
+                keyHash: file.codec.recordHash, lastCommit: { self.readCommitCopy(of: file) })
             if announcing { announce(changed, of: guarded.store.values) }
             return recovered
         }
@@ -553,7 +563,7 @@ final class StoreEngine: Sendable {
     private func commit(_ draft: Draft, in file: BoundFile, checking: Bool) throws -> Bool {
         let fileSystem = file.fileSystem
         let now = file.clock.now()
-        if let destination = draft.moveAside { return try moveAside(to: destination, in: file) }
+        if case .some(let destination) = draft.moveAside { return try moveAside(to: destination, in: file) }
         let data = try file.codec.encode(draft.values)
         if data.count > POSIX.maximumFileSize {
             throw PrefsError.tooLarge(path: file.path, size: data.count, limit: POSIX.maximumFileSize)
@@ -595,6 +605,7 @@ final class StoreEngine: Sendable {
                 message: error.message)
         }
         ErrorReporter.writeReachedTheFile(of: changes)
+        if guarded.withLock({ $0.store.file?.restoresStaleRewrites ?? false }) { keepCommitCopy(data, of: file) }
         guarded.withLock { guarded in
             let changed = guarded.store.committed(
                 draft.values, identity: identity, record: record, announcedFrom: draft.announcedFrom,
@@ -606,9 +617,41 @@ final class StoreEngine: Sendable {
         return true
     }
 
-    /// Moves the damaged file to `destination` and empties the store.
-    private func moveAside(to destination: String, in file: BoundFile) throws -> Bool {
-        try prefsIO { () throws(SystemCallError) in try file.fileSystem.move(file.path, to: destination) }
+    /// Where a suite's commits leave a copy of what they wrote: `.<name>.commit` beside it.
+    static func commitCopyPath(of path: String) -> String {
+        POSIX.parentPath(of: path) + "/." + POSIX.lastComponent(of: path) + ".commit"
+    }
+
+    /// Keeps a copy of the bytes a suite's commit wrote, for every Prefs process to restore from when a lock-less
+    /// in-place rewrite puts back older values (``StoreState/load(_:identity:record:intact:now:keyHash:lastCommit:)``).
+    /// Replaced atomically, under the file's lock, not synced: a copy lost in a crash is one commit behind, and its
+    /// values then do not match the record, so nothing is restored from it.
+    private func keepCommitCopy(_ data: Data, of file: BoundFile) {
+        let path = Self.commitCopyPath(of: file.path)
+        guard
+            let temporary = try? file.fileSystem.writeTemporary(
+                beside: path, data: data, record: nil, mode: 0o600, durable: false)
+        else { return }
+        _ = try? file.fileSystem.commit(temporary, to: path, replacing: true)
+    }
+
+    /// The values of the copy the last commit of a suite kept; nil when there is none that decodes.
+    private func readCommitCopy(of file: BoundFile) -> [String: PrefValue]? {
+        let path = Self.commitCopyPath(of: file.path)
+        guard let contents = try? file.fileSystem.read(path, through: nil) else { return nil }
+        return try? file.codec.decode(contents.data, path: path)
+    }
+
+    /// Moves the file to `destination` (nil: deletes it, with a suite's commit copy) and empties the store.
+    private func moveAside(to destination: String?, in file: BoundFile) throws -> Bool {
+        try prefsIO { () throws(SystemCallError) in
+            if let destination {
+                try file.fileSystem.move(file.path, to: destination)
+            } else {
+                try file.fileSystem.remove(file.path)
+                try? file.fileSystem.remove(Self.commitCopyPath(of: file.path))
+            }
+        }
         try? file.fileSystem.syncFolder(of: file.path)
         guarded.withLock { guarded in
             let changed = guarded.store.cleared()

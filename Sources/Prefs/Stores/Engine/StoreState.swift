@@ -103,13 +103,14 @@ struct StoreState: Sendable {
     ///   writer changed since gives way to that later, acknowledged write. The record tells, even when the other
     ///   writer put back the value the change replaced; without one, the values are compared.
     /// - For a suite rewritten in place since its last Prefs commit, a key the rewrite put back to a value that its
-    ///   latest commit replaced within the record's window is a stale copy: memory keeps the latest committed value,
-    ///   if this process knows it, and it is due to be written again (``needsWrite``).
+    ///   latest commit replaced within the record's window is a stale copy: memory takes the latest committed value
+    ///   (this process's, or from `lastCommit`, the copy the committer kept), and it is due to be written again
+    ///   (``needsWrite``).
     ///
     /// Clears damage and suspicion. Returns the keys whose values in memory changed.
     mutating func load(
         _ newValues: [String: PrefValue], identity: FileIdentity?, record: CommitRecord?, intact: Bool, now: Duration,
-        keyHash: (String) -> UInt64
+        keyHash: (String) -> UInt64, lastCommit: () -> [String: PrefValue]? = { nil }
     ) -> Set<String> {
         guard var file else { return [] }
         // The values this process knows Prefs committed last: memory, but for changes not committed yet (a value
@@ -120,10 +121,21 @@ struct StoreState: Sendable {
         var unwritten: [String: Unwritten] = [:]
         let stamp = intact ? record.map(\.stamp) : nil
         if file.restoresStaleRewrites, let record, !intact {
-            for key in Set(known.keys).union(newValues.keys) where record.recent[keyHash(key)] != nil {
+            let committed = lastCommit() ?? [:]
+            for key in Set(known.keys).union(newValues.keys).union(committed.keys)
+            where record.recent[keyHash(key)] != nil {
                 let latest = record.staleValue(keyHash(key), found: newValues[key].recordHash, now: now)
-                guard let latest, known[key].recordHash == latest else { continue }
-                merged[key] = known[key]
+                guard let latest else { continue }
+                // The latest Prefs commit of the key, as this process knows it or as the committer's copy holds it.
+                let restored: PrefValue?
+                if known[key].recordHash == latest {
+                    restored = known[key]
+                } else if committed[key].recordHash == latest {
+                    restored = committed[key]
+                } else {
+                    continue
+                }
+                merged[key] = restored
                 unwritten[key] = Unwritten(base: newValues[key], since: nil, reason: .restored)
             }
         }
