@@ -213,6 +213,7 @@ public enum KeyValueStoreConformance {
     ///   - close: Closes a store, for a store that can be closed: each store is closed after its rule, and
     ///     `closed-store-throws` is checked. Without it, stores are released after their rule.
     ///   - makeStore: Makes a fresh, empty store; called once per rule.
+    ///   - sourceLocation: Where the issues of broken rules are recorded; by default, the call of `verify`.
     /// - Returns: The rules checked, skipped and broken.
     /// - Throws: Only `CancellationError` when the test is cancelled; broken rules are issues, not errors.
     @discardableResult
