@@ -114,7 +114,7 @@ struct WritingAStoreTests {
         let folder = FileManager.default.temporaryDirectory.appending(path: UUID().uuidString)
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-    
+
         try await KeyValueStoreConformance.verify(makeStore: {
             try DictionaryFileStore(url: folder.appending(path: "\(UUID().uuidString).json"))
         })
