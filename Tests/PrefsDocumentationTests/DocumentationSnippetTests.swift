@@ -12,7 +12,12 @@ import Testing
 
     /// The model a reader copies first, and the deferred-writes lines that follow it, as one `main.swift`.
     @Test func theReadmesOpeningExamplesCompileAsWritten() throws {
-        try Self.typecheck(blocks(in: "README.md", containing: ["final class Preferences", "deferringWrites()"]))
+        try Self.typecheck(
+            blocks(
+                in: "README.md",
+                containing: [
+                    "final class Preferences", "final class EditorPreferences: Observable", "deferringWrites()",
+                ]))
     }
 
     @Test func theReadmesPostgreSQLSnippetCompilesAsWritten() throws {
