@@ -56,13 +56,7 @@ struct BrokenStoreTests {
     /// deliveries are skipped rather than each waiting out its hang guard.
     @Test func aStoreThatNeverDeliversIsToldSoQuickly() async throws {
         let started = ContinuousClock.now
-        var report: KeyValueStoreConformance.Report?
-        try await withKnownIssue {
-            report = try await KeyValueStoreConformance.verify(
-                unsupported: [.transactionalBatches], makeStore: { DeliveryFaultStore(.announcesWithoutDelivering) })
-        } matching: { issue in
-            issue.comments.first?.rawValue.hasPrefix("delivery-before-return: ") == true
-        }
+        let report = try await verify(.announcesWithoutDelivering, breaking: .deliveryBeforeReturn)
         let elapsed = ContinuousClock.now - started
         let messages = report?.failures[.deliveryBeforeReturn] ?? []
         #expect(report?.brokenRules == [.deliveryBeforeReturn], "\(report?.failures ?? [:])")
@@ -75,13 +69,7 @@ struct BrokenStoreTests {
 
     /// A store that announces nothing is told that, within the grace the kit gives a late delivery.
     @Test func aStoreThatAnnouncesNothingIsToldSo() async throws {
-        var report: KeyValueStoreConformance.Report?
-        try await withKnownIssue {
-            report = try await KeyValueStoreConformance.verify(
-                unsupported: [.transactionalBatches], makeStore: { DeliveryFaultStore(.announcesNothing) })
-        } matching: { issue in
-            issue.comments.first?.rawValue.hasPrefix("delivery-before-return: ") == true
-        }
+        let report = try await verify(.announcesNothing, breaking: .deliveryBeforeReturn)
         let messages = report?.failures[.deliveryBeforeReturn] ?? []
         #expect(report?.brokenRules == [.deliveryBeforeReturn], "\(report?.failures ?? [:])")
         #expect(messages.contains { $0.contains("the store announces nothing") }, "\(messages)")
@@ -91,17 +79,25 @@ struct BrokenStoreTests {
     /// `values` streams would read the store inside that delivery (and so lock the `Mutex` again: "Recursive call to
     /// lock Mutex", which stops the process) are skipped, so this test process lives to report it.
     @Test func aStorePublishingUnderItsMutexFailsARuleInsteadOfStoppingTheProcess() async throws {
-        var report: KeyValueStoreConformance.Report?
-        try await withKnownIssue {
-            report = try await KeyValueStoreConformance.verify(
-                unsupported: [.transactionalBatches], makeStore: { DeliveryFaultStore(.publishesUnderItsMutex) })
-        } matching: { issue in
-            issue.comments.first?.rawValue.hasPrefix("delivery-outside-locks: ") == true
-        }
+        let report = try await verify(.publishesUnderItsMutex, breaking: .deliveryOutsideLocks)
         #expect(report?.brokenRules == [.deliveryOutsideLocks], "\(report?.failures ?? [:])")
         #expect(report?.failures[.deliveryOutsideLocks]?.first?.contains("Recursive call to lock Mutex") == true)
         #expect(report?.skipped[.valuesStartWithCurrent] != nil)
         #expect(report?.skipped[.deliveryInOrder]?.contains("observers run under a lock of the store") == true)
+    }
+
+    /// The kit's report on a ``DeliveryFaultStore``, each issue it records known and about `rule`.
+    private func verify(_ fault: DeliveryFaultStore.Fault, breaking rule: Rule) async throws
+        -> KeyValueStoreConformance.Report?
+    {
+        var report: KeyValueStoreConformance.Report?
+        try await withKnownIssue {
+            report = try await KeyValueStoreConformance.verify(
+                unsupported: [.transactionalBatches], makeStore: { DeliveryFaultStore(fault) })
+        } matching: { issue in
+            issue.comments.first?.rawValue.hasPrefix(rule.name + ": ") == true
+        }
+        return report
     }
 
     @Test func aStoreWithoutTransactionalBatchesIsReportedAsSkippingThem() async throws {
