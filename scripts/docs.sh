@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the DocC documentation of Prefs with the toolchain's docc over symbol graphs (the swift-docc-plugin is not
-# needed) and fails on any documentation warning or on any public symbol without a doc comment.
+# Builds the DocC documentation of every library product (Prefs, PrefsTesting, PrefsPostgres) into one archive with
+# the toolchain's docc over symbol graphs (the swift-docc-plugin is not needed), and fails on any documentation
+# warning or on any public symbol of the three without a doc comment.
 #
 #   scripts/docs.sh                 # writes .build/docs (a static-hostable DocC archive)
 #   DOCS_OUTPUT=/tmp/site scripts/docs.sh
@@ -14,30 +15,48 @@ toolchain_bin="$(dirname "$(command -v swift)")"
 docc="$toolchain_bin/docc"
 [[ -x "$docc" ]] || docc="$(command -v docc)"
 
-# 1. Symbol graphs of the public API, emitted while compiling the library. The compiler writes them only when it
-#    re-emits the module, which an incremental build may skip, so the library is compiled from scratch in a build
-#    folder of its own (about 10 s; the normal .build is left alone).
+# The modules of the library products, each documented from the public declarations written in Sources/<module>.
+modules=(Prefs PrefsTesting PrefsPostgres)
+
+# 1. Symbol graphs of the public API, emitted while compiling the libraries. The compiler writes them only when it
+#    re-emits a module, which an incremental build may skip, so the libraries are compiled from scratch in a build
+#    folder of their own (the normal .build is left alone). Building PrefsTesting builds Prefs too.
 scratch=".build/docs-build"
 rm -rf "$graphs" "$scratch"
 mkdir -p "$graphs"
-swift build --scratch-path "$scratch" --target Prefs \
-    -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$PWD/$graphs"
-[[ -f "$graphs/Prefs.symbols.json" ]] || { echo "docs: the compiler emitted no symbol graph in $graphs" >&2; exit 1; }
+for target in PrefsTesting PrefsPostgres; do
+    swift build --scratch-path "$scratch" --target "$target" \
+        -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$PWD/$graphs"
+done
+for module in "${modules[@]}"; do
+    [[ -f "$graphs/$module.symbols.json" ]] || { echo "docs: the compiler emitted no symbol graph of $module" >&2; exit 1; }
+done
+# Only the three modules are documented: the graphs of the C modules and test support, if any, are left out.
+for file in "$graphs"/*.symbols.json; do
+    name="$(basename "$file" .symbols.json)"
+    [[ " ${modules[*]} " == *" ${name%%@*} "* ]] || rm "$file"
+done
 
-# 2. Every public declaration written in Sources/Prefs has its own doc comment (not one inherited from a protocol).
-#    Symbols without a source location are synthesised by the compiler (hashValue, Equatable's ==, …).
-undocumented="$(jq -r '.symbols[]
-    | select(.location != null)
-    | select(.docComment == null or (.docComment.module // "Prefs") != "Prefs")
-    | "\(.location.uri | sub("^file://"; "") ):\(.location.position.line + 1): \(.pathComponents | join("."))"' \
-    "$graphs"/*.symbols.json)"
+# 2. Every public declaration written in Sources/<module> has its own doc comment (not one inherited from a
+#    protocol). Symbols without a source location are synthesised by the compiler (hashValue, Equatable's ==, …);
+#    members a module inherits from another one's protocol extensions are documented where they are written.
+undocumented=""
+for module in "${modules[@]}"; do
+    undocumented+="$(jq -r --arg module "$module" '.symbols[]
+        | select(.location != null)
+        | select(.location.uri | contains("/Sources/\($module)/"))
+        | select(.docComment == null or (.docComment.module // $module) != $module)
+        | "\(.location.uri | sub("^file://"; "") ):\(.location.position.line + 1): \(.pathComponents | join("."))"' \
+        "$graphs/$module".symbols.json "$graphs/$module"@*.symbols.json 2>/dev/null || true)"
+done
 if [[ -n "$undocumented" ]]; then
     echo "docs: public symbols without a doc comment:" >&2
     echo "$undocumented" >&2
     exit 1
 fi
 
-# 3. The catalog and the doc comments, with warnings as errors. docc's exit status covers that; the log is also
+# 3. The catalog and the doc comments of the three modules, in one archive (so that PrefsTesting's and
+#    PrefsPostgres's comments link to Prefs' symbols), with warnings as errors. docc's exit status covers that; the log is also
 #    checked, so a warning can never slip through a docc that does not honour the flag.
 rm -rf "$output"
 log="$(mktemp)"
@@ -57,7 +76,11 @@ if [[ $status -ne 0 ]] || grep -qiE '^(warning|error)|: (warning|error):' "$log"
     exit 1
 fi
 
+for module in "${modules[@]}"; do
+    page="$output/documentation/$(tr '[:upper:]' '[:lower:]' <<<"$module")/index.html"
+    [[ -f "$page" ]] || { echo "docs: no reference pages for $module ($page is missing)" >&2; exit 1; }
+done
 symbols="$(jq -s '[.[].symbols[] | select(.location != null)] | length' "$graphs"/*.symbols.json)"
-echo "docs: no warnings; ${symbols} public symbols, all documented"
+echo "docs: no warnings; ${symbols} public symbols of ${modules[*]}, all documented"
 echo "docs: output in $(cd "$output" && pwd) (open index.html through a web server, e.g."
-echo "      python3 -m http.server --directory $output, then http://localhost:8000/documentation/prefs)"
+echo "      python3 -m http.server --directory $output, then http://localhost:8000/documentation/prefs, /prefstesting, /prefspostgres)"

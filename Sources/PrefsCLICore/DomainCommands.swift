@@ -36,9 +36,10 @@ enum DomainCommands {
     static func checkExists(_ domain: String, _ invocation: Invocation) throws {
         try checkName(domain)
         guard FileManager.default.fileExists(atPath: fileURL(of: domain).path(percentEncoded: false)) else {
+            let hint = Hints.didYouMean(domain, among: (try? domainNames()) ?? [])
             throw Failure.notFound(
                 "\(invocation.command): domain \(String(reflecting: domain)) does not exist in "
-                    + "\(folder().path(percentEncoded: false)); run `prefs domains` to list them")
+                    + "\(folder().path(percentEncoded: false))\(hint); run `prefs domains` to list them")
         }
     }
 
@@ -64,14 +65,18 @@ enum DomainCommands {
         }
     }
 
-    static func notFound(key: String, domain: String, _ invocation: Invocation) -> Failure {
+    /// The key is not in the domain, whose keys are `keys`: the closest one is suggested.
+    static func notFound(key: String, domain: String, keys: some Sequence<String>, _ invocation: Invocation) -> Failure
+    {
         .notFound(
-            "\(invocation.command): no key \(String(reflecting: key)) in domain \(String(reflecting: domain)); "
-                + "run `prefs read \(domain)` to list its keys")
+            "\(invocation.command): no key \(String(reflecting: key)) in domain \(String(reflecting: domain))"
+                + "\(Hints.didYouMean(key, among: keys)); run `prefs read \(Hints.shellQuoted(domain))` to list its keys"
+        )
     }
 
     static func domains(_ invocation: Invocation) throws {
-        let names = try domainNames()
+        let names =
+            PostgresDomain.isRequested(invocation) ? try PostgresDomain.namespaces(invocation) : try domainNames()
         if invocation.has("--json") {
             invocation.console.print(try PrefValue.array(names.map { .string($0) }).jsonText())
         } else {
@@ -98,14 +103,21 @@ enum DomainCommands {
 
     static func read(_ invocation: Invocation) throws {
         let domain = invocation.positionals[0]
-        let store: any KeyValueStore =
-            PostgresDomain.isRequested(invocation)
-            ? try PostgresDomain.open(domain, invocation) : try openExisting(domain, invocation)
+        let store = try openForReading(domain, invocation)
         let json = invocation.has("--json")
         if invocation.positionals.count == 2 {
             let key = invocation.positionals[1]
-            guard let value = try store.value(forKey: key) else { throw notFound(key: key, domain: domain, invocation) }
-            invocation.console.print(json ? try value.jsonText() : ValueText.format(value))
+            guard let value = try store.value(forKey: key) else {
+                throw notFound(key: key, domain: domain, keys: try store.allValues().keys, invocation)
+            }
+            if invocation.has("--types") {
+                // The line the whole domain's --types listing has for this key.
+                invocation.console.print(
+                    "\(ValueText.visible(key))  \(value.typeName)  \(ValueText.formatInline(value))"
+                        + (effectiveValues([key: value], of: store).1[key].map { "  (\($0))" } ?? ""))
+            } else {
+                invocation.console.print(json ? try value.jsonText() : ValueText.format(value))
+            }
             if invocation.has("--explain"), let layer = store.layer(ofKey: key) {
                 invocation.console.print("layer: " + explanation(of: layer))
             }
@@ -157,10 +169,41 @@ enum DomainCommands {
         return (values, notes)
     }
 
+    /// The store `read` and `read-type` read: a PostgreSQL namespace, a property list named by its path (a DOMAIN
+    /// with a `/`, as `defaults read` takes one), or a domain that exists.
+    static func openForReading(_ domain: String, _ invocation: Invocation) throws -> any KeyValueStore {
+        if PostgresDomain.isRequested(invocation) { return try PostgresDomain.open(domain, invocation) }
+        if domain.contains("/") { return try InMemoryStore(readFile(domain, invocation)) }
+        return try openExisting(domain, invocation)
+    }
+
+    /// The values of the property list (or prefs JSON) at `path`, or at `path.plist` when only that exists, read
+    /// and never written.
+    static func readFile(_ path: String, _ invocation: Invocation) throws -> [String: PrefValue] {
+        let exists = { FileManager.default.fileExists(atPath: $0) }
+        let file = !exists(path) && !path.hasSuffix(".plist") && exists(path + ".plist") ? path + ".plist" : path
+        guard exists(file) else {
+            throw Failure.notFound(
+                "\(invocation.command): no file at \(path); a DOMAIN with a / is the path of a property list, as "
+                    + "`defaults read` takes one")
+        }
+        let data = try BoundedInput.read(path: file, limit: BoundedInput.importLimit)
+        do {
+            return
+                isPropertyList(data)
+                ? try PrefValue.values(fromPropertyList: data, source: file)
+                : try PrefValue.values(fromJSONDocument: data, source: file)
+        } catch let error as PrefsError {
+            throw Failure(.integrity, "\(invocation.command): \(error.description)")
+        }
+    }
+
     static func readType(_ invocation: Invocation) throws {
         let (domain, key) = (invocation.positionals[0], invocation.positionals[1])
-        let store = try openExisting(domain, invocation)
-        guard let value = try store.value(forKey: key) else { throw notFound(key: key, domain: domain, invocation) }
+        let store = try openForReading(domain, invocation)
+        guard let value = try store.value(forKey: key) else {
+            throw notFound(key: key, domain: domain, keys: try store.allValues().keys, invocation)
+        }
         invocation.console.print(DefaultsFlags.typeSentence(value))
     }
 
@@ -169,7 +212,10 @@ enum DomainCommands {
         let store = try openExisting(domain, invocation)
         for key in [old, new] where store.isForced(key) { throw PrefsError.forced(key: key) }
         try store.batch {
-            guard let value = try store.allValues()[old] else { throw notFound(key: old, domain: domain, invocation) }
+            let values = try store.allValues()
+            guard let value = values[old] else {
+                throw notFound(key: old, domain: domain, keys: values.keys, invocation)
+            }
             guard old != new else { return }
             try store.setValue(value, forKey: new)
             try store.setValue(nil, forKey: old)
@@ -247,10 +293,13 @@ enum DomainCommands {
         try store.updateValue(forKey: key) { old in
             let type = explicit ?? old.map(ValueType.init(of:)) ?? .string
             guard var value = ValueText.parse(text, as: type) else {
+                // Without --type the type is the stored one (or string): another can be asked for. With it, the
+                // value is what must change.
                 let kept = explicit == nil && old != nil ? " (the type stored under \(String(reflecting: key)))" : ""
+                let otherType = explicit == nil ? "; pass --type to store another type" : ""
                 throw Failure.usage(
                     "\(invocation.command): \(String(reflecting: text)) is not \(type.phrase)\(kept): expected "
-                        + "\(type.expected); pass --type to store another type; nothing was changed")
+                        + "\(type.expected)\(otherType); nothing was changed")
             }
             if explicit == nil, let old { value = try keepShape(value, of: old, key: key, invocation) }
             return value
@@ -321,9 +370,15 @@ enum DomainCommands {
     private static func deleteKey(from store: any KeyValueStore, domain: String, _ invocation: Invocation) throws {
         guard invocation.positionals.count == 2 else { return }
         let key = invocation.positionals[1]
-        try store.updateValue(forKey: key) { old in
-            guard old != nil else { throw notFound(key: key, domain: domain, invocation) }
-            return nil
+        struct Absent: Error {}
+        do {
+            try store.updateValue(forKey: key) { old in
+                guard old != nil else { throw Absent() }
+                return nil
+            }
+        } catch is Absent {
+            // Outside the update: the keys to suggest are read from the store, which a transform must not do.
+            throw notFound(key: key, domain: domain, keys: try store.allValues().keys, invocation)
         }
     }
 
@@ -457,14 +512,20 @@ enum DomainCommands {
         Terminal.exitCleanlyOnInterrupt()
         let what = keys.isEmpty ? "every key" : keys.map { String(reflecting: $0) }.joined(separator: ", ")
         invocation.console.printError("prefs: watching \(what) of domain \(domain); press Ctrl-C to stop")
+        // A change is printed with the value the key holds when it is printed: several quick changes (another
+        // process's, seen when this one reads the file again) may show as one line, and a line that would repeat
+        // the key's last one is left out.
+        var printed: [String: PrefValue?] = [:]
         for await key in changes {
-            let line: String
-            if let value = try store.value(forKey: key) {
-                line = "\(ValueText.visible(key)) = \(ValueText.formatInline(value)) (\(value.typeName))"
+            let value = try store.value(forKey: key)
+            if let last = printed[key], last == value { continue }
+            printed[key] = .some(value)
+            if let value {
+                invocation.console.print(
+                    "\(ValueText.visible(key)) = \(ValueText.formatInline(value)) (\(value.typeName))")
             } else {
-                line = "\(ValueText.visible(key)) removed"
+                invocation.console.print("\(ValueText.visible(key)) removed")
             }
-            invocation.console.print(line)
         }
     }
 }

@@ -13,6 +13,16 @@ enum PostgresDomain {
 
     /// Opens the namespace; the connection string comes from the environment, never from the command line.
     static func open(_ namespace: String, _ invocation: Invocation) throws -> PostgresStore {
+        try PostgresStore(connection: connectionString(invocation), namespace: namespace)
+    }
+
+    /// The namespaces of the database that hold at least one key, for `prefs domains --postgres-env VAR`.
+    static func namespaces(_ invocation: Invocation) throws -> [String] {
+        try PostgresStore.namespaces(connection: connectionString(invocation))
+    }
+
+    /// The connection string, from the environment variable `--postgres-env` names (never from the command line).
+    private static func connectionString(_ invocation: Invocation) throws -> String {
         let variable = invocation["--postgres-env"]!
         guard let connection = invocation.console.environment[variable], !connection.isEmpty else {
             throw Failure.usage(
@@ -20,15 +30,17 @@ enum PostgresDomain {
                     + "export the connection string in it first, e.g. \(variable)='postgresql:///app?host=/run/postgresql'"
             )
         }
-        return try PostgresStore(connection: connection, namespace: namespace)
+        return connection
     }
 
     /// Opens a namespace that must hold at least one key (a namespace exists once it has keys).
     static func openExisting(_ namespace: String, _ invocation: Invocation) throws -> PostgresStore {
         let store = try open(namespace, invocation)
         guard try !store.allValues().isEmpty else {
+            let hint = Hints.didYouMean(namespace, among: (try? namespaces(invocation)) ?? [])
             throw Failure.notFound(
-                "\(invocation.command): namespace \(String(reflecting: namespace)) has no keys in the database")
+                "\(invocation.command): namespace \(String(reflecting: namespace)) has no keys in the database\(hint); "
+                    + "run `prefs domains --postgres-env \(invocation["--postgres-env"]!)` to list them")
         }
         return store
     }

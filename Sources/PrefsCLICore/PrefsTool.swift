@@ -4,16 +4,19 @@ import Foundation
 package enum PrefsTool {
     static let jsonFlag = Option.flag("--json", "print JSON (Prefs' exact JSON form)")
     static let typeOption = Option.value(
-        "--type", "TYPE", "bool, int, float (alias double), string, date, data or json")
+        "--type", "TYPE", "bool (or boolean), int (or integer), float (or double), string, date, data or json")
 
     static let commands: [Command] = [
         Command(
-            "domains", arguments: "", positionals: 0...0, options: [jsonFlag],
+            "domains", arguments: "", positionals: 0...0, options: [jsonFlag, PostgresDomain.option],
             summary: "List the domains (UserDefaults suites) in the preferences folder.",
-            help: "The folder is $XDG_CONFIG_HOME, or ~/.config when it is unset; each NAME.plist is a domain.",
+            help: """
+                The folder is $XDG_CONFIG_HOME, or ~/.config when it is unset; each NAME.plist is a domain. With
+                --postgres-env VAR, the namespaces of the database that hold at least one key.
+                """,
             run: { try DomainCommands.domains($0) }),
         Command(
-            "read", arguments: "DOMAIN [KEY]", positionals: 1...2,
+            "read", arguments: "DOMAIN|PATH [KEY]", positionals: 1...2,
             options: [jsonFlag, DomainCommands.typesFlag, DomainCommands.explainFlag, PostgresDomain.option],
             summary: "Print one value bare (true, 42, 0.5, text as is), or the whole domain as `defaults read` does.",
             help: """
@@ -23,11 +26,13 @@ package enum PrefsTool {
                 hex, arrays and dictionaries as JSON.
                 Without KEY the domain prints as an old-style property list, like `defaults read`; values that
                 are not the user's own are marked /* system default */ or /* forced */. --types lists one key
-                per line with its type instead, and --json prints the domain as `export` does.
+                per line with its type instead (with KEY, that key's line), and --json prints the domain as
+                `export` does. A DOMAIN with a / is the path of a property list (or prefs JSON) to read, as
+                `defaults read` takes one; `.plist` may be left out.
                 """,
             run: { try DomainCommands.read($0) }),
         Command(
-            "read-type", arguments: "DOMAIN KEY", positionals: 2...2,
+            "read-type", arguments: "DOMAIN|PATH KEY", positionals: 2...2,
             summary: "Print the type of KEY's value as `defaults read-type` does: Type is integer, ….", help: "",
             run: { try DomainCommands.readType($0) }),
         Command(
@@ -37,8 +42,8 @@ package enum PrefsTool {
             help: """
                 Without --type the type of the value already stored is kept, and a new key is a string. A VALUE
                 that does not parse as the type is refused and nothing changes. Types:
-                  bool    true, false, yes, no, 1, 0
-                  int     a 64-bit whole number (unsigned up to 18446744073709551615)
+                  bool    true, false, yes, no, 1, 0 (`boolean` is the same)
+                  int     a 64-bit whole number (unsigned up to 18446744073709551615); `integer` is the same
                   float   a double-precision number (like `defaults`); `double` is the same
                   string  the text as is
                   date    ISO 8601: 2024-05-01T12:30:00Z, 2024-05-01 14:30:00.25+02:00, 2024-05-01 12:00:00 +0000
@@ -95,8 +100,11 @@ package enum PrefsTool {
             "watch", arguments: "DOMAIN [KEY...]", positionals: 1...Int.max, options: [PostgresDomain.option],
             summary: "Print each change to DOMAIN (or to the KEYs) as it happens, from any process.",
             help: """
-                Prints `KEY = VALUE (TYPE)` or `KEY removed` on standard output, one line per change, until
+                Prints `KEY = VALUE (TYPE)` or `KEY removed` on standard output as changes are seen, until
                 interrupted (Ctrl-C or SIGTERM, exit status 0). A line on standard error says when it is ready.
+                Each line holds the value the key has when it is printed: changes in quick succession (another
+                process's are seen when its write reaches the file) may show as one line, the latest; lines of a
+                key come in the order of its changes, never the same line twice in a row.
                 """,
             run: { try await DomainCommands.watch($0) }),
         Command(
@@ -173,8 +181,8 @@ package enum PrefsTool {
             Run `prefs COMMAND --help` for a command's details.
 
             With --postgres-env VAR, read, write, delete, watch, export and import work on a PostgresStore
-            namespace instead: DOMAIN names the namespace and the connection string is read from the
-            environment variable VAR (never from the command line).
+            namespace instead, and domains lists the namespaces: DOMAIN names the namespace and the connection
+            string is read from the environment variable VAR (never from the command line).
 
             exit status:
               0  success

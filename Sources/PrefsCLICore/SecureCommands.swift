@@ -84,9 +84,13 @@ enum SecureCommands {
         return try EncryptedFileStore(url: vault, key: key)
     }
 
+    /// The secret is not there; the suggested `prefs secure list` names the same vault and key as this command did
+    /// (without them it would open another vault, or ask for a passphrase).
     static func notFound(_ name: String, _ invocation: Invocation) -> Failure {
-        .notFound(
-            "\(invocation.command): no secret named \(String(reflecting: name)); run `prefs secure list` for the names")
+        let same = Hints.repeated(vaultOptions.map(\.name), of: invocation)
+        return .notFound(
+            "\(invocation.command): no secret named \(String(reflecting: name)); run `prefs secure list\(same)` for the "
+                + "names")
     }
 
     static func initialize(_ invocation: Invocation) throws {

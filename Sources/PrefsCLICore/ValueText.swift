@@ -11,8 +11,9 @@ enum ValueType: String, Sendable, CaseIterable {
     static let names = "bool, int, float, string, date, data, json"
 
     init(option text: String) throws {
-        if text == "double" {
-            self = .float
+        // The names of `defaults`' type flags (-integer, -boolean) and Swift's Double name the same types.
+        if let aliased = ["double": ValueType.float, "integer": .int, "boolean": .bool][text] {
+            self = aliased
             return
         }
         guard let type = ValueType(rawValue: text), type != .singleFloat else {

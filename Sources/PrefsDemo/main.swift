@@ -46,14 +46,14 @@ if let chosen = ProcessInfo.processInfo.environment["PREFS_DEMO_DIR"] {
 for (variable, folder) in [("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state")] {
     setenv(variable, root.appending(path: folder).path(percentEncoded: false), 1)
 }
-let suiteFolder = root.appending(path: "config")
-let vaultURL = root.appending(path: "data/secrets.vault")
-let keyURL = root.appending(path: "config/demo/secrets.key")
 print("Prefs demo: everything is written under \(root.path) (your real preferences are not touched)")
 
-PrefsConfig.defaultStore = try UserDefaultsStore(suiteName: "com.example.demo", directory: suiteFolder)
-PrefsConfig.secureStore = try EncryptedFileStore(url: vaultURL, key: .keyFile(keyURL))
+// As an app starts: its identifier first, then the default stores, where the README says an app's files go:
+// $XDG_CONFIG_HOME/<app>.plist, $XDG_DATA_HOME/<app>/secrets.vault and its key $XDG_CONFIG_HOME/<app>/secrets.key.
+PrefsConfig.appIdentifier = "com.example.demo"
 PrefsConfig.errorHandler = { report in print("  reported: \(report)") }
+let plist = UserDefaultsStore.standard.url
+let (vaultURL, keyURL) = EncryptedFileStore.defaultLocation(appIdentifier: PrefsConfig.appIdentifier)
 
 let prefs = Preferences()
 
@@ -112,16 +112,18 @@ do { _ = try UserDefaultsStore(suiteName: "../escape") } catch { print("  \(erro
 
 section("On disk")
 print("  the files as they are now, at the end of the demo: after every step above (so currentTheme, reset, is absent")
-print("  and reads as its default, and hasHapticsEnabled is false again)")
-let plist = suiteFolder.appending(path: "com.example.demo.plist")
-for url in [plist, vaultURL, keyURL] {
+print("  and reads as its default, and hasHapticsEnabled is false again). <app> is com.example.demo:")
+for (what, url) in [
+    ("$XDG_CONFIG_HOME/<app>.plist", plist), ("$XDG_DATA_HOME/<app>/secrets.vault", vaultURL),
+    ("$XDG_CONFIG_HOME/<app>/secrets.key", keyURL),
+] {
     let attributes = try FileManager.default.attributesOfItem(atPath: url.path)
     let mode = String((attributes[.posixPermissions] as? Int) ?? 0, radix: 8)
-    print("  \(url.path)  mode \(mode)  \((attributes[.size] as? Int) ?? 0) bytes")
+    print("  \(what): \(url.path)  mode \(mode)  \((attributes[.size] as? Int) ?? 0) bytes")
 }
 let reread = try PropertyListSerialization.propertyList(from: Data(contentsOf: plist), format: nil)
 if let values = reread as? [String: Any] {
-    print("  the suite as Foundation reads it:")
+    print("  the standard domain as Foundation reads it:")
     for key in values.keys.sorted() { print("    \(key) = \(values[key]!)") }
 }
 print("\nDone. Remove the folder with: rm -rf \(root.path)")

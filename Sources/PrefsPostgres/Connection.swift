@@ -46,14 +46,17 @@ struct ConnectionSecrets: Sendable {
         return result
     }
 
-    /// `message` with the connection string and password masked, and libpq's "connection to server … failed:"
-    /// prefixes (which repeat the host or socket path) dropped; several lines become one.
+    /// `message` with the connection string and password masked, and libpq's "connection to server on socket
+    /// \"/run/postgresql/.s.PGSQL.5432\" failed: …" shortened to "server on socket \"…\": …", keeping the socket
+    /// path or host it tried, which says where the server was looked for; several lines become one.
     func sanitize(_ message: String) -> String {
         var lines: [String] = []
         for rawLine in message.split(whereSeparator: \.isNewline) {
-            var line = Substring(rawLine)
-            if line.hasPrefix("connection to server"), let failed = line.range(of: "failed: ") {
-                line = line[failed.upperBound...]
+            var line = String(rawLine)
+            if line.hasPrefix("connection to server"), let failed = line.range(of: " failed: ") {
+                line =
+                    line[line.index(line.startIndex, offsetBy: "connection to ".count)..<failed.lowerBound] + ": "
+                    + line[failed.upperBound...]
             }
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if !trimmed.isEmpty { lines.append(trimmed) }

@@ -6,8 +6,8 @@ import Synchronization
 /// preferences in a PostgreSQL table, shared live by every instance of an app that points at the same database.
 ///
 /// Use it when several processes or machines (server instances, one user's desktops) need one set of preferences
-/// and feature flags. It is a ``KeyValueStore``, so `@StoredValue(key:store:)`, `values` and Observation work as
-/// with the file stores. Keep secrets in an ``EncryptedFileStore``.
+/// and feature flags. It is a ``Prefs/KeyValueStore``, so `@StoredValue(key:store:)`, `values` and Observation work as
+/// with the file stores. Keep secrets in an ``Prefs/EncryptedFileStore``.
 ///
 /// - Reads are served from an in-memory copy of the namespace, loaded when the store opens.
 /// - ``setValue(_:forKey:)`` returns once the server has committed the change.
@@ -50,7 +50,7 @@ public final class PostgresStore: KeyValueStore {
         /// answer (`SELECT 1` within `networkTimeout`). Default 10 s.
         public var heartbeat: Duration
         /// `limits.largestValue`: the most bytes a value's JSON text may have. A larger value is refused before it is
-        /// sent (``PrefsError/tooLarge(path:size:limit:)``, nothing written), and a larger row written by SQL is
+        /// sent (``Prefs/PrefsError/tooLarge(path:size:limit:)``, nothing written), and a larger row written by SQL is
         /// skipped without being received (reported once). Default 64 MiB, the limit of every file a store opens.
         public var largestValue: Int
 
@@ -99,7 +99,7 @@ public final class PostgresStore: KeyValueStore {
     ///   - schema: The PostgreSQL schema that holds (or will hold) the tables; every statement names it, so a
     ///     role's `search_path` cannot send the store elsewhere. Default `public`.
     ///   - limits: How long the store waits for the server (``Limits``); the defaults suit most apps.
-    ///   - cache: A local file (a ``FileStore``) where the store keeps the last values it saw, rewritten after
+    ///   - cache: A local file (a ``Prefs/FileStore``) where the store keeps the last values it saw, rewritten after
     ///     every change. When the server is away at open, the store starts from it: reads are served from it,
     ///     writes throw ``PostgresStoreError/connectionLost(reason:)``, and once the server answers the store
     ///     re-reads the namespace and announces what changed. Without it (the default), or before the file
@@ -107,7 +107,7 @@ public final class PostgresStore: KeyValueStore {
     /// - Throws: ``PostgresStoreError``: `.unreachable`, `.authenticationFailed`, `.connectionRefused`, `.timedOut`,
     ///   `.unsupportedSchemaVersion` or `.damagedSchema` (the tables are left untouched),
     ///   `.invalidConnectionString`, `.invalidNamespace`, `.invalidSchema`. Rows whose value is not Prefs JSON do not stop the store:
-    ///   each is reported to ``PrefsConfig/errorHandler`` and left as it is. ``PrefsError`` when `cache` cannot
+    ///   each is reported to ``Prefs/PrefsConfig/errorHandler`` and left as it is. ``Prefs/PrefsError`` when `cache` cannot
     ///   be read.
     public init(
         connection: String, namespace: String, schema: String = "public", limits: Limits = Limits(), cache: URL? = nil
@@ -172,7 +172,7 @@ public final class PostgresStore: KeyValueStore {
     /// - Throws: ``PostgresStoreError/connectionLost(reason:)`` while the server is away and
     ///   ``PostgresStoreError/timedOut(reason:)`` when a bound was reached (nothing was written in either case),
     ///   ``PostgresStoreError/outcomeUnknown(reason:)`` when it may or may not have committed,
-    ///   ``PrefsError/encodingFailed(key:reason:)`` for a value `jsonb` cannot hold (a non-finite number, or a
+    ///   ``Prefs/PrefsError/encodingFailed(key:reason:)`` for a value `jsonb` cannot hold (a non-finite number, or a
     ///   string containing NUL).
     public func setValue(_ value: PrefValue?, forKey key: String) throws {
         try validateKey(key)
@@ -211,7 +211,7 @@ public final class PostgresStore: KeyValueStore {
     /// - Throws: What the transform throws (nothing is written), ``PostgresStoreError/connectionLost(reason:)`` or
     ///   ``PostgresStoreError/timedOut(reason:)`` (nothing was written), ``PostgresStoreError/outcomeUnknown(reason:)``
     ///   when the connection was lost while committing and the outcome could not be read back within
-    ///   `writeDeadline`, ``PrefsError/decodingFailed(key:reason:)`` when the row's value is not Prefs JSON (it is
+    ///   `writeDeadline`, ``Prefs/PrefsError/decodingFailed(key:reason:)`` when the row's value is not Prefs JSON (it is
     ///   left alone).
     @discardableResult
     public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {

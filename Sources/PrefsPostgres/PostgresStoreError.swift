@@ -1,4 +1,4 @@
-/// `catch let error as PostgresStoreError { … }` catches what a ``PostgresStore`` throws besides ``PrefsError``.
+/// `catch let error as PostgresStoreError { … }` catches what a ``PostgresStore`` throws besides ``Prefs/PrefsError``.
 ///
 /// No case ever carries the connection string or a password: messages from libpq and the server are shortened to
 /// their reason, and anything in them that came from the connection string's password is replaced by `***`.

@@ -31,21 +31,90 @@ extension KeyValueStoreConformance {
         for (name, value) in samples {
             try store.setValue(value, forKey: context.key(name))
             let read = try store.value(forKey: context.key(name))
-            context.expect(
-                identical(read, value), "\(name): wrote \(value), value(forKey:) read \(String(describing: read))")
+            context.expect(identical(read, value), "\(name): value(forKey:) \(expected(value, read: read))")
         }
         let all = try store.allValues()
         for (name, value) in samples {
             let read = all[context.key(name)]
-            context.expect(
-                identical(read, value), "\(name): wrote \(value), allValues() read \(String(describing: read))")
+            context.expect(identical(read, value), "\(name): allValues() \(expected(value, read: read))")
         }
+    }
+
+    /// Values larger than a database column or a message usually holds, each under a short key of its own.
+    static let largeSamples: [(key: String, name: String, value: PrefValue)] = {
+        // 21 bytes a repetition, in characters of one to four bytes, so that a cut can fall inside one.
+        let text = String(repeating: "ünï😀 long text, ", count: 5_000)
+        let bytes = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) })
+        return [
+            ("large.string", "a string of \(text.utf8.count) bytes", .string(text)),
+            ("large.data", "1 MiB of data", .data(bytes)),
+            ("large.array", "an array of 10 000 strings", .array((0..<10_000).map { .string("element \($0)") })),
+            (
+                "large.dictionary", "a dictionary holding that string",
+                .dictionary(["text": .string(text), "n": .int(1)])
+            ),
+        ]
+    }()
+
+    static func largeValues(_ context: Context) throws {
+        let store = context.store
+        // A write may throw (the store cannot keep the value); what it may not do is keep less of it.
+        var kept: [String: PrefValue] = [:]
+        for (key, _, value) in largeSamples {
+            if (try? store.setValue(value, forKey: context.key(key))) != nil { kept[key] = value }
+        }
+        let all = try store.allValues()
+        for (key, name, _) in largeSamples {
+            let wanted = kept[key]
+            let refused = wanted == nil ? " (its write threw)" : ""
+            let read = try store.value(forKey: context.key(key))
+            context.expect(identical(read, wanted), "\(name)\(refused): value(forKey:) \(expected(wanted, read: read))")
+            let listed = all[context.key(key)]
+            context.expect(
+                identical(listed, wanted), "\(name)\(refused): allValues() \(expected(wanted, read: listed))")
+        }
+    }
+
+    static func longKeys(_ context: Context) throws {
+        let store = context.store
+        // Pairs of keys alike but for their last character, at lengths where stores cut keys, and a pair made of
+        // two-byte characters, where a cut can fall inside one.
+        var keys: [String] = []
+        for length in [100, 256, 1_000] {
+            let stem = context.prefix + String(repeating: "k", count: length - context.prefix.utf8.count - 1)
+            keys += [stem + "a", stem + "b"]
+        }
+        let wide = context.prefix + String(repeating: "é", count: 150)
+        keys += [wide + "a", wide + "b"]
+        // A key may be refused with an error; one that is stored keeps its own value.
+        var kept: [String: PrefValue] = [:]
+        for (index, key) in keys.enumerated() {
+            if (try? store.setValue(.int(Int64(index)), forKey: key)) != nil { kept[key] = .int(Int64(index)) }
+        }
+        var wrong: [String] = []
+        for key in keys {
+            let read = try store.value(forKey: key)
+            if !identical(read, kept[key]) {
+                wrong.append(
+                    "the key of \(key.utf8.count) bytes ending in \(key.suffix(1)) \(expected(kept[key], read: read))")
+            }
+        }
+        context.expect(
+            wrong.isEmpty,
+            "keys alike but for their last character did not stay apart: \(wrong.prefix(3).joined(separator: "; "))"
+                + (wrong.count > 3 ? "; and \(wrong.count - 3) more" : ""))
+        let listed = try store.allValues().filter { $0.key.hasPrefix(context.prefix) }
+        context.expect(
+            listed == kept,
+            "allValues() lists keys of \(listed.keys.map(\.utf8.count).sorted()) bytes, expected \(kept.keys.map(\.utf8.count).sorted())"
+        )
     }
 
     static func nilRemoves(_ context: Context) throws {
         let store = context.store
         let key = context.key("removed")
-        context.expect(try store.value(forKey: key) == nil, "a key never written does not read nil")
+        let unwritten = try store.value(forKey: key)
+        context.expect(unwritten == nil, "a key never written: \(expected(nil, read: unwritten))")
         try store.setValue(nil, forKey: key)
         try store.removeValue(forKey: key)
         let removals: [(String, () throws -> Void)] = [
@@ -56,8 +125,10 @@ extension KeyValueStoreConformance {
         for (name, remove) in removals {
             try store.setValue(.int(1), forKey: key)
             try remove()
-            context.expect(try store.value(forKey: key) == nil, "\(name) left the key readable")
-            context.expect(try store.allValues()[key] == nil, "\(name) left the key in allValues()")
+            let read = try store.value(forKey: key)
+            context.expect(read == nil, "\(name) left the key readable: \(expected(nil, read: read))")
+            let listed = try store.allValues()[key]
+            context.expect(listed == nil, "\(name) left the key in allValues(): \(expected(nil, read: listed))")
         }
     }
 
@@ -77,9 +148,11 @@ extension KeyValueStoreConformance {
                     return true
                 }
             }
-            context.expect(try store.allValues()[bad] == nil, "the key \(String(reflecting: bad)) was stored")
+            let stored = try store.allValues()[bad]
+            context.expect(stored == nil, "the key \(String(reflecting: bad)) was stored: \(shown(stored))")
         }
-        context.expect(try store.value(forKey: kept) == .int(1), "a refused replaceAll changed the store")
+        let read = try store.value(forKey: kept)
+        context.expect(read == .int(1), "a refused replaceAll changed the store: \(expected(.int(1), read: read))")
     }
 
     static func allValues(_ context: Context) throws {
@@ -90,9 +163,13 @@ extension KeyValueStoreConformance {
         for (key, value) in written { try store.setValue(value, forKey: key) }
         try store.removeValue(forKey: context.key("b"))
         let all = try store.allValues()
-        context.expect(all[context.key("a")] == .int(1), "allValues() lacks a key set")
-        context.expect(all[context.key("c")] == .array([.bool(true)]), "allValues() lacks an array set")
-        context.expect(all[context.key("b")] == nil, "allValues() holds a key removed")
+        for name in ["a", "b", "c"] {
+            let wanted = name == "b" ? nil : written[context.key(name)]
+            let listed = all[context.key(name)]
+            context.expect(
+                listed == wanted,
+                "allValues() after setting a, b, c and removing b, for \(name): \(expected(wanted, read: listed))")
+        }
     }
 
     static func replaceAll(_ context: Context) async throws {
@@ -108,22 +185,29 @@ extension KeyValueStoreConformance {
             try store.replaceAll(replacement)
             // Only this run's keys: values from elsewhere (defaults registered with Foundation) may read too.
             let all = try store.allValues().filter { $0.key.hasPrefix(context.prefix) }
-            context.expect(all == replacement, "after replaceAll the store holds \(all), not \(replacement)")
+            context.expect(
+                all == replacement,
+                "after replaceAll the store holds \(shown(.dictionary(all))), expected \(shown(.dictionary(replacement)))"
+            )
             try store.setValue(.int(1), forKey: sentinel)
         }
         guard let keys = try await delivered(stream, before: sentinel, context) else { return }
         context.expect(
             keys.sorted() == [a, b, c].sorted(),
-            "replaceAll announced \(keys.map { $0.dropFirst(context.prefix.count) }), not each changed key once")
+            "replaceAll of {a: 1, b: 2} by {b: 20, c: \"three\"} announced \(keys.map(context.name)), expected a, b and c once each"
+        )
     }
 
     static func removeValues(_ context: Context) throws {
         let store = context.store
         for name in ["a", "b", "c"] { try store.setValue(.string(name), forKey: context.key(name)) }
         try store.removeValues(forKeys: [context.key("a"), context.key("b"), context.key("absent")])
-        context.expect(try store.value(forKey: context.key("a")) == nil, "a key removed still reads")
-        context.expect(try store.value(forKey: context.key("b")) == nil, "a key removed still reads")
-        context.expect(try store.value(forKey: context.key("c")) == .string("c"), "a key not named was removed")
+        for name in ["a", "b", "c"] {
+            let wanted: PrefValue? = name == "c" ? .string("c") : nil
+            let read = try store.value(forKey: context.key(name))
+            context.expect(
+                read == wanted, "removeValues(forKeys: [a, b, absent]), then \(name): \(expected(wanted, read: read))")
+        }
     }
 
     static func updateAtomic(_ context: Context) throws {
@@ -160,10 +244,49 @@ extension KeyValueStoreConformance {
         }
         context.expect(done.allSatisfy { $0.wait(hangGuard * 6) }, "concurrent updates did not finish")
         let final = try store.value(forKey: key)
+        let wanted = PrefValue.int(Int64(2 + threads * rounds))
         context.expect(
-            final == .int(Int64(2 + threads * rounds)),
-            "\(threads) threads each adding 1 \(rounds) times after 2 left \(String(describing: final)), not \(2 + threads * rounds)"
-        )
+            final == wanted,
+            "\(threads) threads each adding 1 \(rounds) times after 2: \(expected(wanted, read: final))")
+    }
+
+    static func concurrentWrites(_ context: Context) throws {
+        let store = context.store
+        let (threads, keysEach) = (8, 40)
+        let start = Signal()
+        let failures = Mutex<[String]>([])
+        let done = (0..<threads).map { thread in
+            spawn {
+                guard start.wait(hangGuard) else { return }
+                for index in 0..<keysEach {
+                    do {
+                        try store.setValue(
+                            .int(Int64(thread * keysEach + index)), forKey: context.key("w\(thread).\(index)"))
+                    } catch {
+                        failures.withLock { $0.append("\(error)") }
+                    }
+                }
+            }
+        }
+        start.raise()  // all at once
+        context.expect(done.allSatisfy { $0.wait(hangGuard * 6) }, "\(threads) threads setting keys did not finish")
+        let thrown = failures.withLock { $0 }
+        context.expect(thrown.isEmpty, "\(thrown.count) writes threw, the first \(thrown.first ?? "")")
+        var lost: [String] = []
+        for thread in 0..<threads {
+            for index in 0..<keysEach {
+                let key = context.key("w\(thread).\(index)")
+                if try store.value(forKey: key) != .int(Int64(thread * keysEach + index)) {
+                    lost.append(context.name(key))
+                }
+            }
+        }
+        let total = threads * keysEach
+        context.expect(
+            lost.isEmpty,
+            "\(threads) threads each setting \(keysEach) keys of their own at once: \(total - lost.count) of \(total) kept, "
+                + "expected all; lost \(lost.prefix(4).joined(separator: ", "))\(lost.count > 4 ? ", …" : ""): "
+                + "writes of different keys lose each other (a read-modify-write of the whole content without a lock?)")
     }
 
     private static func increment(_ value: PrefValue?) -> PrefValue? {
@@ -180,12 +303,14 @@ extension KeyValueStoreConformance {
             for key in [kept, absent] {
                 expectRethrows("updateValue", context) { try store.updateValue(forKey: key) { _ in throw Thrown() } }
             }
-            context.expect(try store.value(forKey: kept) == .int(1), "a throwing transform changed the value")
-            context.expect(try store.value(forKey: absent) == nil, "a throwing transform wrote an absent key")
+            let read = try store.value(forKey: kept)
+            context.expect(read == .int(1), "a throwing transform changed the value: \(expected(.int(1), read: read))")
+            let created = try store.value(forKey: absent)
+            context.expect(created == nil, "a throwing transform wrote an absent key: \(expected(nil, read: created))")
             try store.setValue(.int(1), forKey: sentinel)
         }
         guard let keys = try await delivered(stream, before: sentinel, context) else { return }
-        context.expect(keys.isEmpty, "a throwing transform announced a change")
+        context.expect(keys.isEmpty, "a throwing transform announced \(keys.map(context.name)), expected nothing")
     }
 
     /// Notes a failure unless `operation` throws an error that `matches` accepts (`expected` names it).
@@ -195,9 +320,11 @@ extension KeyValueStoreConformance {
     ) {
         do {
             try operation()
-            context.findings.fail("\(name) did not throw")
+            context.findings.fail("\(name) did not throw, expected \(expected)")
         } catch {
-            if !matches(error) { context.findings.fail("\(name) threw \(error), not \(expected)") }
+            if !matches(error) {
+                context.findings.fail("\(name) threw \(String(reflecting: error)), expected \(expected)")
+            }
         }
     }
 
@@ -208,7 +335,7 @@ extension KeyValueStoreConformance {
             context.findings.fail("\(name) returned although the closure it ran threw")
         } catch is Thrown {
         } catch {
-            context.findings.fail("\(name) threw \(error), not the error its closure threw")
+            context.findings.fail("\(name) threw \(String(reflecting: error)), expected the error its closure threw")
         }
     }
 
@@ -223,10 +350,11 @@ extension KeyValueStoreConformance {
                 "reads inside a batch do not see its writes")
             return 42
         }
-        context.expect(result == 42, "batch returned \(result), not its body's result")
+        context.expect(result == 42, "batch returned \(result), expected its body's result, 42")
+        let after = (try store.value(forKey: a), try store.value(forKey: b))
         context.expect(
-            try store.value(forKey: a) == .int(1) && store.value(forKey: b) == .string("two"),
-            "a batch's writes are not stored after it")
+            after == (.int(1), .string("two")),
+            "after a batch setting a to 1 and b to \"two\", a is \(shown(after.0)) and b \(shown(after.1))")
     }
 
     static func batchRollback(_ context: Context) async throws {
@@ -244,13 +372,20 @@ extension KeyValueStoreConformance {
                     throw Thrown()
                 }
             }
-            context.expect(try store.value(forKey: a) == .int(1), "a throwing batch kept a change of a value")
-            context.expect(try store.value(forKey: b) == nil, "a throwing batch kept a new key")
-            context.expect(wrapper.wrappedValue == 1, "a wrapper still reads the value of a batch that threw")
+            let (readA, readB) = (try store.value(forKey: a), try store.value(forKey: b))
+            context.expect(
+                readA == .int(1), "a throwing batch kept a change of a value: \(expected(.int(1), read: readA))")
+            context.expect(readB == nil, "a throwing batch kept a new key: \(expected(nil, read: readB))")
+            let wrapped = wrapper.wrappedValue
+            context.expect(
+                wrapped == 1,
+                "a wrapper that read 2 inside a batch that threw still reads \(wrapped), expected 1: the store must call "
+                    + "changes.invalidate(_:) with the keys it takes back (and with the keys a batch writes before it commits)"
+            )
             try store.setValue(.int(1), forKey: sentinel)
         }
         guard let keys = try await delivered(stream, before: sentinel, context) else { return }
-        context.expect(keys.isEmpty, "a throwing batch announced a change")
+        context.expect(keys.isEmpty, "a throwing batch announced \(keys.map(context.name)), expected nothing")
     }
 
     static func batchNested(_ context: Context) throws {
@@ -267,17 +402,19 @@ extension KeyValueStoreConformance {
                     throw Thrown()
                 }
             } catch is Thrown {}
+            let (readA, readB) = (try store.value(forKey: a), try store.value(forKey: b))
             context.expect(
-                try store.value(forKey: a) == .int(1),
-                "a throwing inner batch's write of a key the outer one wrote was kept")
-            context.expect(try store.value(forKey: b) == nil, "a throwing inner batch kept its write")
+                readA == .int(1),
+                "a throwing inner batch's write of a key the outer one wrote was kept: \(expected(.int(1), read: readA))"
+            )
+            context.expect(readB == nil, "a throwing inner batch kept its write: \(expected(nil, read: readB))")
             try store.batch { try store.setValue(.int(3), forKey: c) }
             context.expect(probe.runs == 0, "observers ran when an inner batch ended, before the outer one")
         }
-        context.expect(probe.runs == 1, "observers of a nested batch's write ran \(probe.runs) times, not once")
+        context.expect(probe.runs == 1, "observers of a nested batch's write ran \(probe.runs) times, expected once")
         context.expect(
             try store.value(forKey: a) == .int(1) && store.value(forKey: b) == nil && store.value(forKey: c) == .int(3),
-            "after nested batches the store holds \((try? store.allValues())?.filter { $0.key.hasPrefix(context.prefix) } ?? [:])"
+            "after nested batches the store holds \(shown(.dictionary((try? store.allValues())?.filter { $0.key.hasPrefix(context.prefix) } ?? [:]))), expected a: 1 and c: 3"
         )
     }
 
@@ -294,13 +431,13 @@ extension KeyValueStoreConformance {
                 try store.setValue(.int(2), forKey: a)
                 context.expect(probe.runs == 0, "observers ran inside the batch, before it ended")
             }
-            context.expect(probe.runs == 1, "observers had run \(probe.runs) times when batch returned, not once")
+            context.expect(probe.runs == 1, "observers had run \(probe.runs) times when batch returned, expected once")
             try store.setValue(.int(1), forKey: sentinel)
         }
         guard let keys = try await delivered(stream, before: sentinel, context) else { return }
         context.expect(
             keys.sorted() == [a, b].sorted(),
-            "a batch writing a twice and b once announced \(keys.map { $0.dropFirst(context.prefix.count) })")
+            "a batch writing a twice and b once announced \(keys.map(context.name)), expected a and b once each")
     }
 
     static func deliveryExactlyOnce(_ context: Context) async throws {
@@ -314,7 +451,8 @@ extension KeyValueStoreConformance {
             try store.setValue(.int(1), forKey: sentinel)
         }
         guard let keys = try await delivered(stream, before: sentinel, context) else { return }
-        context.expect(keys.count == writes, "\(writes) changes of a key were delivered \(keys.count) times")
+        context.expect(
+            keys.count == writes, "\(writes) changes of a key were delivered \(keys.count) times, expected \(writes)")
     }
 
     static func deliveryInOrder(_ context: Context) async throws {
@@ -338,15 +476,41 @@ extension KeyValueStoreConformance {
         }
         context.expect(
             zip(seen, seen.dropFirst()).allSatisfy { $0 < $1 },
-            "values applied in increasing order were delivered as \(seen)")
+            "values applied in increasing order were delivered as \(seen), expected each greater than the one before")
     }
 
     static func deliveryBeforeReturn(_ context: Context) throws {
         let store = context.store
         let key = context.key("k")
         let wrapper = StoredValue(key: key, default: 0, store: store)
+        // First, whether a change reaches an observer at all: the rules that wait for one would otherwise each wait
+        // out their hang guards and blame something else.
+        let first = ObserverProbe(wrapper)
+        try store.setValue(.int(1), forKey: key)
+        if first.runs == 0 {
+            let reason = "not checked: no change of the store reaches an observer (\(Rule.deliveryBeforeReturn))"
+            if store.changes.hasUndeliveredAnnouncements() {
+                context.findings.fail(
+                    "setValue returned with its change announced (changes.announce) but never delivered: no observer "
+                        + "ran; call changes.deliverAnnouncements() once the store has released its locks, before the "
+                        + "write returns")
+                context.findings.block(Rule.waitingForDelivery, because: reason)
+                return
+            }
+            guard first.ran.wait(deliveryGrace) else {
+                context.findings.fail(
+                    "no observer ran when setValue returned, nor within \(deliveryGrace) after: the store announces "
+                        + "nothing; announce each change with changes.announce(_:) under the lock that applied it and "
+                        + "deliver it with changes.deliverAnnouncements() after releasing that lock, or call "
+                        + "changes.publish(changedKeys:)")
+                context.findings.block(Rule.waitingForDelivery, because: reason)
+                return
+            }
+            context.findings.fail(
+                "observers of setValue had not run when it returned; they ran later, on another thread: deliver on "
+                    + "the writing thread (changes.deliverAnnouncements()) before returning")
+        }
         let writes: [(String, () throws -> Void)] = [
-            ("setValue", { try store.setValue(.int(1), forKey: key) }),
             ("updateValue", { try store.updateValue(forKey: key, increment) }),
             ("removeValue", { try store.removeValue(forKey: key) }),
             ("setValue after a removal", { try store.setValue(.int(5), forKey: key) }),
@@ -356,7 +520,8 @@ extension KeyValueStoreConformance {
         for (name, write) in writes {
             let probe = ObserverProbe(wrapper)
             try write()
-            context.expect(probe.runs == 1, "observers had run \(probe.runs) times when \(name) returned, not once")
+            context.expect(
+                probe.runs == 1, "observers had run \(probe.runs) times when \(name) returned, expected once")
         }
     }
 
@@ -365,10 +530,12 @@ extension KeyValueStoreConformance {
         let (observed, other) = (context.key("observed"), context.key("other"))
         let wrapper = StoredValue(key: observed, default: 0, store: store)
         let writeDone = Signal()
+        let observerRan = Signal()
         let completed = Atomic(false)
         withObservationTracking {
             _ = wrapper.wrappedValue
         } onChange: {
+            observerRan.raise()
             // Inside the observer: another thread writes another key and reads this one.
             let done = spawn {
                 _ = try? store.setValue(.int(1), forKey: other)
@@ -378,10 +545,26 @@ extension KeyValueStoreConformance {
             completed.store(done.wait(hangGuard), ordering: .sequentiallyConsistent)
         }
         try store.setValue(.int(1), forKey: observed)
-        context.expect(
-            completed.load(ordering: .sequentiallyConsistent),
-            "inside an observer of one key, a write of another key from another thread did not complete within \(hangGuard): the observer runs under a lock the write needs"
-        )
+        guard observerRan.isRaised else {
+            context.findings.fail(
+                "the observer of a setValue had not run when it returned, so whether it runs under a lock is unknown "
+                    + "(see \(Rule.deliveryBeforeReturn))")
+            return
+        }
+        guard completed.load(ordering: .sequentiallyConsistent) else {
+            context.findings.fail(
+                "inside an observer of one key, a write of another key from another thread did not complete within "
+                    + "\(hangGuard): the store delivers its changes (changes.deliverAnnouncements() or "
+                    + "changes.publish(changedKeys:)) while holding a lock that writes need; release every lock first. "
+                    + "Observers read the store on the delivering thread, where a non-recursive lock deadlocks, or stops "
+                    + "the process (Mutex: \"Recursive call to lock Mutex\")")
+            context.findings.block(
+                Rule.readingInsideDelivery,
+                because: "not checked: observers run under a lock of the store (\(Rule.deliveryOutsideLocks)), where "
+                    + "a values stream's read of the store would deadlock or stop the process")
+            _ = writeDone.wait(hangGuard)
+            return
+        }
         _ = writeDone.wait(hangGuard)
     }
 
@@ -394,7 +577,8 @@ extension KeyValueStoreConformance {
         try await onThread { try store.setValue(.int(6), forKey: key) }
         let seen = try await collect(stream, until: { $0.count == 2 })
         context.expect(
-            seen == [5, 6], "a values stream made while 5 was stored, then 6 written, yielded \(seen ?? [])")
+            seen == [5, 6],
+            "a values stream made while 5 was stored, then 6 written, yielded \(seen ?? []), expected [5, 6]")
     }
 
     static func closedStoreThrows(_ context: Context) throws {
@@ -467,13 +651,18 @@ extension KeyValueStoreConformance {
             if index == 0 { rawForm = stored }
             context.expect(
                 identical(stored, rawForm),
-                "\(name) written through \(path) is stored as \(String(describing: stored)), not as the raw API stores it, \(String(describing: rawForm))"
+                "\(name) written through \(path) is stored as \(shown(stored)), expected the form the raw API stores, \(shown(rawForm))"
             )
             let typed = try store.value(for: PrefKey(key, default: other))
-            context.expect(typed == value, "\(name) written through \(path) reads \(typed) through a typed key")
+            context.expect(
+                typed == value,
+                "\(name) \(value) written through \(path), stored as \(shown(stored)), reads \(typed) through a typed key, expected \(value)"
+            )
             let generic = try readThroughCodable(key: key, other: other, store: store)
             context.expect(
-                generic == value, "\(name) written through \(path) reads \(generic) through a generic wrapper")
+                generic == value,
+                "\(name) \(value) written through \(path), stored as \(shown(stored)), reads \(generic) through a generic wrapper, expected \(value)"
+            )
         }
     }
 
@@ -494,12 +683,15 @@ extension KeyValueStoreConformance {
 /// Counts the runs of an Observation observer of one wrapper, registered when it is made.
 final class ObserverProbe: Sendable {
     private let count = Atomic(0)
+    /// Raised when the observer runs.
+    let ran = KeyValueStoreConformance.Signal()
 
     init(_ wrapper: StoredValue<Int>) {
         withObservationTracking {
             _ = wrapper.wrappedValue
         } onChange: { [self] in
             count.add(1, ordering: .sequentiallyConsistent)
+            ran.raise()
         }
     }
 

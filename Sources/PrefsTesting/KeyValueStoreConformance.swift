@@ -28,6 +28,10 @@ public import Testing
 /// - `value-round-trip`: every kind of ``Prefs/PrefValue`` reads back exactly as written, extremes included
 ///   (`Int64.min`, `UInt64.max`, NaN, -0, a `Float` kept apart from a `Double`, empty text and data, nested
 ///   containers, sub-second dates), through `value(forKey:)` and `allValues()`.
+/// - `large-values`: a string of 100 000 bytes, a megabyte of data and a long array read back whole, or their write
+///   throws and nothing is stored: a store may refuse what it cannot keep, never keep less of it silently.
+/// - `long-keys`: keys of 100 to 1 000 bytes that differ only in their last character stay apart, each with its own
+///   value, and `allValues()` lists each exactly; a store may refuse a key it cannot keep, never shorten it.
 /// - `nil-removes`: an absent key reads nil; setting nil, `removeValue(forKey:)` and an update returning nil remove
 ///   the key, and removing an absent key is no error.
 /// - `key-validation`: an empty key or one containing NUL is refused with ``Prefs/PrefsError/invalidKey(_:reason:)``
@@ -38,6 +42,8 @@ public import Testing
 /// - `remove-values`: `removeValues(forKeys:)` removes the keys named, absent ones included, and keeps the others.
 /// - `update-atomic`: `updateValue(forKey:_:)` never runs a transform while another caller's transform of the same
 ///   key runs, and concurrent increments lose nothing.
+/// - `concurrent-writes`: 8 threads setting keys of their own at the same time keep every one of them: writes of
+///   different keys never lose each other.
 /// - `update-throw-writes-nothing`: a transform that throws leaves the value as it was, announces nothing, and its
 ///   error reaches the caller.
 /// - `batch-at-once`: reads inside `batch(_:)` see its writes; when it returns, all of them are stored, and its
@@ -52,9 +58,13 @@ public import Testing
 /// - `delivery-in-order`: the observers of a key see its values in the order they were applied, also when several
 ///   threads update it.
 /// - `delivery-before-return`: observers of a change have run when the write (`setValue`, `updateValue`,
-///   `removeValue`, `removeValues`, `replaceAll`) returns.
+///   `removeValue`, `removeValues`, `replaceAll`) returns. A store whose changes reach no observer at all (it
+///   announces without calling `changes.deliverAnnouncements()`, or announces nothing) is told which, within
+///   ``deliveryGrace``, and the rules that wait for deliveries are then skipped rather than left to time out.
 /// - `delivery-outside-locks`: observers run with no lock of the store held: inside an observer of one key, a write
-///   of another key from another thread completes (waited for at most ``hangGuard``).
+///   of another key from another thread completes (waited for at most ``hangGuard``). When it does not, the rules
+///   whose `values` streams read the store from inside the delivery are skipped: on the lock the store holds, that
+///   read would deadlock, or stop the process (a `Mutex`: "Recursive call to lock Mutex").
 /// - `values-start-with-current`: a wrapper's `values` stream yields the stored value first, then each change.
 /// - `one-stored-form`: a value written through a typed key, through a generic `Codable` wrapper and through the
 ///   raw API is stored in one form and reads back the same through each.
@@ -62,12 +72,16 @@ public import Testing
 ///   nothing. Checked only when `verify` is given `close:`.
 ///
 /// A store that does not offer something declares it in `unsupported:` (see ``Capability``); the rules that need it
-/// are skipped, and the returned ``Report`` lists them with the reason. The rules run one after another, each on a
-/// thread of its own, never blocking Swift's cooperative pool.
+/// are skipped, and the returned ``Report`` lists them with the reason. The rules run one after another, in the
+/// order of ``Rule/all``, each on a thread of its own, never blocking Swift's cooperative pool. A message shows each
+/// value with its case (`.float(nan)`, not `nan`) and says what was expected.
 public enum KeyValueStoreConformance {
     /// How long the kit waits for something that must happen before it reports a hang (a write of another key from
     /// inside an observer, a `values` stream's next element): a guard against a hang, never a speed requirement.
     public static let hangGuard: Duration = .seconds(10)
+    /// How long `delivery-before-return` waits for the observers of a write that returned before they ran, to tell a
+    /// store that delivers late from one that delivers nothing.
+    public static let deliveryGrace: Duration = .seconds(2)
 
     /// `KeyValueStoreConformance.Rule.batchRollback`: one rule of the contract, with the stable name issues carry.
     public struct Rule: Hashable, Sendable, CustomStringConvertible {
@@ -80,6 +94,12 @@ public enum KeyValueStoreConformance {
 
         /// `value-round-trip`: every kind of value, extremes included, reads back exactly.
         public static let valueRoundTrip = Rule("value-round-trip")
+        /// `large-values`: long strings, large data and long arrays are kept whole or refused.
+        public static let largeValues = Rule("large-values")
+        /// `long-keys`: long keys are kept whole and apart, or refused.
+        public static let longKeys = Rule("long-keys")
+        /// `concurrent-writes`: writes of different keys from several threads never lose each other.
+        public static let concurrentWrites = Rule("concurrent-writes")
         /// `nil-removes`: nil removes a key; an absent key reads nil.
         public static let nilRemoves = Rule("nil-removes")
         /// `key-validation`: empty keys and keys containing NUL are refused.
@@ -117,13 +137,25 @@ public enum KeyValueStoreConformance {
         /// `closed-store-throws`: a closed store refuses every operation.
         public static let closedStoreThrows = Rule("closed-store-throws")
 
-        /// Every rule, in the order `verify` checks them.
+        /// Every rule, in the order `verify` checks them: the two that tell whether changes reach observers at all,
+        /// and outside the store's locks, come before the rules that wait for deliveries or read from inside them.
         public static let all: [Rule] = [
-            .valueRoundTrip, .nilRemoves, .keyValidation, .allValues, .replaceAll, .removeValues, .updateAtomic,
-            .updateThrowWritesNothing, .batchAtOnce, .batchRollback, .batchNested, .batchObserversOnce,
-            .deliveryExactlyOnce, .deliveryInOrder, .deliveryBeforeReturn, .deliveryOutsideLocks,
-            .valuesStartWithCurrent, .oneStoredForm, .closedStoreThrows,
+            .valueRoundTrip, .largeValues, .longKeys, .nilRemoves, .keyValidation, .allValues,
+            .deliveryBeforeReturn, .deliveryOutsideLocks, .replaceAll, .removeValues, .updateAtomic,
+            .concurrentWrites, .updateThrowWritesNothing, .batchAtOnce, .batchRollback, .batchNested,
+            .batchObserversOnce, .deliveryExactlyOnce, .deliveryInOrder, .valuesStartWithCurrent, .oneStoredForm,
+            .closedStoreThrows,
         ]
+
+        /// The rules that wait for a change to reach an observer: skipped when no change reaches one.
+        static let waitingForDelivery: Set<Rule> = [
+            .deliveryOutsideLocks, .replaceAll, .updateThrowWritesNothing, .batchRollback, .batchNested,
+            .batchObserversOnce, .deliveryExactlyOnce, .deliveryInOrder, .valuesStartWithCurrent,
+        ]
+
+        /// The rules whose `values` streams read the store from inside a delivery: skipped when observers run
+        /// under a lock of the store, where that read would deadlock or stop the process.
+        static let readingInsideDelivery: Set<Rule> = [.deliveryInOrder, .valuesStartWithCurrent]
     }
 
     /// `unsupported: [.transactionalBatches]`: something a store may not offer; the rules that need it are skipped.
@@ -163,7 +195,8 @@ public enum KeyValueStoreConformance {
     public struct Report: Sendable {
         /// The rules run, in order.
         public var checked: [Rule] = []
-        /// The rules skipped, each with the reason (the capability the store declared unsupported).
+        /// The rules skipped, each with the reason: the capability the store declared unsupported, or the broken rule
+        /// that made checking it pointless or unsafe (a store that delivers no change, or delivers under its lock).
         public var skipped: [Rule: String] = [:]
         /// The broken rules, each with what went wrong (also recorded as issues).
         public var failures: [Rule: [String]] = [:]
@@ -180,6 +213,7 @@ public enum KeyValueStoreConformance {
     ///   - close: Closes a store, for a store that can be closed: each store is closed after its rule, and
     ///     `closed-store-throws` is checked. Without it, stores are released after their rule.
     ///   - makeStore: Makes a fresh, empty store; called once per rule.
+    ///   - sourceLocation: Where the issues of broken rules are recorded; by default, the call of `verify`.
     /// - Returns: The rules checked, skipped and broken.
     /// - Throws: Only `CancellationError` when the test is cancelled; broken rules are issues, not errors.
     @discardableResult
@@ -190,9 +224,11 @@ public enum KeyValueStoreConformance {
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> Report {
         var report = Report()
+        // Rules an earlier broken rule makes pointless or unsafe to run, with the reason.
+        var blocked: [Rule: String] = [:]
         for rule in Rule.all {
             try Task.checkCancellation()
-            if let reason = skipReason(rule, unsupported: unsupported, closes: close != nil) {
+            if let reason = skipReason(rule, unsupported: unsupported, closes: close != nil) ?? blocked[rule] {
                 report.skipped[rule] = reason
                 continue
             }
@@ -209,6 +245,9 @@ public enum KeyValueStoreConformance {
                 findings.fail("makeStore or close threw: \(error)")
             }
             let messages = findings.messages
+            for blockedRule in findings.blockedRules where blocked[blockedRule] == nil {
+                blocked[blockedRule] = findings.blockReason
+            }
             guard !messages.isEmpty else { continue }
             report.failures[rule] = messages
             for message in messages {
@@ -227,6 +266,9 @@ public enum KeyValueStoreConformance {
     private static func check(_ rule: Rule, _ context: Context) async throws {
         switch rule {
         case .valueRoundTrip: try await onThread { try valueRoundTrip(context) }
+        case .largeValues: try await onThread { try largeValues(context) }
+        case .longKeys: try await onThread { try longKeys(context) }
+        case .concurrentWrites: try await onThread { try concurrentWrites(context) }
         case .nilRemoves: try await onThread { try nilRemoves(context) }
         case .keyValidation: try await onThread { try keyValidation(context) }
         case .allValues: try await onThread { try allValues(context) }
@@ -262,16 +304,27 @@ extension KeyValueStoreConformance {
         let prefix = "conformance.\(UUID().uuidString.prefix(8))."
 
         func key(_ name: String) -> String { prefix + name }
+        /// A key of this run as a message shows it: without the run's prefix.
+        func name(_ key: String) -> String { key.hasPrefix(prefix) ? String(key.dropFirst(prefix.count)) : key }
         func expect(_ condition: Bool, _ message: @autoclosure () -> String) {
             if !condition { findings.fail(message()) }
         }
     }
 
-    /// The failures of one rule.
+    /// The failures of one rule, and the later rules it makes pointless or unsafe to run.
     final class Findings: Sendable {
-        private let list = Mutex<[String]>([])
-        func fail(_ message: String) { list.withLock { $0.append(message) } }
-        var messages: [String] { list.withLock { $0 } }
+        private let list = Mutex<(messages: [String], blocked: Set<Rule>, reason: String)>(([], [], ""))
+        func fail(_ message: String) { list.withLock { $0.messages.append(message) } }
+        /// Skips `rules` in this run of `verify`, reporting `reason` for each.
+        func block(_ rules: Set<Rule>, because reason: String) {
+            list.withLock {
+                $0.blocked = rules
+                $0.reason = reason
+            }
+        }
+        var messages: [String] { list.withLock { $0.messages } }
+        var blockedRules: Set<Rule> { list.withLock { $0.blocked } }
+        var blockReason: String { list.withLock { $0.reason } }
     }
 
     /// An error a rule throws from a transform or a batch body, to see it come back.
@@ -338,7 +391,9 @@ extension KeyValueStoreConformance {
             }
             defer { group.cancelAll() }
             guard let keys = try await group.next() ?? nil else {
-                context.findings.fail("a write of \(sentinel) was not delivered within \(hangGuard)")
+                context.findings.fail(
+                    "a write of \(context.name(sentinel)) was not delivered to a changes.keys stream within \(hangGuard)"
+                )
                 return nil
             }
             return keys
@@ -378,5 +433,44 @@ extension KeyValueStoreConformance {
             return Set(a.keys) == Set(b.keys) && a.allSatisfy { identical($0.value, b[$0.key]) }
         default: return first == second
         }
+    }
+}
+
+// MARK: - Values as messages show them
+
+extension KeyValueStoreConformance {
+    /// `value` as Swift writes it, its case included, so that `.float(nan)` and `.double(nan)` differ: long text and
+    /// data by their size and their first characters or bytes, long containers by their count and first elements.
+    static func shown(_ value: PrefValue?) -> String {
+        guard let value else { return "nil" }
+        switch value {
+        case .bool(let bool): return ".bool(\(bool))"
+        case .int(let int): return ".int(\(int))"
+        case .unsignedInt(let int): return ".unsignedInt(\(int))"
+        case .float(let float): return ".float(\(float))"
+        case .double(let double): return ".double(\(double))"
+        case .string(let text):
+            let size = text.utf8.count
+            guard size > 80 else { return ".string(\(String(reflecting: text)))" }
+            return ".string(\(size) bytes: \(String(reflecting: String(text.prefix(20))))…)"
+        case .data(let data):
+            let bytes = data.prefix(16).map { String(format: "%02x", $0) }.joined()
+            return ".data(\(data.count) bytes\(data.isEmpty ? "" : ": " + bytes)\(data.count > 16 ? "…" : ""))"
+        case .date(let date): return ".date(timeIntervalSinceReferenceDate: \(date.timeIntervalSinceReferenceDate))"
+        case .array(let elements):
+            let first = elements.prefix(4).map(shown).joined(separator: ", ")
+            return elements.count > 4 ? ".array(\(elements.count) elements: [\(first), …])" : ".array([\(first)])"
+        case .dictionary(let members):
+            let first = members.sorted { $0.key < $1.key }.prefix(4)
+                .map { "\(String(reflecting: $0.key)): \(shown($0.value))" }.joined(separator: ", ")
+            if members.isEmpty { return ".dictionary([:])" }
+            return members.count > 4
+                ? ".dictionary(\(members.count) entries: [\(first), …])" : ".dictionary([\(first)])"
+        }
+    }
+
+    /// "expected X, read Y", for a value read back.
+    static func expected(_ wanted: PrefValue?, read: PrefValue?) -> String {
+        "expected \(shown(wanted)), read \(shown(read))"
     }
 }

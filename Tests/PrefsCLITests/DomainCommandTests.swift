@@ -251,7 +251,7 @@ import Testing
         [], ["frobnicate"], ["read"], ["read", "a", "b", "c"], ["write", "app", "key"], ["read", "app", "--jsn"],
         ["write", "app", "k", "v", "--type"], ["write", "app", "k", "v", "--type", "color"],
         ["write", "app", "k", "v", "--type", "int", "--type", "string"], ["domains", "--json=yes"],
-        ["read", "../escape"], ["write", "a/b", "k", "v"], ["write", "app", "", "v"], ["watch"],
+        ["write", "../escape", "k", "v"], ["write", "a/b", "k", "v"], ["write", "app", "", "v"], ["watch"],
         ["secure"], ["secure", "open"],
     ])
     func usageErrors(arguments: [String]) throws {

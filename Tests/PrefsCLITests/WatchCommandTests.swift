@@ -69,6 +69,42 @@ struct CommandFailed: Error {
         #expect(exit.status == 0)
     }
 
+    /// What CLI.md says `watch` prints when another process writes one key quickly (601, 602, 603): lines in the
+    /// order of the key's changes, never the same line twice in a row, the last one the key's final value; a
+    /// change may be left out when the next one lands before this process reads the file.
+    @Test func quickWritesFromAnotherProcessPrintInOrderEndingAtTheLastValue() async throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.cleanup() }
+        try sandbox.prefs("write", "app", "count", "600", "--type", "int")
+        let watcher = try PrefsProcess.start(["watch", "app", "count", "done"], environment: sandbox.environment)
+        defer { watcher.signal(SIGKILL) }
+        let lines = watcher.linesWithErrors()
+        let seen = try await withTimeout {
+            var seen = [String]()
+            for await (isError, line) in lines {
+                if isError {
+                    guard line.hasPrefix("prefs: watching") else { continue }
+                    for value in 601...603 {
+                        let written = try sandbox.prefs("write", "app", "count", String(value))
+                        guard written.status == 0 else { throw CommandFailed(result: written.description) }
+                    }
+                    _ = try sandbox.prefs("write", "app", "done", "yes")
+                    continue
+                }
+                seen.append(line)
+                if line.hasPrefix("done = ") { break }
+            }
+            return seen
+        }
+        #expect(seen.last == "done = yes (string)", "\(seen)")
+        let counts = seen.dropLast().map { line in
+            ["count = 601 (int)", "count = 602 (int)", "count = 603 (int)"].firstIndex(of: line) ?? -1
+        }
+        #expect(!counts.contains(-1), "each line is a value written: \(seen)")
+        #expect(zip(counts, counts.dropFirst()).allSatisfy { $0 < $1 }, "in order, none twice: \(seen)")
+        #expect(counts.last == 2, "the last line is the last value: \(seen)")
+    }
+
     @Test func watchingEveryKeyPrintsEachChange() async throws {
         let sandbox = try Sandbox()
         defer { sandbox.cleanup() }

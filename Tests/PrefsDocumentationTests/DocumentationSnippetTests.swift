@@ -12,11 +12,22 @@ import Testing
 
     /// The model a reader copies first, and the deferred-writes lines that follow it, as one `main.swift`.
     @Test func theReadmesOpeningExamplesCompileAsWritten() throws {
-        try Self.typecheck(blocks(in: "README.md", containing: ["final class Preferences", "deferringWrites()"]))
+        try Self.typecheck(
+            blocks(
+                in: "README.md",
+                containing: [
+                    "final class Preferences", "final class EditorPreferences: Observable", "deferringWrites()",
+                ]))
     }
 
     @Test func theReadmesPostgreSQLSnippetCompilesAsWritten() throws {
         try Self.typecheck(blocks(in: "README.md", containing: ["PostgresStore(connection:"]))
+    }
+
+    /// The PrefsPostgres module page's example (reference pages are built for every library product).
+    @Test func thePostgresModulePagesSnippetCompilesAsWritten() throws {
+        try Self.typecheck(
+            blocks(in: "Sources/Prefs/Prefs.docc/PrefsPostgres.md", containing: ["PostgresStore(connection:"]))
     }
 
     @Test func theCustomStoreSnippetsCompileAsWritten() throws {
@@ -54,7 +65,8 @@ import Testing
         return blocks
     }
 
-    /// Type-checks `source` as a `main.swift` against the built `Prefs` and `PrefsPostgres` modules.
+    /// Type-checks `source` as a `main.swift` against the built `Prefs` and `PrefsPostgres` modules, warnings being
+    /// errors: a sample a reader copies must compile cleanly (a `try await` that calls a synchronous overload warns).
     static func typecheck(_ source: String) throws {
         let folder = try TempDir("prefs-snippet")
         defer { folder.cleanup() }
@@ -67,7 +79,7 @@ import Testing
             ["-Xcc", "-fmodule-map-file=" + root.appending(path: "Sources/\($0)/module.modulemap").path()]
         }
         let (status, output) = try run(
-            ["swiftc", "-typecheck", "-swift-version", "6", "-I", modules] + maps + includes
+            ["swiftc", "-typecheck", "-swift-version", "6", "-warnings-as-errors", "-I", modules] + maps + includes
                 + [folder.path("main.swift")])
         #expect(status == 0, "\(source)\n\(output)")
     }

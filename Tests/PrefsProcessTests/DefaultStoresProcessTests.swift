@@ -54,6 +54,37 @@ import Testing
         #expect(isDirectory.boolValue == (damage == .directory))
     }
 
+    /// A test that forgot `.isolatedPreferences` reads and writes the test process's real standard domain and
+    /// vault: each is reported once, naming its file. The helper plays the test process, under the name SwiftPM
+    /// gives a test bundle, so this test itself writes no real file.
+    @Test func aTestProcessUsingTheRealDefaultStoresIsToldOncePerFile() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        try directory.createFolders(["bin"])
+        let runner = directory.file("bin/MyAppPackageTests.xctest")
+        try FileManager.default.copyItem(at: ChildProcess.helperURL, to: runner)
+
+        let result = try ChildProcess(runner, ["launch"], environment: Self.environment(directory)).wait()
+
+        #expect(result.status == 0, "stderr: \(result.error)")
+        let notices = result.lines.filter { $0.hasPrefix("report: notice about ") }
+        let plist = directory.file("config/MyAppPackageTests.xctest.plist").path(percentEncoded: false)
+        let vault = directory.file("data/MyAppPackageTests.xctest/secrets.vault").path(percentEncoded: false)
+        #expect(notices.count == 2, "one notice per file, however often it is used: \(result.lines)")
+        #expect(
+            notices.contains {
+                $0.hasPrefix(
+                    "report: notice about \(plist): the standard domain is the real file \(plist), used by a "
+                        + "test outside .isolatedPreferences")
+            }, "\(notices)")
+        #expect(notices.contains { $0.hasPrefix("report: notice about \(vault): the default vault is the real file") })
+        #expect(!result.lines.contains { $0.contains("failed") }, "a notice is no failure: \(result.lines)")
+
+        // The same program under its own name is an app, not a test process: nothing to say.
+        let app = try ChildProcess.run(["launch"], environment: Self.environment(directory))
+        #expect(app.status == 0 && !app.lines.contains { $0.hasPrefix("report:") }, "\(app.lines)")
+    }
+
     @Test func aDamagedDefaultVaultIsReportedOnceAndLeftUntouched() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }

@@ -12,6 +12,9 @@ struct BrokenStoreTests {
 
     @Test(arguments: [
         (BrokenStore.Fault.floatAsDouble, [Rule.valueRoundTrip]),
+        (.truncatesLargeValues, [.largeValues]),
+        (.truncatesKeys, [.longKeys]),
+        (.losesConcurrentWrites, [.concurrentWrites]),
         (.updateToNilKeeps, [.nilRemoves]),
         (.noKeyCheck, [.keyValidation]),
         (.replaceAllMerges, [.replaceAll]),
@@ -39,6 +42,64 @@ struct BrokenStoreTests {
         #expect(found.subtracting(mayAlsoBreak) == Set(broken), "\(report?.failures ?? [:])")
     }
 
+    /// A `.float(nan)` read back as a `.double(nan)` is shown with its case, and with what was expected.
+    @Test func messagesShowEachValuesCaseAndWhatWasExpected() async throws {
+        var report: KeyValueStoreConformance.Report?
+        await withKnownIssue {
+            report = try await KeyValueStoreConformance.verify(makeStore: { BrokenStore(.floatAsDouble) })
+        }
+        let messages = report?.failures[.valueRoundTrip] ?? []
+        #expect(messages.contains("float-nan: value(forKey:) expected .float(nan), read .double(nan)"), "\(messages)")
+    }
+
+    /// A store that announces its changes but never delivers them is told so at once, and the rules that wait for
+    /// deliveries are skipped rather than each waiting out its hang guard.
+    @Test func aStoreThatNeverDeliversIsToldSoQuickly() async throws {
+        let started = ContinuousClock.now
+        let report = try await verify(.announcesWithoutDelivering, breaking: .deliveryBeforeReturn)
+        let elapsed = ContinuousClock.now - started
+        let messages = report?.failures[.deliveryBeforeReturn] ?? []
+        #expect(report?.brokenRules == [.deliveryBeforeReturn], "\(report?.failures ?? [:])")
+        #expect(messages.contains { $0.contains("call changes.deliverAnnouncements()") }, "\(messages)")
+        #expect(report?.skipped[.deliveryOutsideLocks]?.contains("no change of the store reaches an observer") == true)
+        #expect(report?.skipped[.replaceAll] != nil && report?.skipped[.valuesStartWithCurrent] != nil)
+        // Far below one hang guard: nothing waited for a delivery that never comes.
+        #expect(elapsed < KeyValueStoreConformance.hangGuard, "\(elapsed)")
+    }
+
+    /// A store that announces nothing is told that, within the grace the kit gives a late delivery.
+    @Test func aStoreThatAnnouncesNothingIsToldSo() async throws {
+        let report = try await verify(.announcesNothing, breaking: .deliveryBeforeReturn)
+        let messages = report?.failures[.deliveryBeforeReturn] ?? []
+        #expect(report?.brokenRules == [.deliveryBeforeReturn], "\(report?.failures ?? [:])")
+        #expect(messages.contains { $0.contains("the store announces nothing") }, "\(messages)")
+    }
+
+    /// A store that publishes while holding its `Mutex` fails `delivery-outside-locks` by name; the rules whose
+    /// `values` streams would read the store inside that delivery (and so lock the `Mutex` again: "Recursive call to
+    /// lock Mutex", which stops the process) are skipped, so this test process lives to report it.
+    @Test func aStorePublishingUnderItsMutexFailsARuleInsteadOfStoppingTheProcess() async throws {
+        let report = try await verify(.publishesUnderItsMutex, breaking: .deliveryOutsideLocks)
+        #expect(report?.brokenRules == [.deliveryOutsideLocks], "\(report?.failures ?? [:])")
+        #expect(report?.failures[.deliveryOutsideLocks]?.first?.contains("Recursive call to lock Mutex") == true)
+        #expect(report?.skipped[.valuesStartWithCurrent] != nil)
+        #expect(report?.skipped[.deliveryInOrder]?.contains("observers run under a lock of the store") == true)
+    }
+
+    /// The kit's report on a ``DeliveryFaultStore``, each issue it records known and about `rule`.
+    private func verify(_ fault: DeliveryFaultStore.Fault, breaking rule: Rule) async throws
+        -> KeyValueStoreConformance.Report?
+    {
+        var report: KeyValueStoreConformance.Report?
+        try await withKnownIssue {
+            report = try await KeyValueStoreConformance.verify(
+                unsupported: [.transactionalBatches], makeStore: { DeliveryFaultStore(fault) })
+        } matching: { issue in
+            issue.comments.first?.rawValue.hasPrefix(rule.name + ": ") == true
+        }
+        return report
+    }
+
     @Test func aStoreWithoutTransactionalBatchesIsReportedAsSkippingThem() async throws {
         let report = try await KeyValueStoreConformance.verify(
             unsupported: [.transactionalBatches], close: { $0.close() },
@@ -55,6 +116,13 @@ final class BrokenStore: KeyValueStore {
     enum Fault: Sendable {
         case floatAsDouble, updateToNilKeeps, noKeyCheck, replaceAllMerges, removeValuesKeepsLater, nonAtomicUpdate
         case throwingTransformWrites, batchWithoutRollback, deliversTwice, deliversUnderLock, closeDoesNothing
+        /// Keeps strings of at most 200 bytes and data of at most 1 KiB, as a `VARCHAR(200)` column would.
+        case truncatesLargeValues
+        /// Keeps the first 40 bytes of a key, so two long keys alike at the start become one.
+        case truncatesKeys
+        /// Writes a key by reading the whole content and writing it back, unlocked, as a store rewriting a whole
+        /// file without a lock does: writes of different keys from several threads lose each other.
+        case losesConcurrentWrites
     }
 
     let fault: Fault
@@ -83,12 +151,18 @@ final class BrokenStore: KeyValueStore {
 
     func value(forKey key: String) throws -> PrefValue? {
         try checkOpen()
-        return try locked { try inner.value(forKey: key) }
+        return try locked { try inner.value(forKey: mapped(key)) }
     }
 
     func setValue(_ value: PrefValue?, forKey key: String) throws {
         try checkOpen()
         let key = mapped(key)
+        if fault == .losesConcurrentWrites {
+            var content = try inner.allValues()
+            usleep(200)  // the time a store takes to read a whole file before writing it back: others write meanwhile
+            content[key] = value
+            return try inner.replaceAll(content)
+        }
         try locked { try inner.setValue(stored(value), forKey: key) }
         if fault == .deliversTwice, batchDepth.load(ordering: .sequentiallyConsistent) == 0 {
             changes.publish(changedKeys: [key])
@@ -125,14 +199,21 @@ final class BrokenStore: KeyValueStore {
         }
     }
 
-    /// An invalid key, for the store that does not check keys, stored under a name of its own.
+    /// An invalid key, for the store that does not check keys, stored under a name of its own; a long one, for the
+    /// store that cuts keys, cut.
     private func mapped(_ key: String) -> String {
-        fault == .noKeyCheck && (key.isEmpty || key.contains("\0")) ? "invalid" : key
+        if fault == .truncatesKeys { return String(decoding: key.utf8.prefix(40), as: UTF8.self) }
+        return fault == .noKeyCheck && (key.isEmpty || key.contains("\0")) ? "invalid" : key
     }
 
     private func stored(_ value: PrefValue?) -> PrefValue? {
-        if fault == .floatAsDouble, case .float(let number)? = value { return .double(Double(number)) }
-        return value
+        switch (fault, value) {
+        case (.floatAsDouble, .float(let number)?): return .double(Double(number))
+        case (.truncatesLargeValues, .string(let text)?):
+            return .string(String(decoding: text.utf8.prefix(200), as: UTF8.self))
+        case (.truncatesLargeValues, .data(let bytes)?): return .data(bytes.prefix(1024))
+        default: return value
+        }
     }
 
     func allValues() throws -> [String: PrefValue] {
@@ -148,7 +229,8 @@ final class BrokenStore: KeyValueStore {
 
     func removeValues(forKeys keys: some Sequence<String>) throws {
         try checkOpen()
-        try inner.removeValues(forKeys: fault == .removeValuesKeepsLater ? Array(keys.prefix(1)) : Array(keys))
+        let keys = keys.map(mapped)
+        try inner.removeValues(forKeys: fault == .removeValuesKeepsLater ? Array(keys.prefix(1)) : keys)
     }
 
     func batch<T>(_ body: () throws -> T) throws -> T {
@@ -159,5 +241,49 @@ final class BrokenStore: KeyValueStore {
             return try inner.batch(body)
         }
         return try body()
+    }
+}
+
+/// A store of its own (not over ``InMemoryStore``, which delivers as it should) whose one fault is in how it tells
+/// observers of a change.
+final class DeliveryFaultStore: KeyValueStore {
+    enum Fault: Sendable {
+        /// Calls `changes.announce` and never `changes.deliverAnnouncements()`.
+        case announcesWithoutDelivering
+        /// Tells the feed nothing.
+        case announcesNothing
+        /// Calls `changes.publish(changedKeys:)` while holding its `Mutex`.
+        case publishesUnderItsMutex
+    }
+
+    let fault: Fault
+    let changes = ChangeFeed()
+    private let values = Mutex<[String: PrefValue]>([:])
+
+    init(_ fault: Fault) { self.fault = fault }
+
+    func value(forKey key: String) throws -> PrefValue? { values.withLock { $0[key] } }
+
+    func allValues() throws -> [String: PrefValue] { values.withLock { $0 } }
+
+    func setValue(_ value: PrefValue?, forKey key: String) throws {
+        try updateValue(forKey: key) { _ in value }
+    }
+
+    @discardableResult
+    func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
+        try validateKey(key)
+        return try values.withLock { values in
+            let old = values[key]
+            let new = try transform(old)
+            guard new != old else { return new }
+            values[key] = new
+            switch fault {
+            case .announcesWithoutDelivering: changes.announce([key: new])
+            case .announcesNothing: break
+            case .publishesUnderItsMutex: changes.publish(changedKeys: [key])
+            }
+            return new
+        }
     }
 }

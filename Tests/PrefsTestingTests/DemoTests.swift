@@ -5,6 +5,9 @@ import Testing
 
 /// `make demo` runs `prefs-demo`: it must write only inside its own temporary folder and print its sections in order.
 @Suite(.ownThreads) struct DemoTests {
+    static let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
     @Test func theDemoWritesOnlyInItsTemporaryFolderAndReadsTopToBottom() throws {
         let root = try TempDir("prefs-demo-test")
         defer { root.cleanup() }
@@ -31,12 +34,21 @@ import Testing
             let left = FileManager.default.subpaths(atPath: root.path(name)) ?? []
             #expect(left.isEmpty, "the demo wrote \(left) into \(name)")
         }
-        // Its own folder, with the suite, the vault, its key and the vault's rollback record inside.
+        // Its own folder, standing for the XDG folders, with the files where the README's "Where files go" puts an
+        // app's (<app> being com.example.demo), and the vault's rollback record.
         let own = try FileManager.default.contentsOfDirectory(atPath: root.path("tmp"))
         #expect(own.count == 1 && own[0].hasPrefix("prefs-demo-"), "\(own)")
         let files = Set(FileManager.default.subpaths(atPath: root.path("tmp/\(own.first ?? "")")) ?? [])
-        #expect(
-            files.isSuperset(of: ["config/com.example.demo.plist", "data/secrets.vault", "config/demo/secrets.key"]))
+        let readme = try String(contentsOf: DemoTests.root.appending(path: "README.md"), encoding: .utf8)
+        for (written, file) in [
+            ("$XDG_CONFIG_HOME/<app>.plist", "config/com.example.demo.plist"),
+            ("$XDG_DATA_HOME/<app>/secrets.vault", "data/com.example.demo/secrets.vault"),
+            ("$XDG_CONFIG_HOME/<app>/secrets.key", "config/com.example.demo/secrets.key"),
+        ] {
+            #expect(readme.contains("`\(written)"), "the README puts an app's file at \(written)")
+            #expect(files.contains(file), "\(files)")
+            #expect(output.contains("  \(written): "), "the demo says where \(file) is: \(output)")
+        }
         #expect(files.contains { $0.hasPrefix("state/prefs/vaults/") && $0.hasSuffix(".record") }, "\(files)")
 
         let lines = output.split(separator: "\n").map(String.init)
@@ -65,6 +77,6 @@ import Testing
                 == "== Observation framework: withObservationTracking sees a change made elsewhere")
         #expect(section(of: "plaintext in file: false") == "== A secret in the encrypted vault")
         #expect(section(of: "the files as they are now") == "== On disk")
-        #expect(section(of: "the suite as Foundation reads it") == "== On disk")
+        #expect(section(of: "the standard domain as Foundation reads it") == "== On disk")
     }
 }

@@ -48,6 +48,17 @@ struct IsolatedPreferencesTests {
         #expect(try isolation.secureStore.value(forKey: "syncToken") == .string("token-\(index)"))
     }
 
+    /// The testing article's example: `PrefsIsolation.current`'s `defaultStore` and `secureStore` are the stores
+    /// wrappers without `store:` use in the test, to seed before a model reads and to check after it wrote.
+    @Test func aSeededZoomIsReadAndTheTokenStored() throws {
+        let isolation = try #require(PrefsIsolation.current)
+        try isolation.defaultStore.setValue(.double(2), forKey: "zoom")
+        let settings = ReaderSettings()
+        #expect(settings.zoom == 2)
+        try settings.$syncToken.set("t")
+        #expect(try isolation.secureStore.value(forKey: "syncToken") == .string("t"))
+    }
+
     @Test func nothingReachesTheProcessDefaults() async throws {
         let key = "isolated-\(UUID().uuidString)"
         let flag = StoredValue(key: key, default: false)

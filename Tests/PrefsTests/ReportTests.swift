@@ -102,6 +102,23 @@ import Testing
 }
 
 extension ReportTests {
+    /// A notice tells of something to act on where nothing failed: it says so, not "read failed".
+    @Test func aNoticeIsNotLabelledAFailure() {
+        let separate = PrefsReport(
+            key: "", operation: .read,
+            error: PrefsError.separateStandardDomain(appIdentifier: "com.example.app", foundationDomain: "app"))
+        #expect(separate.description.hasPrefix("notice: the standard domain is com.example.app.plist"))
+        let real = PrefsReport(
+            key: "", operation: .read,
+            error: PrefsNotIsolated(
+                path: "/h/.config/T.xctest.plist", what: "the standard domain", insideIsolatedTest: false))
+        #expect(
+            real.description.hasPrefix("notice about /h/.config/T.xctest.plist: the standard domain is the real file"))
+        let failure = PrefsReport(
+            key: "", operation: .read, error: PrefsError.corruptFile(path: "/h/a.plist", reason: "x"))
+        #expect(failure.description.hasPrefix("read of /h/a.plist failed: "))
+    }
+
     @Test func theRealStandardDomainUsedInsideAnIsolatedTestSaysSoOnce() async throws {
         Reports.install()
         let folder = try TempDir("prefs-reports")
@@ -111,9 +128,11 @@ extension ReportTests {
             _ = UserDefaultsStore.standard
             _ = UserDefaultsStore.standard
         }
-        let reports = Reports.everything().filter { $0.error is PrefsNotIsolated }
+        // Other tests of this process (a test process) may use the standard domain outside the trait: another notice.
+        let reports = Reports.everything().filter { ($0.error as? PrefsNotIsolated)?.insideIsolatedTest == true }
         #expect(reports.count == 1)
         #expect(reports.first?.file?.hasSuffix(".plist") == true)
+        #expect(reports.first?.description.hasPrefix("notice about ") == true)
         #expect(reports.first?.description.contains("UserDefaultsStore.standard is the real file") == true)
     }
 }

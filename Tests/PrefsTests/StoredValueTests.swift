@@ -41,6 +41,12 @@ final class ObservableModel {
     }
 }
 
+/// The README's short form: no `@Observable`, no `@ObservationIgnored`.
+final class HandObservedPreferences: Observable {
+    @StoredValue(key: "fontSize") var fontSize = 14
+    @StoredValue(key: "showsLineNumbers") var showsLineNumbers = true
+}
+
 @Suite(.ownThreads)
 struct StoredValueTests {
     @Test func defaultsUntilSetAndResetBack() {
@@ -289,6 +295,35 @@ struct ObservationTests {
             #expect(fired.isSet)
         }
     }
+
+    /// The short form: a class that holds only preference wrappers conforms to `Observable` by hand (no macro, no
+    /// `@ObservationIgnored`), meets what `@Bindable` and `@Environment` ask of a model, and is tracked per key.
+    @Test func aClassOfWrappersAloneIsObservableByHandAndTrackedPerKey() throws {
+        try PrefsConfig.withDefaultStore(InMemoryStore()) {
+            let prefs = requiresObservable(HandObservedPreferences())
+            let changes: [(String, () throws -> Void)] = [
+                ("its wrapper", { prefs.fontSize = 16 }),
+                ("another model", { HandObservedPreferences().fontSize = 18 }),
+                ("a direct store write", { try PrefsConfig.defaultStore.setValue(.int(20), forKey: "fontSize") }),
+            ]
+            for (source, change) in changes {
+                let fired = Flag()
+                withObservationTracking {
+                    _ = prefs.fontSize
+                } onChange: {
+                    fired.set()
+                }
+                prefs.showsLineNumbers.toggle()
+                #expect(!fired.isSet, "a change of another key, not read, is not tracked")
+                try change()
+                #expect(fired.isSet, "a change through \(source) of the key read is tracked")
+            }
+            #expect(prefs.fontSize == 20)
+        }
+    }
+
+    /// What `@Bindable` and `@Environment` require of their model.
+    private func requiresObservable<Model: Observable & AnyObject>(_ model: Model) -> Model { model }
 
     @Test func observerMayWriteFromItsCallback() throws {
         let store = InMemoryStore()

@@ -71,6 +71,10 @@ enum DefaultStores {
         return openOnce(\.vault) { app in
             // The folders resolved once for the whole process, like the standard domain's.
             let location = EncryptedFileStore.defaultLocation(appIdentifier: app)
+            // A secure wrapper of a test that has no isolation: its secrets go to the test process's real vault.
+            if isTestProcess, !insideIsolatedTest, !reportedUnisolatedVault.exchange(true, ordering: .relaxed) {
+                reportUnisolatedTest(what: "the default vault", path: location.vault.path(percentEncoded: false))
+            }
             do {
                 return (try EncryptedFileStore(url: location.vault, key: .keyFile(location.keyFile)), nil, nil)
             } catch {
@@ -92,7 +96,13 @@ enum DefaultStores {
 
     /// The standard domain's file, `<app identifier>.plist` in the preferences folder, opened on first use.
     static var standardFile: UserDefaultsStore {
-        if insideIsolatedTest { reportNotIsolated() }
+        if insideIsolatedTest {
+            reportNotIsolated()
+        } else if !reportedUnisolatedStandard.load(ordering: .relaxed), isTestProcess,
+            !reportedUnisolatedStandard.exchange(true, ordering: .relaxed)
+        {
+            reportUnisolatedTest(what: "the standard domain", path: standardPath())
+        }
         if let standard = state.withLock({ $0.standard }) { return standard }
         let standard = openOnce(\.standard) { app in
             let url = Locations.current.configHome.appending(path: app + ".plist")
@@ -105,15 +115,38 @@ enum DefaultStores {
     }
 
     private static let reportedNotIsolated = Atomic<Bool>(false)
+    private static let reportedUnisolatedStandard = Atomic<Bool>(false)
+    private static let reportedUnisolatedVault = Atomic<Bool>(false)
 
     /// Inside a test under `.isolatedPreferences`, the standard
     /// domain is the real file: said once, at its first use there, rather than left to fail a later run.
     private static func reportNotIsolated() {
         guard !reportedNotIsolated.exchange(true, ordering: .relaxed) else { return }
-        let app = state.withLock { $0.appIdentifier }
-        let path = Locations.current.configHome.appending(path: app + ".plist").path(percentEncoded: false)
         ErrorReporter.report(
-            PrefsNotIsolated(path: path, what: "UserDefaultsStore.standard"), key: "", operation: .read)
+            PrefsNotIsolated(path: standardPath(), what: "UserDefaultsStore.standard"), key: "", operation: .read)
+    }
+
+    /// The standard domain's file under the app identifier.
+    private static func standardPath() -> String {
+        let app = state.withLock { $0.appIdentifier }
+        return Locations.current.configHome.appending(path: app + ".plist").path(percentEncoded: false)
+    }
+
+    /// Whether this process runs tests: the bundle SwiftPM builds for XCTest and Swift Testing
+    /// (`<Package>PackageTests.xctest` on Linux), Xcode's and SwiftPM's runners on Apple platforms (`xctest`,
+    /// `swiftpm-testing-helper`), or a process XCTest was configured for. Its default stores are files shared by
+    /// every run of the tests.
+    static let isTestProcess: Bool = {
+        let name = ProcessInfo.processInfo.processName
+        let environment = ProcessInfo.processInfo.environment
+        return name.hasSuffix(".xctest") || name == "xctest" || name == "swiftpm-testing-helper"
+            || environment["XCTestConfigurationFilePath"] != nil || environment["XCTestBundlePath"] != nil
+    }()
+
+    /// A test process used a default store's real file with no isolation: said once per store, naming the file.
+    private static func reportUnisolatedTest(what: String, path: String) {
+        ErrorReporter.report(
+            PrefsNotIsolated(path: path, what: what, insideIsolatedTest: false), key: "", operation: .read)
     }
 
     /// Reports once when the app identifier moved the standard domain away from the file `UserDefaults.standard`

@@ -31,31 +31,63 @@ public struct PrefsReport: Sendable, CustomStringConvertible {
         self.file = key.isEmpty ? file ?? Self.fileError(in: error)?.filePath : nil
     }
 
-    /// `"read of \"theme\" failed: …"`, `"read of /home/me/.config/app.plist failed: …"`.
+    /// `"read of \"theme\" failed: …"`, `"read of /home/me/.config/app.plist failed: …"`, and for a notice, where
+    /// nothing failed, `"notice about /home/me/.config/app.plist: …"`.
     public var description: String {
         if operation == .declaration { return "declaration of \(String(reflecting: key)): \(error)" }
         if operation == .migration, error is PrefsMigrated {
             return "migration of \(String(reflecting: key)): \(error)"
         }
         let subject = key.isEmpty ? file : String(reflecting: key)
+        if isNotice { return "notice\(subject.map { " about \($0)" } ?? ""): \(error)" }
         return "\(operation.rawValue)\(subject.map { " of \($0)" } ?? "") failed: \(error)"
+    }
+
+    /// Whether the report tells of something to act on although nothing failed: the standard domain apart from
+    /// Foundation's (``PrefsError/separateStandardDomain(appIdentifier:foundationDomain:)``), a real file used by a
+    /// test (``PrefsNotIsolated``).
+    var isNotice: Bool {
+        if error is PrefsNotIsolated { return true }
+        if case .separateStandardDomain? = error as? PrefsError { return true }
+        return false
     }
 }
 
-/// `report.error is PrefsNotIsolated`: a store that is a real file (``what``, such as `UserDefaultsStore.standard`)
-/// was used inside a test under `.isolatedPreferences`, which cannot stand in for it.
+/// `report.error is PrefsNotIsolated`: a default store that is a real file (``what``, such as
+/// `UserDefaultsStore.standard`) was used by a test that is not isolated from it.
 ///
-/// Reported once, at the first such use, so the test does not silently share a file with other runs. Declare the
-/// wrapper without `store:` (it then uses the test's store), or give it an ``InMemoryStore``.
+/// Two cases, each reported once per file, at its first such use, so that tests do not silently share a file with
+/// every other run of them (and with the developer's own preferences):
+///
+/// - inside a test under `.isolatedPreferences`, which cannot stand in for a store named explicitly
+///   (``insideIsolatedTest`` is true): declare the wrapper without `store:` (it then uses the test's store), or give
+///   it an ``InMemoryStore``;
+/// - in a test process (XCTest or Swift Testing, such as `MyAppPackageTests.xctest`), outside `.isolatedPreferences`
+///   and `PrefsConfig.withDefaultStore` (``insideIsolatedTest`` is false): the wrappers without `store:` of a test
+///   that forgot the trait reach `<test process>.plist` and its vault. Put `.isolatedPreferences` on the suite.
 public struct PrefsNotIsolated: Error, Sendable, CustomStringConvertible {
     /// `notIsolated.path` is the real file.
     public let path: String
-    /// `notIsolated.what` names the store: `"UserDefaultsStore.standard"`.
+    /// `notIsolated.what` names the store: `"UserDefaultsStore.standard"`, `"the default vault"`.
     public let what: String
+    /// `notIsolated.insideIsolatedTest` is true when the store was used inside `.isolatedPreferences`, false when a
+    /// test process used it with no isolation at all.
+    public let insideIsolatedTest: Bool
+
+    init(path: String, what: String, insideIsolatedTest: Bool = true) {
+        self.path = path
+        self.what = what
+        self.insideIsolatedTest = insideIsolatedTest
+    }
 
     /// `"UserDefaultsStore.standard is the real file …"`.
     public var description: String {
-        "\(what) is the real file \(path), used inside a test under .isolatedPreferences, which does not isolate it; "
-            + "declare the wrapper without store: to use the test's store"
+        guard insideIsolatedTest else {
+            return "\(what) is the real file \(path), used by a test outside .isolatedPreferences: every run of the "
+                + "tests shares it, with what earlier runs left there; put @Suite(.isolatedPreferences) on the tests "
+                + "(from PrefsTesting), or run them inside PrefsConfig.withDefaultStore(InMemoryStore())"
+        }
+        return "\(what) is the real file \(path), used inside a test under .isolatedPreferences, which does not "
+            + "isolate it; declare the wrapper without store: to use the test's store"
     }
 }

@@ -29,6 +29,11 @@ import Observation
 ///
 /// ``publish(changedKeys:)`` does both at once for a store that cannot tell the new values; its observers then
 /// read the value current when they run, so two quick changes may reach them as one.
+///
+/// Never deliver or publish while holding a lock of your store: observers read the store from their callbacks, on
+/// the same thread, so a non-recursive lock deadlocks (`NSLock`) or stops the process (`Mutex`: "Recursive call to
+/// lock Mutex"). A change a store makes without announcing it (a batch's writes before it commits, or taken back
+/// when it throws) goes through ``invalidate(_:)``, so that wrappers do not keep a value they read meanwhile.
 public final class ChangeFeed: Sendable {
     /// What a listener learns about one key's change: its version and, when the store announced it, the value.
     enum Update: Sendable {
@@ -236,9 +241,21 @@ public final class ChangeFeed: Sendable {
         }
     }
 
-    /// Moves these keys to a new version without announcing anything, so cached reads decode them again: for values
-    /// a batch applied in memory (announced once, when it commits) or took back (never announced).
-    func invalidate(_ keys: Set<String>) {
+    /// `changes.invalidate(["theme", "zoom"])` makes every wrapper of these keys read them from the store again at
+    /// its next read, without telling any observer: for values your store changed without announcing them.
+    ///
+    /// Wrappers keep the value they decoded until the key's next announcement. A store whose ``KeyValueStore/batch(_:)``
+    /// applies its writes at once calls this for the two kinds of change it does not announce:
+    ///
+    /// - a write inside a batch, applied in memory and announced once, when the outermost batch ends, so that a
+    ///   wrapper read inside the batch sees it;
+    /// - the writes of a batch whose body threw, when the store puts the old values back: nothing is announced, since
+    ///   nothing changed, but a wrapper that read one of them inside the batch must not keep it.
+    ///
+    /// Call it while holding the lock under which the values changed, as you would ``announce(_:)``. It takes only
+    /// the feed's own short lock, runs no observer and never calls back into your store. Keys no wrapper reads cost
+    /// nothing.
+    public func invalidate(_ keys: Set<String>) {
         guard !keys.isEmpty else { return }
         state.withLock { state, _ in
             for key in keys { _ = state.cells[key]?.advance() }
@@ -270,6 +287,13 @@ public final class ChangeFeed: Sendable {
             state.cells[key] = cell
             return cell
         }
+    }
+
+    /// Whether the calling thread announced changes it has not delivered: a store that calls ``announce(_:)``
+    /// without ``deliverAnnouncements()`` leaves them here, and the conformance kit says so.
+    package func hasUndeliveredAnnouncements() -> Bool {
+        let me = ThreadID.current
+        return state.withLock { state, _ in state.pending.contains { $0.owner == me && $0.deliverer == nil } }
     }
 
     /// The number of live `keys(_:)` subscribers, for leak tests.
