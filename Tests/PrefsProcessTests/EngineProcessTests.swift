@@ -83,8 +83,9 @@ import Testing
             try suite.setValue(.string("saved"), forKey: "theme")
             let other = try FileStore(url: directory.file("other.json"))
             try other.setValue(.int(7), forKey: "n")
-            #expect(try UserDefaultsStore(suiteName: "other.app", directory: directory.url).value(forKey: "theme")
-                == .string("saved"))
+            #expect(
+                try UserDefaultsStore(suiteName: "other.app", directory: directory.url).value(forKey: "theme")
+                    == .string("saved"))
 
             let sameFile = try StoreSpec.open(stoppedSpec)
             #expect(try sameFile.value(forKey: "k") == .int(1), "reads never wait")
@@ -106,7 +107,8 @@ import Testing
     @Test func aWriterStoppedAtRandomMomentsNeverHoldsUpAnotherFile() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let writer = try ChildProcess.start(["count-up", "json:" + directory.path("busy.json"), "n"], timeLimit: .seconds(300))
+        let writer = try ChildProcess.start(
+            ["count-up", "json:" + directory.path("busy.json"), "n"], timeLimit: .seconds(300))
         defer { writer.kill() }
         #expect(writer.readLine() == "1")
         let other = try FileStore(url: directory.file("other.json"))
@@ -154,7 +156,8 @@ import Testing
         var tags: [String] = []
         var foundationValue: Int?
         try? eventually("every append and Foundation's last value in the file", within: .seconds(60)) {
-            let values = (try? PropertyListSerialization.propertyList(from: Data(contentsOf: file), format: nil))
+            let values =
+                (try? PropertyListSerialization.propertyList(from: Data(contentsOf: file), format: nil))
                 as? [String: Any]
             tags = values?["tags"] as? [String] ?? []
             foundationValue = values?["fk"] as? Int
@@ -166,6 +169,8 @@ import Testing
         }
         #expect(tags.count == 300, "\(300 - tags.count) acknowledged appends are missing")
         #expect(Set(tags).count == tags.count)
-        print("FIGURE two Prefs processes beside Foundation: \(tags.count) of 300 appends kept, fk \(String(describing: foundationValue)) of \(String(describing: last))")
+        print(
+            "FIGURE two Prefs processes beside Foundation: \(tags.count) of 300 appends kept, fk \(String(describing: foundationValue)) of \(String(describing: last))"
+        )
     }
 }

@@ -23,7 +23,8 @@ public enum StoreSpec {
 
     /// Opens the store a spec names with an engine of its own on `fileSystem` and `clock`: two stores opened so on
     /// one file exclude each other as two processes do.
-    package static func open(_ spec: String, fileSystem: any FileSystem, clock: EngineClock) throws -> any KeyValueStore {
+    package static func open(_ spec: String, fileSystem: any FileSystem, clock: EngineClock) throws -> any KeyValueStore
+    {
         let parts = spec.split(separator: ":", maxSplits: 2).map(String.init)
         switch parts.first {
         case "json" where parts.count == 2:

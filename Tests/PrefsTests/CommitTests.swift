@@ -29,7 +29,8 @@ import Testing
     }
 
     private static func foundationRead(_ url: URL) throws -> [String: Any] {
-        try #require(try PropertyListSerialization.propertyList(from: Data(contentsOf: url), format: nil) as? [String: Any])
+        try #require(
+            try PropertyListSerialization.propertyList(from: Data(contentsOf: url), format: nil) as? [String: Any])
     }
 
     private static func tags(in store: any KeyValueStore) throws -> [String] {
@@ -207,9 +208,10 @@ import Testing
         try store.setValue(.int(1), forKey: "k")
         fileSystem.run(at: .afterRename) {
             // Another process's write lands right after the rename (it waited on the file this write replaced).
-            try? replaceFile(at: url, with: Data(#"{"k": 3, "theirs": true}"#.utf8))
+            _ = try? replaceFile(at: url, with: Data(#"{"k": 3, "theirs": true}"#.utf8))
         }
-        fileSystem.fail(at: .beforeFolderSync, with: SystemCallError(path: directory.path, operation: "sync", errno: EIO))
+        fileSystem.fail(
+            at: .beforeFolderSync, with: SystemCallError(path: directory.path, operation: "sync", errno: EIO))
         let error = #expect(throws: PrefsError.self) { try store.setValue(.int(2), forKey: "k") }
         guard case .durabilityNotConfirmed? = error else {
             Issue.record("expected durabilityNotConfirmed, got \(String(describing: error))")

@@ -61,7 +61,8 @@ package struct POSIXFileSystem: FileSystem {
             guard errno == EWOULDBLOCK else { throw SystemCallError(path: path, operation: "lock").prefsError }
             let waited = clock.now() - start
             guard waited < timeout else {
-                throw PrefsError.lockTimedOut(path: path, holder: POSIX.flockHolder(of: lock.descriptor), waited: waited)
+                throw PrefsError.lockTimedOut(
+                    path: path, holder: POSIX.flockHolder(of: lock.descriptor), waited: waited)
             }
             clock.pause(min(pause, timeout - waited))
             pause = min(pause * 2, .milliseconds(5))
@@ -117,7 +118,9 @@ package struct POSIXFileSystem: FileSystem {
             }
             if let record, let set = ExtendedAttributes.set {
                 // A file system without extended attributes keeps no record; the store works without one.
-                _ = record.withUnsafeBytes { set(temporary.descriptor, Self.recordAttribute, $0.baseAddress, $0.count, 0) }
+                _ = record.withUnsafeBytes {
+                    set(temporary.descriptor, Self.recordAttribute, $0.baseAddress, $0.count, 0)
+                }
             }
             if durable { try POSIX.sync(temporary.descriptor, path: temporary.path) }
             // Kept open read-only for the identity after the rename: closing the descriptor written through after

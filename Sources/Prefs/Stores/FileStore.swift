@@ -31,7 +31,8 @@ public final class FileStore: FileBackedStore, @unchecked Sendable {
     /// A store with an engine of its own, on `fileSystem` and `clock` (for tests: two of them on one file exclude
     /// each other as two processes do).
     package init(url: URL, fileSystem: any FileSystem, clock: EngineClock) throws {
-        let engine = StoreEngine(path: url.fileSystemPath, codec: JSONSnapshotCodec(), fileSystem: fileSystem, clock: clock)
+        let engine = StoreEngine(
+            path: url.fileSystemPath, codec: JSONSnapshotCodec(), fileSystem: fileSystem, clock: clock)
         try engine.open()
         super.init(url: url, engine: engine, retained: engine.retain())
     }

@@ -110,8 +110,9 @@ struct CommitRecord: Equatable, Sendable {
             recent[oldest.key] = nil
         }
         if encodedSize > Self.sizeLimit {
-            evictChanged(keeping: (Self.sizeLimit - encodedSize + changed.count * Self.changedEntrySize)
-                / Self.changedEntrySize)
+            evictChanged(
+                keeping: (Self.sizeLimit - encodedSize + changed.count * Self.changedEntrySize)
+                    / Self.changedEntrySize)
         }
     }
 

@@ -76,8 +76,10 @@ extension StoreEngine {
         writer.lock()
         if guarded.withLock({ $0.store.handles == 1 && $0.store.hasDeferredChanges }) {
             do { try perform(.write, delivering: false) { ((), .pending) } } catch {
-                ErrorReporter.report(error, key: guarded.withLock { $0.store.unwritten(.deferred) }.sorted()
-                    .joined(separator: ", "), operation: .write)
+                ErrorReporter.report(
+                    error,
+                    key: guarded.withLock { $0.store.unwritten(.deferred) }.sorted()
+                        .joined(separator: ", "), operation: .write)
             }
         }
         let token = guarded.withLock { guarded -> FileWatchToken? in

@@ -196,7 +196,7 @@ final class StoreEngine: Sendable {
                 undo = try prepare()
                 return ((), .rewrite)
             }
-        } catch where !error.isCommitted {
+        } catch  where !error.isCommitted {
             undo?()
             throw error
         }
@@ -213,7 +213,8 @@ final class StoreEngine: Sendable {
             formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
             let name = path + ".damaged-" + formatter.string(from: now)
             var destination = name
-            for suffix in 2..<100 where try prefsIO({ () throws(SystemCallError) in
+            for suffix in 2..<100
+            where try prefsIO({ () throws(SystemCallError) in
                 try file.fileSystem.identity(at: destination)
             }) != nil {
                 destination = name + "-\(suffix)"

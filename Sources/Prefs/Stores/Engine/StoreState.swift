@@ -353,8 +353,9 @@ struct StoreState: Sendable {
 
     /// A batch begins (inside a write); returns what to go back to if its body throws, and whether it is the
     /// outermost.
-    mutating func beginBatch() -> (restore: (values: [String: PrefValue], unwritten: [String: Unwritten]), outermost: Bool)
-    {
+    mutating func beginBatch() -> (
+        restore: (values: [String: PrefValue], unwritten: [String: Unwritten]), outermost: Bool
+    ) {
         let now = (values, file?.unwritten ?? [:])
         if batchStart != nil { return (now, false) }
         batchStart = now

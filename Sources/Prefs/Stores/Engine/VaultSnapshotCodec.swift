@@ -158,7 +158,8 @@ final class VaultSnapshotCodec: SnapshotCodec {
         let name = Array(key.utf8)
         resolved.withUnsafeBytes { secret in
             _ = crypto_generichash(
-                &digest, digest.count, name, UInt64(name.count), secret.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                &digest, digest.count, name, UInt64(name.count),
+                secret.baseAddress?.assumingMemoryBound(to: UInt8.self),
                 secret.count)
         }
         return digest.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
