@@ -12,15 +12,16 @@ import Synchronization
 ///
 /// After `cancel()` returns no new callback starts, but one that was already being delivered may still finish.
 package final class FileWatchToken: Sendable {
-    private let cancellation: Mutex<(@Sendable () -> Void)?>
+    private let onCancel: @Sendable () -> Void
+    private let cancelled = Atomic<Bool>(false)
 
     package init(onCancel: @escaping @Sendable () -> Void) {
-        cancellation = Mutex(onCancel)
+        self.onCancel = onCancel
     }
 
     /// Stops watching. Calling it again does nothing.
     package func cancel() {
-        cancellation.withLock { $0.take() }?()
+        if !cancelled.exchange(true, ordering: .acquiringAndReleasing) { onCancel() }
     }
 
     deinit { cancel() }

@@ -25,38 +25,30 @@ final class StoreLayers: Sendable {
         var keysByName: [String: Set<String>] = [:]
     }
 
+    /// Everything, under one lock: the stack, its sources, the store it sits over, the watches on the system files.
     private struct State {
         var stack = LayerStack()
         var arguments = false
         var environment: Environment?
         var reportedAmbiguities: Set<String> = []
-    }
-
-    private struct System {
-        var files: LayerSources.SystemFiles?
-        var watches: [String: FileWatchToken] = [:]
-    }
-
-    private struct Owner {
         weak var store: (any OwnValues)?
+        var systemFiles: LayerSources.SystemFiles?
+        var watches: [String: FileWatchToken] = [:]
+        /// Reloads of the system files started and applied: an older read never replaces a newer one.
+        var reloadsStarted: UInt64 = 0
+        var reloadsApplied: UInt64 = 0
     }
 
     private let state = Mutex(State())
-    private let owner = Mutex(Owner())
-    private let system = Mutex(System())
-    /// Serialises reloads of the system-wide files, so an older read never replaces a newer one.
-    private let systemReload = Mutex(())
     let changes: ChangeFeed
 
     init(changes: ChangeFeed) { self.changes = changes }
 
     /// Tells the layers where the store keeps its own values; a store calls it once it is initialized.
-    func attach(_ store: any OwnValues) { owner.withLock { $0.store = store } }
+    func attach(_ store: any OwnValues) { state.withLock { $0.store = store } }
 
     deinit {
-        system.withLock { system in
-            for token in system.watches.values { token.cancel() }
-        }
+        for token in state.withLock({ $0.watches.values }) { token.cancel() }
         // System-file failures are reported keyed by this object; layers made later at its address start afresh.
         ErrorReporter.forgetIncidents(of: self)
     }
@@ -70,7 +62,7 @@ final class StoreLayers: Sendable {
 
     /// The layer the effective value of `key` comes from; call holding none of the store's locks.
     func origin(of key: String) -> PreferenceLayer? {
-        let own = owner.withLock { $0.store }?.ownValue(forKey: key)
+        let own = state.withLock { $0.store }?.ownValue(forKey: key)
         return state.withLock { $0.stack.resolve(key, user: own)?.layer }
     }
 
@@ -79,7 +71,7 @@ final class StoreLayers: Sendable {
 
     /// The values of one layer, for tools that explain where values come from.
     func values(of layer: PreferenceLayer) -> [String: PrefValue] {
-        if layer == .user { return owner.withLock { $0.store }?.ownValues() ?? [:] }
+        if layer == .user { return state.withLock { $0.store }?.ownValues() ?? [:] }
         return state.withLock { $0.stack.values(of: layer) }
     }
 
@@ -95,13 +87,12 @@ final class StoreLayers: Sendable {
     private func change<Extra>(
         _ body: (inout State) -> (touched: Set<String>, extra: Extra)
     ) -> (changed: Set<String>, extra: Extra) {
-        let (old, new, touched, extra) = state.withLock { state in
+        let (old, new, touched, extra, store) = state.withLock { state in
             let old = state.stack
             let (touched, extra) = body(&state)
-            return (old, state.stack, touched, extra)
+            return (old, state.stack, touched, extra, state.store)
         }
         guard !touched.isEmpty else { return ([], extra) }
-        let store = owner.withLock { $0.store }
         return (LayerStack.changes(from: old, to: new, in: touched) { store?.ownValue(forKey: $0) }, extra)
     }
 
@@ -157,9 +148,9 @@ final class StoreLayers: Sendable {
     /// Adds the system-wide defaults of `domain` from `folders` and its managed values from `managed` (once), and
     /// watches them.
     func enableSystem(domain: String, folders: [URL], managed: ManagedLocation = .current) {
-        let isNew = system.withLock { system in
-            guard system.files == nil else { return false }
-            system.files = LayerSources.SystemFiles(domain: domain, folders: folders, managed: managed)
+        let isNew = state.withLock { state in
+            guard state.systemFiles == nil else { return false }
+            state.systemFiles = LayerSources.SystemFiles(domain: domain, folders: folders, managed: managed)
             return true
         }
         if isNew { reloadSystem() }
@@ -168,21 +159,26 @@ final class StoreLayers: Sendable {
     /// Re-reads the system-wide files, applies them, re-arms the watches and announces what changed. A file that
     /// cannot be read is reported (once until it reads again) and adds nothing; the other files still apply.
     func reloadSystem() {
-        guard let files = system.withLock({ $0.files }) else { return }
+        guard let files = state.withLock({ $0.systemFiles }) else { return }
         var watchesAdded = true
         // A file written into a folder before its watch was added raises no event: once new watches are in place,
         // read again (a folder and the file in it created in quick succession are both seen).
         while watchesAdded {
-            let (changed, errors) = systemReload.withLock { _ -> (Set<String>, [any Error]) in
-                let defaults = LayerSources.read(files.defaults)
-                let managed = LayerSources.read([files.managed], trust: files.managedLocation)
-                let (changed, _) = change { state in
-                    let touched = state.stack.setLayer(.systemDefaults, defaults.values).union(
-                        state.stack.setLayer(.managed, managed.values))
-                    return (touched, ())
-                }
-                return (changed, defaults.errors + managed.errors)
+            let ticket = state.withLock { state in
+                state.reloadsStarted += 1
+                return state.reloadsStarted
             }
+            let defaults = LayerSources.read(files.defaults)
+            let managed = LayerSources.read([files.managed], trust: files.managedLocation)
+            let (changed, _) = change { state in
+                // A reload that started later has applied newer reads already.
+                guard ticket > state.reloadsApplied else { return ([], ()) }
+                state.reloadsApplied = ticket
+                let touched = state.stack.setLayer(.systemDefaults, defaults.values).union(
+                    state.stack.setLayer(.managed, managed.values))
+                return (touched, ())
+            }
+            let errors = defaults.errors + managed.errors
             watchesAdded = rearmWatches(files)
             if errors.isEmpty { ErrorReporter.forgetIncidents(of: self) }
             for error in errors { ErrorReporter.reportOnce(error, key: "", operation: .read, source: self) }
@@ -204,21 +200,21 @@ final class StoreLayers: Sendable {
         }
         var obsolete: [FileWatchToken] = []
         var missing: [String] = []
-        system.withLock { system in
-            for (path, token) in system.watches where !targets.contains(path) {
+        state.withLock { state in
+            for (path, token) in state.watches where !targets.contains(path) {
                 obsolete.append(token)
-                system.watches[path] = nil
+                state.watches[path] = nil
             }
-            missing = targets.filter { system.watches[$0] == nil }
+            missing = targets.filter { state.watches[$0] == nil }
         }
         for token in obsolete { token.cancel() }
         for path in missing {
             let token = DirectoryWatcher.shared.watch(fileAt: URL(filePath: path)) { [weak self] in
                 self?.reloadSystem()
             }
-            let duplicate = system.withLock { system -> FileWatchToken? in
-                if system.watches[path] != nil { return token }
-                system.watches[path] = token
+            let duplicate = state.withLock { state -> FileWatchToken? in
+                if state.watches[path] != nil { return token }
+                state.watches[path] = token
                 return nil
             }
             duplicate?.cancel()
