@@ -75,20 +75,27 @@ let package = Package(
             dependencies: ["Prefs"],
             path: "Tests/PrefsTestSupport"
         ),
+        // The file-system seam's test side (`SteppingFileSystem`), for tests and child processes of this package only:
+        // it uses the library's package-level API, which the benchmarks' copy of PrefsTestSupport cannot see.
+        .target(
+            name: "EngineTestSupport",
+            dependencies: ["Prefs", "PrefsTestSupport"],
+            path: "Tests/EngineTestSupport"
+        ),
         .executableTarget(
             name: "PrefsTestHelper",
-            dependencies: ["Prefs", "PrefsTestSupport"],
+            dependencies: ["Prefs", "PrefsTestSupport", "EngineTestSupport"],
             path: "Tests/PrefsTestHelper"
         ),
         // The library's units, in this process (a few tests still start the helper: see PrefsProcessTests).
         .testTarget(
             name: "PrefsTests",
-            dependencies: ["Prefs", "PrefsTestSupport", "PrefsTestHelper"]
+            dependencies: ["Prefs", "PrefsTestSupport", "EngineTestSupport", "PrefsTestHelper"]
         ),
         // Suites whose tests run the library in child processes (the PrefsTestHelper executable).
         .testTarget(
             name: "PrefsProcessTests",
-            dependencies: ["Prefs", "PrefsTestSupport", "PrefsTestHelper"]
+            dependencies: ["Prefs", "PrefsTestSupport", "EngineTestSupport", "PrefsTestHelper"]
         ),
         // The documentation itself: its samples compile and run, its manifest resolves, its architecture and its
         // list of promises match the code and the tests.
@@ -110,7 +117,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PrefsReliabilityTests",
-            dependencies: ["Prefs", "PrefsTestSupport", "PrefsTestHelper"]
+            dependencies: ["Prefs", "PrefsTestSupport", "EngineTestSupport", "PrefsTestHelper"]
         ),
     ],
     swiftLanguageModes: [.v6]

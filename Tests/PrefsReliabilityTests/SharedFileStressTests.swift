@@ -1,8 +1,8 @@
 import Foundation
+import Prefs
 import PrefsTestSupport
 import Synchronization
 import TestThreads
-import Prefs
 import Testing
 
 #if canImport(Glibc)

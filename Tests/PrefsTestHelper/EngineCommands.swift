@@ -1,3 +1,4 @@
+import EngineTestSupport
 // The child-process side of EngineProcessTests (Tests/PrefsProcessTests): a writer stopped inside its commit, and
 // writers that stay open beside Foundation's UserDefaults.
 import Foundation

@@ -1,3 +1,4 @@
+import EngineTestSupport
 // The child-process side of the reliability suite (Tests/PrefsReliabilityTests): crash loops, multi-process
 // load, hostile files, resource limits and memory measurements, each in its own process so a crash or a lowered
 // limit cannot touch the test runner.

@@ -21,30 +21,9 @@ public enum StoreSpec {
         }
     }
 
-    /// Opens the store a spec names with an engine of its own on `fileSystem` and `clock`: two stores opened so on
-    /// one file exclude each other as two processes do.
-    package static func open(_ spec: String, fileSystem: any FileSystem, clock: EngineClock) throws -> any KeyValueStore
-    {
-        let parts = spec.split(separator: ":", maxSplits: 2).map(String.init)
-        switch parts.first {
-        case "json" where parts.count == 2:
-            return try FileStore(url: URL(filePath: parts[1]), fileSystem: fileSystem, clock: clock)
-        case "plist" where parts.count == 3:
-            return try UserDefaultsStore(
-                suiteName: parts[2], directory: URL(filePath: parts[1]), fileSystem: fileSystem, clock: clock)
-        case "vault" where parts.count == 3:
-            return try EncryptedFileStore(
-                url: URL(filePath: parts[1]), key: .keyFile(URL(filePath: parts[2])), fileSystem: fileSystem,
-                clock: clock)
-        case "memory":
-            return InMemoryStore()
-        default:
-            throw SpecError(spec: spec)
-        }
-    }
-
-    struct SpecError: Error, CustomStringConvertible {
+    package struct SpecError: Error, CustomStringConvertible {
         let spec: String
-        var description: String { "unknown store spec \(spec)" }
+        package init(spec: String) { self.spec = spec }
+        package var description: String { "unknown store spec \(spec)" }
     }
 }

@@ -1,4 +1,5 @@
 import Dispatch
+import EngineTestSupport
 import Foundation
 import PrefsTestSupport
 import Synchronization

@@ -1,5 +1,6 @@
 package import Foundation
 package import Prefs
+import PrefsTestSupport
 import Synchronization
 
 #if canImport(Glibc)
@@ -191,4 +192,29 @@ package func replaceFile(at url: URL, with data: Data, mode: mode_t = 0o600) thr
     let identity = try fileSystem.commit(temporary, to: path, replacing: true)
     try fileSystem.syncFolder(of: path)
     return identity
+}
+
+extension StoreSpec {
+    /// Opens the store a spec names with an engine of its own on `fileSystem` and `clock`: two stores opened so on
+    /// one file exclude each other as two processes do.
+    package static func open(_ spec: String, fileSystem: any FileSystem, clock: EngineClock) throws -> any KeyValueStore
+    {
+        let parts = spec.split(separator: ":", maxSplits: 2).map(String.init)
+        switch parts.first {
+        case "json" where parts.count == 2:
+            return try FileStore(url: URL(filePath: parts[1]), fileSystem: fileSystem, clock: clock)
+        case "plist" where parts.count == 3:
+            return try UserDefaultsStore(
+                suiteName: parts[2], directory: URL(filePath: parts[1]), fileSystem: fileSystem, clock: clock)
+        case "vault" where parts.count == 3:
+            return try EncryptedFileStore(
+                url: URL(filePath: parts[1]), key: .keyFile(URL(filePath: parts[2])), fileSystem: fileSystem,
+                clock: clock)
+        case "memory":
+            return InMemoryStore()
+        default:
+            throw StoreSpec.SpecError(spec: spec)
+        }
+    }
+
 }
