@@ -31,6 +31,7 @@ struct StoreProcessTests {
         for child in children {
             let ended = child.wait()
             #expect(ended.status == 0, "\(ended)")
+            #expect(ended.error.isEmpty, "\(ended)")
         }
         let store = try backend.open(in: directory)
         let tags = try store.value(for: PrefKey("tags", default: [String]()))

@@ -125,7 +125,7 @@ package struct POSIXFileSystem: FileSystem {
             if durable { try POSIX.sync(temporary.descriptor, path: temporary.path) }
             // Kept open read-only for the identity after the rename: closing the descriptor written through after
             // the rename would tell every watcher of the folder of one more change.
-            let reader = POSIX.retrying { open(temporary.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+            let reader = Self.reopenForReading(temporary)
             guard reader >= 0 else { throw SystemCallError(path: temporary.path, operation: "open") }
             let written = temporary.descriptor
             temporary = TemporaryFile(path: temporary.path, descriptor: reader)
@@ -137,6 +137,14 @@ package struct POSIXFileSystem: FileSystem {
             throw error
         }
         return temporary
+    }
+
+    /// A read-only descriptor of the file open as `temporary`, opened through `/proc/self/fd` where there is one, so
+    /// it works even if a sweep removed the name meanwhile (the commit then finds it gone, as a lost race).
+    private static func reopenForReading(_ temporary: TemporaryFile) -> Int32 {
+        let flags = O_RDONLY | O_CLOEXEC
+        let reader = POSIX.retrying { open("/proc/self/fd/\(temporary.descriptor)", flags) }
+        return reader >= 0 ? reader : POSIX.retrying { open(temporary.path, flags | O_NOFOLLOW) }
     }
 
     /// Creates `.<name>.tmp-<random hex>` beside `path`, creating the folder (0700) when it is missing.
