@@ -7,6 +7,7 @@
 //   get VAULT APP KEY
 //   move VAULT APP KEYFILE to-keyring|to-file    moveKey(to:) from the key file to the keyring, or back
 //   open-moving VAULT APP KEYFILE KEY            init(url:key:movingFrom:) from the key file, then reads KEY
+//   make-key VAULT APP               only what the first step of a move does: the key made in the keyring
 //
 // PREFS_KEYRING_TIMEOUT_MS bounds each keyring call (default 5000); PREFS_KEYRING_PROMPTING=0 refuses a locked
 // keyring without a prompt. With PREFS_KEYRING_WAIT_FOR_GO set, a command starts once a line arrives on standard
@@ -97,6 +98,12 @@ case "open-moving":
             url: URL(filePath: arguments[1]), key: keyring(arguments[2]),
             movingFrom: .keyFile(URL(filePath: arguments[3])))
         emit(try store.value(forKey: arguments[4]).map { "\($0)" } ?? "nil")
+    }
+case "make-key":
+    attempt {
+        let key = KeyringKey(appIdentifier: arguments[2], timeout: timeout)
+        _ = try key.key(forVault: URL(filePath: arguments[1]), creating: true)
+        emit("ok")
     }
 default:
     FileHandle.standardError.write(Data("unknown command \(arguments)\n".utf8))
