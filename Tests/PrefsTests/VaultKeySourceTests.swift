@@ -12,6 +12,8 @@ final class MemoryKeySource: VaultKeySource, CustomStringConvertible {
         var keys: [URL: [UInt8]] = [:]
         var asked: [(vault: URL, creating: Bool)] = []
         var failure: (any Error & Sendable)?
+        /// Thrown by removals only.
+        var removalFailure: (any Error & Sendable)?
         /// The length of the keys it makes (32 unless a test asks for a broken source).
         var length = 32
         var makesKeys = true
@@ -38,7 +40,7 @@ final class MemoryKeySource: VaultKeySource, CustomStringConvertible {
 
     func removeKey(forVault vault: URL) throws {
         try state.withLock { state in
-            if let failure = state.failure { throw failure }
+            if let failure = state.failure ?? state.removalFailure { throw failure }
             state.keys[vault] = nil
         }
     }
@@ -216,5 +218,36 @@ struct SourceFailure: Error, Equatable {
             try EncryptedFileStore(url: url, key: .source(source), movingFrom: .keyFile(keyFile))
                 .value(forKey: "token") == .string("t"))
         #expect(source.keyCount == 1)
+    }
+
+    @Test func aPreviousKeyThatCannotBeReachedOrRemovedNeverStopsTheVaultFromOpening() throws {
+        Reports.install()
+        let folder = try TempDir()
+        defer { folder.cleanup() }
+        let url = folder.file("secrets.vault")
+        let keyFile = folder.file("secrets.key")
+        try EncryptedFileStore(url: url, key: .keyFile(keyFile)).setValue(.string("t"), forKey: "token")
+
+        // Moved back from a source that is out of reach now: the vault opens under its key file.
+        let gone = MemoryKeySource()
+        gone.state.withLock { $0.failure = SourceFailure(reason: "no bus") }
+        let opened = try EncryptedFileStore(url: url, key: .keyFile(keyFile), movingFrom: .source(gone))
+        #expect(try opened.value(forKey: "token") == .string("t"))
+        // Neither opens it: the error that says why the previous key was out of reach.
+        #expect(throws: SourceFailure(reason: "no bus")) {
+            try EncryptedFileStore(url: url, key: .raw(Data(repeating: 1, count: 32)), movingFrom: .source(gone))
+        }
+
+        // A stale key the source keeps but cannot remove: reported, and the vault opens.
+        let stuck = MemoryKeySource()
+        _ = try stuck.key(forVault: url.standardizedFileURL, creating: true)
+        stuck.state.withLock { $0.removalFailure = SourceFailure(reason: "read-only \(folder.path)") }
+        let reopened = try EncryptedFileStore(url: url, key: .keyFile(keyFile), movingFrom: .source(stuck))
+        #expect(try reopened.value(forKey: "token") == .string("t"))
+        #expect(stuck.keyCount == 1)
+        #expect(
+            Reports.naming(folder).contains {
+                $0.error as? SourceFailure == SourceFailure(reason: "read-only \(folder.path)")
+            })
     }
 }

@@ -60,25 +60,43 @@ public final class EncryptedFileStore: FileBackedStore, @unchecked Sendable {
     /// alone. Run by two processes at once, the vault moves once and both end up under `key`.
     ///
     /// - Throws: what opening under either key throws (a ``VaultError``, or the source's error such as a locked
-    ///   keyring), or what ``moveKey(to:)`` throws. Nothing is removed unless the vault opens with `key`.
+    ///   keyring), or what ``moveKey(to:)`` throws. Nothing is removed unless the vault opens with `key`; a left-behind
+    ///   key that cannot be removed is reported to ``PrefsConfig/errorHandler`` and the store opens all the same.
     public convenience init(url: URL, key: VaultKey, movingFrom previous: VaultKey) throws {
         let previousKey = VaultKeyMaterial(previous, vaultPath: url.path(percentEncoded: false))
         let vault = try LockedFile(url: url).read()?.data
+        // Whether the vault is still under `previous`; when that cannot be told (a keyring out of reach), the vault
+        // may well be under `key` already, which opening says.
+        var lookError: (any Error)?
+        var underPrevious = false
+        if let vault {
+            do { underPrevious = try previousKey.opens(vault) == true } catch { lookError = error }
+        }
         var moved = false
-        if let vault, try previousKey.opens(vault) == true {
+        if underPrevious {
+            let mover = try EncryptedFileStore(url: url, key: previous)
+            defer { mover.close() }
             do {
-                try EncryptedFileStore(url: url, key: previous).moveKey(to: key)
+                try mover.moveKey(to: key)
                 moved = true
             } catch VaultError.authenticationFailed {
                 // Another process moved the vault between our look and our move: it is under `key` now.
             }
         }
-        try self.init(url: url, key: key)
-        // A key file or source still keeping a key that no longer opens the vault: the end of a move cut short.
-        if !moved, let current = try LockedFile(url: url).read()?.data,
-            try previousKey.keptApart?.opens(current) == false
-        {
-            try previousKey.removeKey()
+        do {
+            try self.init(url: url, key: key)
+        } catch {
+            throw lookError ?? error
+        }
+        // The end of a move cut short: `previous` still keeps a key that no longer opens the vault. The store is
+        // open and works either way, so a key that cannot be removed now is reported, not thrown.
+        guard !moved, lookError == nil, previousKey.keptApart != nil else { return }
+        do {
+            if let current = try LockedFile(url: url).read()?.data, try previousKey.opens(current) == false {
+                try previousKey.removeKey()
+            }
+        } catch {
+            ErrorReporter.report(error, key: "", operation: .write)
         }
     }
 
