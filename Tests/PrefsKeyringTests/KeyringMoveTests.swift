@@ -103,7 +103,7 @@ import Testing
         defer { session.stop() }
         #expect(try session.prefs(["secure", "init", "--app", Self.app]).succeeded)
         #expect(try session.prefs(["secure", "set", "authToken", "--app", Self.app], stdin: "shared").succeeded)
-        let children = try (0..<3).map { _ in
+        let children = try (0..<4).map { _ in
             try session.startHelper(
                 ["default-get", Self.app, "authToken"], environment: ["PREFS_KEYRING_WAIT_FOR_GO": "1"])
         }

@@ -39,10 +39,10 @@ public final class EncryptedFileStore: FileBackedStore, @unchecked Sendable {
         try self.init(url: url, key: key, cost: KDFParameters.Cost.defaultCost)
     }
 
-    init(url: URL, key: VaultKey, cost: KDFParameters.Cost) throws {
+    init(url: URL, key: VaultKey, cost: KDFParameters.Cost, changes: ChangeFeed = ChangeFeed()) throws {
         let path = url.path(percentEncoded: false)
         let codec = VaultSnapshotCodec(key: key, cost: cost, vaultPath: path)
-        let storage = FileBackedStorage(url: url, codec: codec)
+        let storage = FileBackedStorage(url: url, codec: codec, changes: changes)
         try storage.open()
         self.codec = codec
         keptKey = Mutex(VaultKeyMaterial(key, vaultPath: path).keptApart)
@@ -73,20 +73,30 @@ public final class EncryptedFileStore: FileBackedStore, @unchecked Sendable {
             do { underPrevious = try previousKey.opens(vault) == true } catch { lookError = error }
         }
         var moved = false
+        var moveError: (any Error)?
         if underPrevious {
-            let mover = try EncryptedFileStore(url: url, key: previous)
-            defer { mover.close() }
+            // Another process may move the vault between our look and our move (then this move fails, and the vault
+            // opens under `key` below): the store that had it open under the old key meeting it changing keys is
+            // no failure to report.
+            let changes = ChangeFeed()
             do {
-                try mover.moveKey(to: key)
+                try ErrorReporter.silencing(changes) {
+                    let mover = try EncryptedFileStore(
+                        url: url, key: previous, cost: KDFParameters.Cost.defaultCost, changes: changes)
+                    defer { mover.close() }
+                    try mover.moveKey(to: key)
+                }
                 moved = true
-            } catch VaultError.authenticationFailed {
-                // Another process moved the vault between our look and our move: it is under `key` now.
+            } catch {
+                // Moved but not known durable: the old key must stay, as moveKey(to:) leaves it.
+                if case .durabilityNotConfirmed? = error as? PrefsError { throw error }
+                moveError = error
             }
         }
         do {
             try self.init(url: url, key: key)
         } catch {
-            throw lookError ?? error
+            throw moveError ?? lookError ?? error
         }
         // The end of a move cut short: `previous` still keeps a key that no longer opens the vault. The store is
         // open and works either way, so a key that cannot be removed now is reported, not thrown.
