@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "Prefs", targets: ["Prefs"]),
         .library(name: "PrefsTesting", targets: ["PrefsTesting"]),
         .library(name: "PrefsPostgres", targets: ["PrefsPostgres"]),
+        .library(name: "PrefsKeyring", targets: ["PrefsKeyring"]),
         .executable(name: "prefs", targets: ["PrefsCLI"]),
     ],
     targets: [
@@ -55,6 +56,29 @@ let package = Package(
                 "Prefs", "PrefsPostgres", "PrefsTesting", "CLibPQ", "PostgresTestServer", "PrefsTestSupport",
                 "PrefsPostgresTestHelper",
             ]
+        ),
+        // libsecret (with GLib and GIO) for PrefsKeyring only: the core Prefs module never links it.
+        .systemLibrary(
+            name: "CLibSecret",
+            pkgConfig: "libsecret-1",
+            providers: [.apt(["libsecret-1-dev"]), .brew(["libsecret"])]
+        ),
+        .target(
+            name: "PrefsKeyring",
+            dependencies: ["Prefs", "CLibSecret", "CSodium"]
+        ),
+        // The child process of the keyring tests: the library with its vault key in the keyring of a bus the test
+        // started.
+        .executableTarget(
+            name: "PrefsKeyringTestHelper",
+            dependencies: ["Prefs", "PrefsKeyring"],
+            path: "Tests/PrefsKeyringTestHelper"
+        ),
+        // Each test starts its own session bus and GNOME Keyring (Tests/PrefsKeyringTests/SecretServiceSession.swift)
+        // and runs the library, the helper and `prefs` against them in child processes.
+        .testTarget(
+            name: "PrefsKeyringTests",
+            dependencies: ["Prefs", "PrefsTestSupport", "PrefsKeyringTestHelper", "PrefsCLI"]
         ),
         // The demo is a target, not a product: `swift run prefs-demo` runs it here, and packages depending on Prefs
         // never see it.
@@ -105,7 +129,7 @@ let package = Package(
         ),
         .target(
             name: "PrefsCLICore",
-            dependencies: ["Prefs", "PrefsPostgres"]
+            dependencies: ["Prefs", "PrefsPostgres", "PrefsKeyring"]
         ),
         .executableTarget(
             name: "PrefsCLI",
@@ -138,7 +162,7 @@ for target in package.targets where target.type != .system {
 
 // A sanitizer build compiles only what its sanitizer checks (scripts/tsan.sh, scripts/asan.sh; docs/RELIABILITY.md
 // says what runs where and why): the library and the PostgreSQL store with the tests that run them in this process.
-// The child-process tests, the command-line tool, its tests and the documentation tests
+// The child-process tests (the keyring's among them), the command-line tool, its tests and the documentation tests
 // stay out: a third of the compilation, and nothing a sanitizer finds in the library that the kept tests miss.
 let sanitizerScopes: [String: Set<String>] = [
     "thread": ["PrefsTests", "PrefsPostgresTests", "PrefsTestingTests", "PrefsReliabilityTests"],
@@ -146,7 +170,8 @@ let sanitizerScopes: [String: Set<String>] = [
 ]
 if let scope = Context.environment["PREFS_SANITIZER_SCOPE"], let kept = sanitizerScopes[scope] {
     package.targets.removeAll { target in
-        (target.type == .test && !kept.contains(target.name)) || ["PrefsCLICore", "PrefsCLI"].contains(target.name)
+        (target.type == .test && !kept.contains(target.name))
+            || ["PrefsCLICore", "PrefsCLI", "PrefsKeyringTestHelper"].contains(target.name)
     }
     package.products.removeAll { $0.name == "prefs" }
 }

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Installs what building and testing Prefs needs beyond the Swift toolchain: libsodium, libpq (for PrefsPostgres)
-# and pkg-config to find them, jq, and the PostgreSQL server that the PrefsPostgres tests and prefs-bench start.
+# Installs what building and testing Prefs needs beyond the Swift toolchain: libsodium, libpq (for PrefsPostgres),
+# libsecret (for PrefsKeyring) and pkg-config to find them, jq, the PostgreSQL server that the PrefsPostgres tests and
+# prefs-bench start, and the D-Bus daemon, GNOME Keyring and secret-tool that the keyring tests start and query.
 #
 # Another apt or dpkg holding its lock (an unattended upgrade at boot, another build) is waited for, at most
 # PREFS_APT_WAIT_SECONDS (600), trying again every PREFS_APT_RETRY_SECONDS (5), with a message saying so.
 set -euo pipefail
 # jq reads the symbol graphs in scripts/docs.sh.
 have_server() { ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; }
+have_keyring() {
+    command -v dbus-daemon && command -v dbus-send && command -v gnome-keyring-daemon && command -v secret-tool
+} >/dev/null 2>&1
 if command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libsodium && pkg-config --exists libpq \
-    && command -v jq >/dev/null 2>&1 && have_server; then
+    && pkg-config --exists libsecret-1 && command -v jq >/dev/null 2>&1 && have_server && have_keyring; then
     exit 0
 fi
 sudo=""
@@ -43,6 +47,8 @@ apt_get() {
     done
 }
 
-echo "Installing libsodium-dev, libpq-dev, postgresql, pkg-config and jq with apt-get…"
+echo "Installing libsodium-dev, libpq-dev, libsecret-1-dev, postgresql, pkg-config, jq, dbus-daemon, dbus-bin," \
+    "gnome-keyring and libsecret-tools with apt-get…"
 apt_get update -qq
-apt_get install -y -qq pkg-config libsodium-dev libpq-dev postgresql jq
+apt_get install -y -qq pkg-config libsodium-dev libpq-dev libsecret-1-dev postgresql jq dbus-daemon dbus-bin \
+    gnome-keyring libsecret-tools

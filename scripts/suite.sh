@@ -45,9 +45,10 @@ report_coverage() {
     echo "coverage: merged ${#raw[@]} raw profiles; skipped ${skipped} unreadable (a child killed while writing it)"
     [[ "$skipped" -eq 0 ]] || grep 'warning: .*profraw' "$merge_log" | sed 's|^|    |'
 
-    # The test bundle holds the library as the tests run it; the child-process helper runs the same library code in
-    # other processes (cross-process, crash and locking tests), so its counters count too.
-    local objects=("$bin_path/PrefsPackageTests.xctest" -object "$bin_path/PrefsTestHelper")
+    # The test bundle holds the library as the tests run it; the child-process helpers run the same library code in
+    # other processes (cross-process, crash and locking tests; the keyring tests), so their counters count too.
+    local objects=("$bin_path/PrefsPackageTests.xctest" -object "$bin_path/PrefsTestHelper"
+        -object "$bin_path/PrefsKeyringTestHelper")
     local sources="$PWD/Sources/Prefs" summary="$suite_scratch/summary.txt"
     "$llvm_cov" report "${objects[@]}" -instr-profile "$profdata" "$sources" | sed "s|$sources/||" > "$summary"
     echo

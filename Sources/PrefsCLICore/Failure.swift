@@ -1,5 +1,6 @@
 import Foundation
 import Prefs
+import PrefsKeyring
 import PrefsPostgres
 
 #if canImport(Glibc)
@@ -71,6 +72,23 @@ struct Failure: Error, Equatable {
             case .unsupportedFormatVersion, .notAVault, .truncated, .insecureKeyFile, .rollbackDetected,
                 .rollbackRecordUnavailable:
                 return Failure(.integrity, error.description)
+            }
+        case let error as KeyringError:
+            switch error {
+            case .invalidItem:
+                return Failure(.integrity, error.description)
+            case .noSessionBus, .noSecretService, .locked, .unlockDismissed, .timedOut, .noDefaultCollection,
+                .serviceFailed:
+                return Failure(.notFound, error.description)
+            }
+        case let error as CredentialError:
+            switch error {
+            case .empty, .wrongSize:
+                return Failure(.integrity, error.description)
+            case .invalidName:
+                return Failure(.usage, error.description)
+            case .directoryNotSet, .missing, .unreadable, .notRemovable:
+                return Failure(.notFound, error.description)
             }
         case let error as PostgresStoreError:
             switch error {

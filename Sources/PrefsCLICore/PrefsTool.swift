@@ -111,11 +111,11 @@ package enum PrefsTool {
             group: "secure",
             summary: "Keep secrets in an encrypted vault (XChaCha20-Poly1305, tamper-evident).",
             help: """
-                The key comes from --key-file PATH, or a passphrase from the environment variable named by
-                --passphrase-env NAME, or typed on the terminal without echo. It is never taken from the
-                command line, where other users can see it with `ps`. Without --vault, the vault of --app (by
-                default `prefs`) is used with that app's key file: $XDG_DATA_HOME/APP/secrets.vault and
-                $XDG_CONFIG_HOME/APP/secrets.key.
+                The key comes from --key-file PATH, the desktop keyring (--keyring), a systemd credential
+                (--credential NAME), or a passphrase from the environment variable named by --passphrase-env NAME,
+                or typed on the terminal without echo. It is never taken from the command line, where other users
+                can see it with `ps`. Without --vault, the vault of --app (by default `prefs`) is used with that
+                app's key file: $XDG_DATA_HOME/APP/secrets.vault and $XDG_CONFIG_HOME/APP/secrets.key.
                 """,
             options: SecureCommands.vaultOptions,
             subcommands: secureCommands),
@@ -157,13 +157,23 @@ package enum PrefsTool {
             run: { try SecureCommands.list($0) }),
         Command(
             "rekey", arguments: "", positionals: 0...0,
-            options: SecureCommands.vaultOptions + [
-                .value("--new-key-file", "PATH", "the new key file (created when it does not exist)"),
-                .value("--new-passphrase-env", "NAME", "read the new passphrase from environment variable NAME"),
-            ],
-            summary: "Re-encrypt the vault under a new key file or passphrase, in one atomic replace.",
-            help: "Without --new-key-file or --new-passphrase-env, the new passphrase is asked twice on the terminal.",
+            options: SecureCommands.vaultOptions + SecureCommands.newKeyOptions,
+            summary: "Re-encrypt the vault under a new key, in one atomic replace; the old key is left as it is.",
+            help: "Without a --new-… option, the new passphrase is asked twice on the terminal.",
             run: { try SecureCommands.rekey($0) }),
+        Command(
+            "move-key", arguments: "", positionals: 0...0,
+            options: SecureCommands.vaultOptions + SecureCommands.newKeyOptions,
+            summary:
+                "Move the vault's key (to the keyring, a key file, …) and remove the old key file or keyring item.",
+            help: """
+                Re-encrypts the vault under the new key in one atomic replace, opens it again with the new key, and
+                only then removes the old key file or keyring item, if it no longer opens the vault. Stopped at any
+                point, the vault opens with the old key or the new one. `prefs secure move-key --app ID --new-keyring`
+                moves an app's default vault from its key file into the desktop keyring; `--app ID --keyring
+                --new-key-file PATH` moves it back.
+                """,
+            run: { try SecureCommands.moveKey($0) }),
         Command(
             "verify", arguments: "", positionals: 0...0, options: SecureCommands.vaultOptions,
             summary: "Check that the vault opens with the key and authenticates.",

@@ -1,5 +1,6 @@
 import Foundation
 import Prefs
+import PrefsKeyring
 
 /// The `prefs secure` commands over an encrypted vault (``EncryptedFileStore``).
 enum SecureCommands {
@@ -9,6 +10,16 @@ enum SecureCommands {
         .value("--app", "ID", "use the default vault of app ID and its key file (default: prefs)"),
         .value("--key-file", "PATH", "read the 32-byte key from PATH"),
         .value("--passphrase-env", "NAME", "read the passphrase from environment variable NAME"),
+        .flag("--keyring", "the key is in the desktop keyring (Secret Service), under --app and the vault's path"),
+        .value("--credential", "NAME", "read the key from the systemd credential NAME ($CREDENTIALS_DIRECTORY/NAME)"),
+    ]
+
+    /// The options of the key a vault moves to (`rekey`, `move-key`).
+    static let newKeyOptions: [Option] = [
+        .value("--new-key-file", "PATH", "the new key file (created when it does not exist)"),
+        .value("--new-passphrase-env", "NAME", "read the new passphrase from environment variable NAME"),
+        .flag("--new-keyring", "keep the new key in the desktop keyring (created there when missing)"),
+        .value("--new-credential", "NAME", "the new key is the systemd credential NAME"),
     ]
 
     /// Where the vault is, and the key file that goes with it when it is an app's default vault.
@@ -17,15 +28,14 @@ enum SecureCommands {
     /// file, no debugger attach by the same user) before any secret is read.
     static func location(_ invocation: Invocation) throws -> (vault: URL, defaultKeyFile: URL?) {
         Terminal.protectSecrets()
+        let app = try appIdentifier(invocation)
         if let vault = invocation["--vault"] {
-            if invocation["--app"] != nil {
-                throw Failure.usage("\(invocation.command): give either --vault or --app, not both")
+            // With the keyring, --app names the app whose item holds the key of this vault.
+            if invocation["--app"] != nil, !invocation.has("--keyring"), !invocation.has("--new-keyring") {
+                throw Failure.usage(
+                    "\(invocation.command): give either --vault or --app, not both (unless with --keyring)")
             }
             return (URL(filePath: vault), nil)
-        }
-        let app = invocation["--app"] ?? "prefs"
-        guard !app.isEmpty, !app.contains("/"), !app.contains("..") else {
-            throw Failure.usage("\(invocation.command): --app needs an identifier such as com.example.notes")
         }
         // The identifier is a folder name: one a file name cannot hold would silently become the `prefs` vault.
         guard (try? UserDefaultsStore.validate(suiteName: app)) != nil else {
@@ -37,18 +47,33 @@ enum SecureCommands {
         return (location.vault, location.keyFile)
     }
 
-    /// The key from `--key-file` or `--passphrase-env` (or their `--new-…` forms), else the default key file,
-    /// else a passphrase typed on the terminal (twice when `confirm`).
+    /// `--app`, by default `prefs`: the folder of the app's default vault, and the application of its keyring item.
+    private static func appIdentifier(_ invocation: Invocation) throws -> String {
+        let app = invocation["--app"] ?? "prefs"
+        guard !app.isEmpty, !app.contains("/"), !app.contains("..") else {
+            throw Failure.usage("\(invocation.command): --app needs an identifier such as com.example.notes")
+        }
+        return app
+    }
+
+    /// The key from `--key-file`, `--passphrase-env`, `--keyring` or `--credential` (or their `--new-…` forms), else
+    /// the default key file, else a passphrase typed on the terminal (twice when `confirm`).
     static func key(
         _ invocation: Invocation, prefix: String = "", defaultKeyFile: URL?, confirm: Bool, prompt: String
     ) throws -> VaultKey {
         let file = invocation["--\(prefix)key-file"]
         let variable = invocation["--\(prefix)passphrase-env"]
-        if file != nil, variable != nil {
+        let credential = invocation["--\(prefix)credential"]
+        let keyring = invocation.has("--\(prefix)keyring")
+        let given = [file != nil, variable != nil, credential != nil, keyring].filter { $0 }.count
+        if given > 1 {
             throw Failure.usage(
-                "\(invocation.command): give either --\(prefix)key-file or --\(prefix)passphrase-env, not both")
+                "\(invocation.command): give one of --\(prefix)key-file, --\(prefix)passphrase-env, "
+                    + "--\(prefix)keyring and --\(prefix)credential")
         }
         if let file { return .keyFile(URL(filePath: file)) }
+        if keyring { return .keyring(appIdentifier: try appIdentifier(invocation)) }
+        if let credential { return .credential(credential) }
         if let variable {
             guard let passphrase = invocation.console.environment[variable], !passphrase.isEmpty else {
                 throw Failure.usage(
@@ -72,7 +97,10 @@ enum SecureCommands {
     }
 
     /// Opens an existing vault, authenticating it; a missing vault is "not found".
-    static func open(_ invocation: Invocation) throws -> EncryptedFileStore {
+    static func open(_ invocation: Invocation) throws -> EncryptedFileStore { try openWithKey(invocation).store }
+
+    /// Opens an existing vault as ``open(_:)`` does, returning the key it was opened with too.
+    static func openWithKey(_ invocation: Invocation) throws -> (store: EncryptedFileStore, key: VaultKey) {
         let (vault, defaultKeyFile) = try location(invocation)
         let path = vault.path(percentEncoded: false)
         guard FileManager.default.fileExists(atPath: path) else {
@@ -81,7 +109,7 @@ enum SecureCommands {
         }
         let key = try key(
             invocation, defaultKeyFile: defaultKeyFile, confirm: false, prompt: "Passphrase for \(path): ")
-        return try EncryptedFileStore(url: vault, key: key)
+        return (try EncryptedFileStore(url: vault, key: key), key)
     }
 
     /// The secret is not there; the suggested `prefs secure list` names the same vault and key as this command did
@@ -104,10 +132,22 @@ enum SecureCommands {
         let key = try key(
             invocation, defaultKeyFile: defaultKeyFile, confirm: true, prompt: "New passphrase for \(path): ")
         let store = try EncryptedFileStore(url: vault, key: key)
-        try store.rekey(to: key)  // seals the empty vault, creating the file (and a missing key file)
-        var protection = "a passphrase"
-        if case .keyFile(let url) = key { protection = "key file " + url.path(percentEncoded: false) }
-        invocation.console.print("created vault \(path), protected by \(protection)")
+        try store.rekey(to: key)  // seals the empty vault, creating the file (and a missing key file or item)
+        invocation.console.print("created vault \(path), protected by \(protection(key, vault: path))")
+    }
+
+    /// How a message names a key: `key file PATH`, `a passphrase`, the keyring (with the command that shows its item
+    /// unless `removed`).
+    private static func protection(_ key: VaultKey, vault: String, removed: Bool = false) -> String {
+        switch key {
+        case .keyFile(let url): "key file " + url.path(percentEncoded: false)
+        case .passphrase: "a passphrase"
+        case .raw: "a raw key"
+        case .source(let source as KeyringKey) where !removed:
+            "\(source) (see it with `secret-tool search application \(source.appIdentifier ?? "prefs") vault "
+                + "\(URL(filePath: vault).standardizedFileURL.path(percentEncoded: false))`)"
+        case .source(let source): "\(source)"
+        }
     }
 
     static func set(_ invocation: Invocation) throws {
@@ -190,12 +230,28 @@ enum SecureCommands {
 
     static func rekey(_ invocation: Invocation) throws {
         let store = try open(invocation)
+        let path = store.url.path(percentEncoded: false)
         let newKey = try key(
-            invocation, prefix: "new-", defaultKeyFile: nil, confirm: true,
-            prompt: "New passphrase for \(store.url.path(percentEncoded: false)): ")
+            invocation, prefix: "new-", defaultKeyFile: nil, confirm: true, prompt: "New passphrase for \(path): ")
         try store.rekey(to: newKey)
-        var protection = "a new passphrase"
-        if case .keyFile(let url) = newKey { protection = "key file " + url.path(percentEncoded: false) }
-        invocation.console.print("vault \(store.url.path(percentEncoded: false)) is now protected by \(protection)")
+        var protection = protection(newKey, vault: path)
+        if case .passphrase = newKey { protection = "a new passphrase" }
+        invocation.console.print("vault \(path) is now protected by \(protection)")
+    }
+
+    /// `move-key`: re-encrypts the vault under the new key, then removes the old key (key file or keyring item).
+    static func moveKey(_ invocation: Invocation) throws {
+        guard newKeyOptions.contains(where: { invocation.has($0.name) || invocation[$0.name] != nil }) else {
+            throw Failure.usage(
+                "\(invocation.command): say where the key moves: --new-keyring, --new-key-file PATH, "
+                    + "--new-credential NAME or --new-passphrase-env NAME")
+        }
+        let (store, oldKey) = try openWithKey(invocation)
+        let path = store.url.path(percentEncoded: false)
+        let newKey = try key(invocation, prefix: "new-", defaultKeyFile: nil, confirm: true, prompt: "")
+        try store.moveKey(to: newKey)
+        var removed = ""
+        if case .passphrase = oldKey {} else { removed = "; removed \(protection(oldKey, vault: path, removed: true))" }
+        invocation.console.print("vault \(path) is now protected by \(protection(newKey, vault: path))\(removed)")
     }
 }

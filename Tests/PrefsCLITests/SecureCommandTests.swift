@@ -219,4 +219,33 @@ import Testing
         #expect(result.isOneLineFailure && result.error.contains("older copy"), "\(result)")
         #expect(try Data(contentsOf: sandbox.file("s.vault")) == old)
     }
+
+    @Test func aServiceCredentialKeysTheVaultAndEveryUnusableOneIsAOneLineFailure() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.cleanup() }
+        try FileManager.default.createDirectory(at: sandbox.file("credentials"), withIntermediateDirectories: true)
+        try Data(repeating: 3, count: 32).write(to: sandbox.file("credentials/vault-key"))
+        try Data(repeating: 3, count: 16).write(to: sandbox.file("credentials/short"))
+        let credentials = ["CREDENTIALS_DIRECTORY": sandbox.path("credentials")]
+        let vault = sandbox.path("service.vault")
+        let byCredential = ["--vault", vault, "--credential", "vault-key"]
+        let created = try sandbox.prefs(["secure", "init"] + byCredential, environment: credentials)
+        #expect(created.output == "created vault \(vault), protected by service credential vault-key\n", "\(created)")
+        try sandbox.prefs(["secure", "set", "token"] + byCredential, stdin: "abc\n", environment: credentials)
+            .expectSuccess()
+        let revealed = try sandbox.prefs(
+            ["secure", "get", "token", "--reveal"] + byCredential, environment: credentials)
+        #expect(revealed.output == "abc\n", "\(revealed)")
+
+        let unset = try sandbox.prefs(["secure", "list"] + byCredential)
+        #expect(
+            unset.status == 1 && unset.isOneLineFailure && unset.error.contains("$CREDENTIALS_DIRECTORY"), "\(unset)")
+        let short = try sandbox.prefs(
+            ["secure", "list", "--vault", vault, "--credential", "short"], environment: credentials)
+        #expect(short.status == 3 && short.isOneLineFailure && short.error.contains("16 bytes"), "\(short)")
+        let traversal = try sandbox.prefs(
+            ["secure", "list", "--vault", vault, "--credential", "../x"], environment: credentials)
+        #expect(traversal.status == 2 && traversal.isOneLineFailure, "\(traversal)")
+        #expect(try Data(contentsOf: sandbox.file("credentials/vault-key")) == Data(repeating: 3, count: 32))
+    }
 }

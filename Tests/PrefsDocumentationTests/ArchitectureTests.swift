@@ -114,7 +114,8 @@ import Testing
     }
 
     /// README: "`PrefsPostgres` is its own product, so apps that do not use it never link libpq"; GettingStarted:
-    /// `PrefsTesting` "is the only part of Prefs that imports Swift Testing, so apps never link it".
+    /// `PrefsTesting` "is the only part of Prefs that imports Swift Testing, so apps never link it"; SecureValues:
+    /// the keyring lives in `PrefsKeyring`, so `Prefs` links no libsecret, GLib or D-Bus.
     @Test func libpqAndSwiftTestingStayOutOfTheLibrariesAppsLink() throws {
         let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
@@ -133,8 +134,12 @@ import Testing
             return found
         }
         let core = try imports(under: "Sources/Prefs")
-        #expect(core.isDisjoint(with: ["CLibPQ", "PrefsPostgres", "Testing", "XCTest"]), "\(core.sorted())")
-        #expect(try imports(under: "Sources/PrefsPostgres").isDisjoint(with: ["Testing", "XCTest"]))
+        #expect(
+            core.isDisjoint(with: ["CLibPQ", "PrefsPostgres", "CLibSecret", "PrefsKeyring", "Testing", "XCTest"]),
+            "\(core.sorted())")
+        #expect(try imports(under: "Sources/PrefsPostgres").isDisjoint(with: ["Testing", "XCTest", "CLibSecret"]))
+        #expect(try imports(under: "Sources/PrefsKeyring").isSuperset(of: ["CLibSecret"]))
+        #expect(try imports(under: "Sources/PrefsKeyring").isDisjoint(with: ["CLibPQ", "Testing", "XCTest"]))
         #expect(try imports(under: "Sources/PrefsTesting").contains("Testing"))
         // The manifest: the Prefs target depends on libsodium only.
         let manifest = try String(contentsOf: root.appending(path: "Package.swift"), encoding: .utf8)

@@ -37,6 +37,14 @@ import Testing
                 containing: ["final class RemoteConfigStore: KeyValueStore", "RemoteConfigStore()"]))
     }
 
+    /// SecureValues: the one line that keeps the default vault's key in the keyring or a service credential.
+    @Test func theVaultKeyConfigurationCompilesAsWritten() throws {
+        try Self.typecheck(
+            blocks(
+                in: "Sources/Prefs/Prefs.docc/SecureValues.md", containing: ["PrefsConfig.secureStoreKey = .keyring()"])
+        )
+    }
+
     /// For each of `markers`, the one ```swift block of `document` that contains it, joined into one source.
     func blocks(in document: String, containing markers: [String]) throws -> String {
         let blocks = try Self.swiftBlocks(in: document)
@@ -65,17 +73,18 @@ import Testing
         return blocks
     }
 
-    /// Type-checks `source` as a `main.swift` against the built `Prefs` and `PrefsPostgres` modules, warnings being
-    /// errors: a sample a reader copies must compile cleanly (a `try await` that calls a synchronous overload warns).
+    /// Type-checks `source` as a `main.swift` against the built `Prefs`, `PrefsPostgres` and `PrefsKeyring` modules,
+    /// warnings being errors: a sample a reader copies must compile cleanly (a `try await` that calls a synchronous
+    /// overload warns).
     static func typecheck(_ source: String) throws {
         let folder = try TempDir("prefs-snippet")
         defer { folder.cleanup() }
         try source.write(to: folder.file("main.swift"), atomically: true, encoding: .utf8)
         let modules = builtExecutable(named: "Modules").path(percentEncoded: false)
         // The system libraries' headers, where SwiftPM finds them.
-        let (_, flags) = try run(["pkg-config", "--cflags", "libpq", "libsodium"])
+        let (_, flags) = try run(["pkg-config", "--cflags", "libpq", "libsodium", "libsecret-1"])
         let includes = flags.split(separator: " ").filter { $0.hasPrefix("-I") }.flatMap { ["-Xcc", String($0)] }
-        let maps = ["CSodium", "CLibPQ"].flatMap {
+        let maps = ["CSodium", "CLibPQ", "CLibSecret"].flatMap {
             ["-Xcc", "-fmodule-map-file=" + root.appending(path: "Sources/\($0)/module.modulemap").path()]
         }
         let (status, output) = try run(

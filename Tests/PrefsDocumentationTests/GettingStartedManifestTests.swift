@@ -64,7 +64,7 @@ import Testing
         #expect(text.contains("\"product_dependencies\""), "\(text)")
     }
 
-    /// A package depending on Prefs sees the three libraries and the `prefs` command; the demo, the test helpers
+    /// A package depending on Prefs sees the four libraries and the `prefs` command; the demo, the test helpers
     /// and the benchmarks (a package of their own) are not products.
     @Test func aDependentSeesOnlyTheLibrariesAndTheCommand() throws {
         // A scratch folder of its own: the running `swift test` holds the lock of the checkout's `.build`.
@@ -80,6 +80,7 @@ import Testing
             let products: [Product]
         }
         let manifest = try JSONDecoder().decode(Manifest.self, from: Data(dumped.output.utf8))
-        #expect(Set(manifest.products.map(\.name)) == ["Prefs", "PrefsTesting", "PrefsPostgres", "prefs"])
+        #expect(
+            Set(manifest.products.map(\.name)) == ["Prefs", "PrefsTesting", "PrefsPostgres", "PrefsKeyring", "prefs"])
     }
 }

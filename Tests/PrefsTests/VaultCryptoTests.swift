@@ -386,7 +386,7 @@ struct VaultCryptoTests {
         do {
             _ = try VaultKey.keyFile(url).resolve(for: nil, creating: false)
         } catch {
-            guard case .io(_, _, let code, _) = error else { throw error }
+            guard case VaultError.io(_, _, let code, _) = error else { throw error }
             #expect(code == ENOENT)
         }
         #expect(!FileManager.default.fileExists(atPath: url.path))
@@ -475,17 +475,17 @@ struct VaultCryptoTests {
 /// Passphrases and raw keys are kept in guarded memory.
 @Suite(.ownThreads) struct KeyMaterialTests {
     @Test func passphrasesAndRawKeysAreKeptInGuardedMemory() throws {
-        guard case .passphrase(let bytes?) = VaultKeyMaterial(.passphrase("correct horse")) else {
+        guard case .passphrase(let bytes?) = VaultKeyMaterial(.passphrase("correct horse"), vaultPath: "/v") else {
             Issue.record("no guarded passphrase")
             return
         }
         #expect(bytes.withUnsafeBytes { Array($0) } == Array("correct horse".utf8))
-        guard case .raw(let key?, 32) = VaultKeyMaterial(.raw(Data(repeating: 5, count: 32))) else {
+        guard case .raw(let key?, 32) = VaultKeyMaterial(.raw(Data(repeating: 5, count: 32)), vaultPath: "/v") else {
             Issue.record("no guarded raw key")
             return
         }
         #expect(key.withUnsafeBytes { Array($0) } == [UInt8](repeating: 5, count: 32))
-        guard case .raw(nil, 3) = VaultKeyMaterial(.raw(Data([1, 2, 3]))) else {
+        guard case .raw(nil, 3) = VaultKeyMaterial(.raw(Data([1, 2, 3])), vaultPath: "/v") else {
             Issue.record("a short raw key must be kept only as its length")
             return
         }

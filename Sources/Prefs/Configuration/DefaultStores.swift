@@ -13,6 +13,8 @@ enum DefaultStores {
         var appIdentifierInUse = false
         var standard: UserDefaultsStore?
         var vault: (any KeyValueStore)?
+        /// The key of the default vault when it is not the key file (`PrefsConfig.secureStoreKey`).
+        var secureStoreKey: VaultKey?
         var defaultStore: (any KeyValueStore)?
         var secureStore: (any KeyValueStore)?
         /// The prefix of the environment variables the standard domain reads, once set.
@@ -75,8 +77,12 @@ enum DefaultStores {
             if isTestProcess, !insideIsolatedTest, !reportedUnisolatedVault.exchange(true, ordering: .relaxed) {
                 reportUnisolatedTest(what: "the default vault", path: location.vault.path(percentEncoded: false))
             }
+            let keyFile = VaultKey.keyFile(location.keyFile)
             do {
-                return (try EncryptedFileStore(url: location.vault, key: .keyFile(location.keyFile)), nil, nil)
+                guard let key = state.withLock({ $0.secureStoreKey }) else {
+                    return (try EncryptedFileStore(url: location.vault, key: keyFile), nil, nil)
+                }
+                return (try EncryptedFileStore(url: location.vault, key: key, movingFrom: keyFile), nil, nil)
             } catch {
                 return (UnavailableStore(error), error, location.vault.path(percentEncoded: false))
             }

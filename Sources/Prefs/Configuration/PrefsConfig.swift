@@ -29,6 +29,33 @@ public enum PrefsConfig {
         set { DefaultStores.state.withLock { $0.secureStore = newValue } }
     }
 
+    /// `PrefsConfig.secureStoreKey = .keyring()` keeps the key of the default vault (``secureStore``) somewhere
+    /// other than its key file: the desktop keyring (PrefsKeyring's `.keyring()`), a systemd service credential
+    /// (``VaultKey/credential(_:)``), or any ``VaultKey``.
+    ///
+    /// Nil (the default) keeps the key in the key file beside the vault, `$XDG_CONFIG_HOME/<app>/secrets.key`. Set
+    /// it at startup, before the first secret is read: the default vault is opened once, with the key set then; a
+    /// later change is refused and reported as ``VaultError/invalidKey(reason:)``. When the vault is still under its
+    /// key file it is moved to the new key as it opens, and the key file deleted
+    /// (``EncryptedFileStore/init(url:key:movingFrom:)``); if the new key cannot be had (a locked keyring, no
+    /// credential), that error is reported, secrets read as nil and writes throw it, and the key file is kept.
+    public static var secureStoreKey: VaultKey? {
+        get { DefaultStores.state.withLock { $0.secureStoreKey } }
+        set {
+            let opened = DefaultStores.state.withLock { state -> Bool in
+                if state.vault != nil { return true }
+                state.secureStoreKey = newValue
+                return false
+            }
+            if opened {
+                let reason =
+                    "PrefsConfig.secureStoreKey was set after the default vault was opened; set it at startup, "
+                    + "before the first secret is read"
+                ErrorReporter.report(VaultError.invalidKey(reason: reason), key: "", operation: .write)
+            }
+        }
+    }
+
     /// `PrefsConfig.appIdentifier = "com.example.notes"` names the app's standard domain
     /// (`com.example.notes.plist`) and the folders of its default vault.
     ///

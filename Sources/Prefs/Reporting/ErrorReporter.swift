@@ -11,6 +11,9 @@ package enum ErrorReporter {
     private static let handler = Mutex<@Sendable (PrefsReport) -> Void>(ErrorReporter.logToStandardError)
     /// The store-level failures already reported, by source (a store's change feed) and error text.
     private static let incidents = Mutex<[ObjectIdentifier: Set<String>]>([:])
+    /// Sources whose store-level failures are not reported: a store the library opens for a moment and whose
+    /// failures the operation that opened it handles itself (the store that moves a vault's key).
+    private static let silenced = Mutex<Set<ObjectIdentifier>>([])
 
     package static var current: @Sendable (PrefsReport) -> Void {
         get { handler.withLock { $0 } }
@@ -30,9 +33,18 @@ package enum ErrorReporter {
     package static func reportOnce(
         _ error: any Error, key: String, operation: PrefsReport.Operation, source: AnyObject, file: String? = nil
     ) {
+        guard !silenced.withLock({ $0.contains(ObjectIdentifier(source)) }) else { return }
         let text = String(describing: error)
         let isNew = incidents.withLock { $0[ObjectIdentifier(source), default: []].insert(text).inserted }
         if isNew { report(error, key: key, operation: operation, file: file) }
+    }
+
+    /// Runs `body` with the store-level failures of `source` (a store's change feed) unreported; `body` handles them.
+    package static func silencing<Result>(_ source: AnyObject, _ body: () throws -> Result) rethrows -> Result {
+        let id = ObjectIdentifier(source)
+        silenced.withLock { _ = $0.insert(id) }
+        defer { silenced.withLock { _ = $0.remove(id) } }
+        return try body()
     }
 
     /// Called when a store that failed works again, so a later failure is reported afresh.

@@ -7,7 +7,7 @@ public import Foundation
     import Darwin
 #endif
 
-/// `.keyFile(url)`, `.passphrase(text)` or `.raw(bytes)`: where a vault's key comes from.
+/// `.keyFile(url)`, `.passphrase(text)`, `.raw(bytes)` or `.source(keySource)`: where a vault's key comes from.
 public enum VaultKey: Sendable {
     /// `.keyFile(url)` reads the 32-byte vault key from the file at `url`.
     ///
@@ -23,9 +23,31 @@ public enum VaultKey: Sendable {
     /// is opened (with libsodium's interactive cost, 64 MiB of memory). An empty passphrase is refused, and so is a header asking for
     /// a higher cost than this version writes. The store keeps a copy of the passphrase in `sodium_malloc` memory.
     case passphrase(String)
-    /// `.raw(bytes)` uses `bytes` as the key: exactly 32 bytes that the app keeps in its own secret manager
-    /// (Keychain, Secret Service, …), for example 32 bytes from `SecRandomCopyBytes`.
+    /// `.raw(bytes)` uses `bytes` as the key: exactly 32 bytes that the app keeps in its own secret manager,
+    /// for example 32 bytes from `SecRandomCopyBytes`. A ``VaultKeySource`` (``source(_:)``) keeps the key out of
+    /// ordinary memory altogether.
     case raw(Data)
+    /// `.source(keySource)` asks a ``VaultKeySource`` for the key: PrefsKeyring's `.keyring()` (the desktop
+    /// keyring), ``credential(_:)`` (a systemd service credential), or a source of your own.
+    ///
+    /// The source is asked when the vault is opened, and to create the key when a new vault is first written.
+    /// Errors it throws (a locked keyring, a missing credential) reach the caller unchanged.
+    case source(any VaultKeySource)
+}
+
+extension VaultKey {
+    /// `.credential("vault-key")` reads the vault key from the systemd service credential `vault-key`:
+    /// `$CREDENTIALS_DIRECTORY/vault-key`, exactly 32 bytes.
+    ///
+    /// systemd hands a service its credentials (`LoadCredential=`, `LoadCredentialEncrypted=`,
+    /// `SetCredentialEncrypted=`) as read-only files in a private folder it names in `$CREDENTIALS_DIRECTORY`, so the
+    /// key is never in the service's home or its backups. The credential is only read: Prefs never creates or
+    /// removes it. Without `$CREDENTIALS_DIRECTORY`, without the file, or with a file that is empty or not 32 bytes,
+    /// opening or writing the vault throws ``CredentialError``. Make one with
+    /// `head -c 32 /dev/urandom | systemd-creds encrypt --name=vault-key - /etc/credstore.encrypted/vault-key`.
+    public static func credential(_ name: String) -> VaultKey {
+        .source(ServiceCredential(name: name, environment: nil))
+    }
 }
 
 extension VaultKey {
@@ -35,9 +57,10 @@ extension VaultKey {
     /// Produces the key for a vault: `header` is the existing vault's header, or nil for a new vault.
     /// See ``VaultKeyMaterial/resolve(for:creating:cost:)``.
     func resolve(
-        for header: VaultHeader?, creating: Bool, cost: KDFParameters.Cost = KDFParameters.Cost.defaultCost
-    ) throws(VaultError) -> (key: SecureBytes, kdf: KDFParameters) {
-        try VaultKeyMaterial(self).resolve(for: header, creating: creating, cost: cost)
+        for header: VaultHeader?, creating: Bool, cost: KDFParameters.Cost = KDFParameters.Cost.defaultCost,
+        vaultPath: String = "/nonexistent/test.vault"
+    ) throws -> (key: SecureBytes, kdf: KDFParameters) {
+        try VaultKeyMaterial(self, vaultPath: vaultPath).resolve(for: header, creating: creating, cost: cost)
     }
 
     /// Argon2id13 of a passphrase given as a `String` (tests).
@@ -46,41 +69,46 @@ extension VaultKey {
     }
 }
 
-/// What a store keeps of its ``VaultKey`` for its whole life: the key file's location, or the passphrase or raw
-/// key copied into `sodium_malloc` memory (guarded, excluded from core dumps, wiped on release), so no secret
-/// stays in ordinary memory once the `VaultKey` the caller passed is gone.
+/// What a store keeps of its ``VaultKey`` for its whole life: the key file's location, the key source with the
+/// vault it asks for, or the passphrase or raw key copied into `sodium_malloc` memory (guarded, excluded from core
+/// dumps, wiped on release), so no secret stays in ordinary memory once the `VaultKey` the caller passed is gone.
 enum VaultKeyMaterial: Sendable {
     case keyFile(String)
     /// The passphrase's UTF-8 bytes; nil when it is empty (refused when used).
     case passphrase(SecureBytes?)
     /// The raw key, or how many bytes a key of the wrong length had (refused when used).
     case raw(SecureBytes?, count: Int)
+    /// A source, and the vault file whose key it is asked for.
+    case source(any VaultKeySource, vault: URL)
 
-    init(_ key: VaultKey) {
+    /// The material of `key` for the vault at `vaultPath`.
+    init(_ key: VaultKey, vaultPath: String) {
         switch key {
         case .keyFile(let url): self = .keyFile(url.path(percentEncoded: false))
         case .passphrase(let text): self = .passphrase(text.isEmpty ? nil : SecureBytes(copying: text))
         case .raw(let data):
             self = .raw(
                 data.count == VaultKey.keyCount ? SecureBytes(copying: data as Data) : nil, count: data.count)
+        case .source(let source): self = .source(source, vault: URL(filePath: vaultPath).standardizedFileURL)
         }
     }
 
     /// Produces the key for a vault: `header` is the existing vault's header, or nil for a new vault.
     ///
     /// A passphrase is derived with the header's salt and cost, or for a new vault with a fresh salt and `cost`.
-    /// A missing key file is created only when `creating` is true. The returned parameters go into the header of
-    /// the next seal.
+    /// A missing key file, or a key a source does not hold yet, is created only when `creating` is true. The
+    /// returned parameters go into the header of the next seal. Throws a ``VaultError``, or what a source threw.
     func resolve(
         for header: VaultHeader?, creating: Bool, cost: KDFParameters.Cost = KDFParameters.Cost.defaultCost
-    ) throws(VaultError) -> (key: SecureBytes, kdf: KDFParameters) {
+    ) throws -> (key: SecureBytes, kdf: KDFParameters) {
         switch self {
         case .passphrase(let passphrase):
-            guard let passphrase else { throw .invalidKey(reason: "the passphrase is empty") }
+            guard let passphrase else { throw VaultError.invalidKey(reason: "the passphrase is empty") }
             let kdf: KDFParameters
             if let header {
                 guard header.kdf.algorithm == .argon2id13 else {
-                    throw .invalidKey(reason: "this vault is protected by a key file or raw key, not a passphrase")
+                    throw VaultError.invalidKey(
+                        reason: "this vault is protected by a key file, a key source or a raw key, not a passphrase")
                 }
                 kdf = header.kdf
             } else {
@@ -93,9 +121,87 @@ enum VaultKeyMaterial: Sendable {
         case .raw(let key, let count):
             try Self.requireNoDerivation(header)
             guard let key else {
-                throw .invalidKey(reason: "a raw key must be exactly \(VaultKey.keyCount) bytes, got \(count)")
+                throw VaultError.invalidKey(
+                    reason: "a raw key must be exactly \(VaultKey.keyCount) bytes, got \(count)")
             }
             return (key, .none)
+        case .source(let source, let vault):
+            try Self.requireNoDerivation(header)
+            guard let key = try Self.key(from: source, forVault: vault, creating: creating) else {
+                throw VaultError.invalidKey(
+                    reason: "\(Self.name(of: source)) keeps no key for the vault \(vault.path(percentEncoded: false)); "
+                        + "it cannot be opened without that key")
+            }
+            return (key, .none)
+        }
+    }
+
+    /// Asks `source` for a key and checks its length.
+    private static func key(
+        from source: any VaultKeySource, forVault vault: URL, creating: Bool
+    ) throws -> SecureBytes? {
+        guard let key = try source.key(forVault: vault, creating: creating) else {
+            if creating { throw VaultError.invalidKey(reason: "\(name(of: source)) made no key for a new vault") }
+            return nil
+        }
+        guard key.count == VaultKey.keyCount else {
+            throw VaultError.invalidKey(
+                reason: "\(name(of: source)) gave a key of \(key.count) bytes, expected \(VaultKey.keyCount)")
+        }
+        return key
+    }
+
+    /// How messages name a source: its description, or its type (never its fields, which may hold secrets).
+    private static func name(of source: any VaultKeySource) -> String {
+        (source as? any CustomStringConvertible)?.description ?? "the key source \(type(of: source))"
+    }
+
+    /// This material when the key is kept apart from the vault (a key file, a source), where a move removes it from;
+    /// nil for a passphrase or a raw key, which nothing keeps.
+    var keptApart: VaultKeyMaterial? {
+        switch self {
+        case .keyFile, .source: self
+        case .passphrase, .raw: nil
+        }
+    }
+
+    /// Whether this key opens the vault file `vault` (authenticates it); nil when no key is kept here (a key file
+    /// that does not exist, a source that keeps none for the vault). Throws what getting the key threw otherwise.
+    func opens(_ vault: Data) throws -> Bool? {
+        let header = try VaultFormat.parseHeader(vault)
+        let derived = header.kdf.algorithm != .none
+        let key: SecureBytes
+        switch self {
+        case .passphrase:
+            guard derived else { return false }
+            key = try resolve(for: header, creating: false).key
+        case .keyFile, .raw:
+            guard !derived else { return false }
+            do {
+                key = try resolve(for: header, creating: false).key
+            } catch VaultError.io(_, _, ENOENT, _) {
+                return nil
+            }
+        case .source(let source, let url):
+            guard !derived else { return false }
+            guard let found = try Self.key(from: source, forVault: url, creating: false) else { return nil }
+            key = found
+        }
+        do {
+            try VaultFormat.withPlaintext(of: vault, key: key) { _ in }
+            return true
+        } catch VaultError.authenticationFailed {
+            return false
+        }
+    }
+
+    /// Removes the key kept apart from the vault: the key file (its folder synced, so the removal is durable) or the
+    /// source's key. Nothing kept is not an error; a passphrase or raw key has nothing to remove.
+    func removeKey() throws {
+        switch self {
+        case .keyFile(let path): try KeyFile.remove(path: path)
+        case .source(let source, let vault): try source.removeKey(forVault: vault)
+        case .passphrase, .raw: break
         }
     }
 
@@ -162,6 +268,18 @@ private enum KeyFile {
         throw SystemCallError(
             path: path, operation: "open key file", errno: EAGAIN, detail: "it keeps appearing and disappearing"
         ).vaultError
+    }
+
+    /// Removes the key file and syncs its folder; a file already gone is not an error.
+    static func remove(path: String) throws(VaultError) {
+        guard unlink(path) == 0 || errno == ENOENT else {
+            throw SystemCallError(path: path, operation: "remove key file").vaultError
+        }
+        do {
+            try POSIX.syncDirectory(atPath: POSIX.parentPath(of: path))
+        } catch {
+            throw error.vaultError
+        }
     }
 
     /// Checks the open file like ssh does (mode bits, not access(), because root passes every access check).

@@ -28,16 +28,18 @@ final class VaultSnapshotCodec: SnapshotCodec {
     private let cost: KDFParameters.Cost
     /// Where the vault's identity is remembered between processes.
     private let record: VaultRecord.Location
+    private let vaultPath: String
 
     init(key: VaultKey, cost: KDFParameters.Cost, vaultPath: String) {
-        state = Mutex(State(key: VaultKeyMaterial(key)))
+        state = Mutex(State(key: VaultKeyMaterial(key, vaultPath: vaultPath)))
         self.cost = cost
         record = VaultRecord.Location(forVault: vaultPath)
+        self.vaultPath = vaultPath
     }
 
     func decode(_ data: Data, path: String) throws -> [String: PrefValue] {
         let header = try VaultFormat.parseHeader(data)
-        let key = try state.withLock { state throws(VaultError) in
+        let key = try state.withLock { state throws in
             if let resolved = state.resolved, resolved.kdf == header.kdf { return resolved.key }
             let resolved = try state.key.resolve(for: header, creating: false, cost: cost)
             state.resolved = resolved
@@ -133,7 +135,7 @@ final class VaultSnapshotCodec: SnapshotCodec {
     }
 
     func encode(_ values: [String: PrefValue]) throws -> Data {
-        let (resolved, identity) = try state.withLock { state throws(VaultError) in
+        let (resolved, identity) = try state.withLock { state throws in
             let resolved: (key: SecureBytes, kdf: KDFParameters)
             if let current = state.resolved {
                 resolved = current
@@ -176,8 +178,8 @@ final class VaultSnapshotCodec: SnapshotCodec {
     }
 
     /// Switches to a new key, returning the previous state so a failed rekey can restore it.
-    func replaceKey(with key: VaultKey) throws(VaultError) -> () -> Void {
-        let material = VaultKeyMaterial(key)
+    func replaceKey(with key: VaultKey) throws -> () -> Void {
+        let material = VaultKeyMaterial(key, vaultPath: vaultPath)
         let resolved = try material.resolve(for: nil, creating: true, cost: cost)
         let previous = state.withLock { state in
             defer {
