@@ -88,8 +88,10 @@ package final class SteppingFileSystem: FileSystem {
         try base.identity(at: path)
     }
 
-    package func lock(_ path: String, timeout: Duration, clock: EngineClock) throws -> FileLock? {
-        let lock = try base.lock(path, timeout: timeout, clock: clock)
+    package func lock(_ path: String, timeout: Duration, clock: EngineClock, creatingWith record: Data?) throws
+        -> FileLock
+    {
+        let lock = try base.lock(path, timeout: timeout, clock: clock, creatingWith: record)
         if let error = reach(.afterLock) { throw error }
         return lock
     }
@@ -106,12 +108,12 @@ package final class SteppingFileSystem: FileSystem {
         try base.writeTemporary(beside: path, data: data, record: record, mode: mode, durable: durable)
     }
 
-    package func commit(_ temporary: TemporaryFile, to path: String, replacing: Bool) throws -> FileIdentity {
+    package func commit(_ temporary: TemporaryFile, to path: String) throws -> FileIdentity {
         if let error = reach(.beforeRename) {
             base.discard(temporary)
             throw error
         }
-        let identity = try base.commit(temporary, to: path, replacing: replacing)
+        let identity = try base.commit(temporary, to: path)
         if let error = reach(.afterRename) { throw error }
         return identity
     }
@@ -189,7 +191,7 @@ package func replaceFile(at url: URL, with data: Data, mode: mode_t = 0o600) thr
     let fileSystem = POSIXFileSystem()
     let path = url.path(percentEncoded: false)
     let temporary = try fileSystem.writeTemporary(beside: path, data: data, record: nil, mode: mode, durable: true)
-    let identity = try fileSystem.commit(temporary, to: path, replacing: true)
+    let identity = try fileSystem.commit(temporary, to: path)
     try fileSystem.syncFolder(of: path)
     return identity
 }

@@ -64,12 +64,11 @@ import Testing
             HelperFailure(try session.helper(["set", other, Self.app, "token", "t2"], environment: noPrompt).first))
         #expect(creating.name == "KeyringError.locked", "\(creating)")
         #expect(!FileManager.default.fileExists(atPath: other))
-        // Only the lock file the write took was made (as for any write to a new vault).
+        // Nothing else was made: no key file, no vault.
         let contents = try session.folder.contents()
         #expect(
             contents == [
-                "bus.conf", "config", "data", "home", "locked.vault", "locked.vault.lock", "new.vault.lock", "run",
-                "services", "state",
+                "bus.conf", "config", "data", "home", "locked.vault", "run", "services", "state",
             ], "\(contents)")
         #expect(try Data(contentsOf: URL(filePath: vault)) == before)
     }
@@ -102,10 +101,10 @@ import Testing
             })
         #expect(HelperFailure(gone.first)?.name == "KeyringError.noSessionBus", "\(gone)")
 
-        // Never a key file (or a vault) written instead: only the lock file the write took.
+        // Never a key file (or a vault) written instead: nothing at all.
         let contents = try session.folder.contents()
         #expect(
-            contents == ["bus.conf", "config", "data", "home", "none.vault.lock", "run", "services", "state"],
+            contents == ["bus.conf", "config", "data", "home", "run", "services", "state"],
             "\(contents)")
         #expect(try Self.regularFiles(under: session.config).isEmpty && Self.regularFiles(under: session.data).isEmpty)
     }

@@ -94,7 +94,8 @@ struct FileLayerTests {
         #expect(try fileSystem.identity(at: path) == written)
 
         // Read through the file's lock: the same bytes.
-        let lock = try #require(try fileSystem.lock(path, timeout: .seconds(5), clock: .system))
+        let lock = try fileSystem.lock(path, timeout: .seconds(5), clock: .system, creatingWith: nil)
+        #expect(!lock.createdEmpty)
         #expect(try fileSystem.read(path, through: lock)?.data == bytes)
         lock.release()
 
@@ -102,30 +103,41 @@ struct FileLayerTests {
         #expect(try fileSystem.read(path, through: nil)?.data == Data())
     }
 
-    @Test func lookingAndLockingCreateNothing() throws {
+    @Test func readingCreatesNothing() throws {
         let directory = try TempDir("PrefsFileLayerTests", create: false)
         defer { directory.cleanup() }
         let fileSystem = POSIXFileSystem()
         let path = directory.file("sub/prefs.json").path(percentEncoded: false)
         #expect(try fileSystem.read(path, through: nil) == nil)
-        // No file: nothing to lock, and nothing is created for it (a commit then creates the file if nobody has).
-        #expect(try fileSystem.lock(path, timeout: .seconds(5), clock: .system) == nil)
+        #expect(try fileSystem.identity(at: path) == nil)
         #expect(!FileManager.default.fileExists(atPath: directory.url.path(percentEncoded: false)))
     }
 
-    /// A commit that creates the file links it into place only if nothing is there: a writer that found no file
-    /// (so had nothing to lock) never replaces a file another writer created meanwhile.
-    @Test func creatingAFileNeverReplacesOneCreatedMeanwhile() throws {
-        let directory = try TempDir("PrefsFileLayerTests")
+    /// A file that does not exist has nothing to lock: the lock creates it empty (and its folders, 0700), locked
+    /// before anyone else can lock it, and only if nothing is at its name; another writer that finds it then waits
+    /// for that lock, and one that created nothing takes no part in a race.
+    @Test func lockingAMissingFileCreatesItEmptyAndLockedOnce() throws {
+        let directory = try TempDir("PrefsFileLayerTests", create: false)
         defer { directory.cleanup() }
         let fileSystem = POSIXFileSystem()
-        let path = directory.file("prefs.json").path(percentEncoded: false)
-        let mine = try fileSystem.writeTemporary(
-            beside: path, data: Data("mine".utf8), record: nil, mode: 0o600, durable: true)
-        try replaceFile(at: directory.file("prefs.json"), with: Data("theirs".utf8))
-        #expect(throws: CommitRace.self) { try fileSystem.commit(mine, to: path, replacing: false) }
-        #expect(try String(contentsOfFile: path, encoding: .utf8) == "theirs")
-        #expect(try directory.contents() == ["prefs.json"], "the temporary file is gone")
+        let path = directory.file("sub/prefs.json").path(percentEncoded: false)
+        let first = try fileSystem.lock(path, timeout: .seconds(5), clock: .system, creatingWith: nil)
+        #expect(first.createdEmpty)
+        #expect(try fileSystem.read(path, through: first)?.data == Data())
+        #expect(permissions(of: directory.file("sub/prefs.json")) == 0o600)
+        #expect(permissions(of: directory.file("sub")) == 0o700)
+        #expect(try directory.contents() == ["sub"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path("sub")) == ["prefs.json"])
+        let taken = Atomic<Bool>(false)
+        let other = Thread {
+            guard let second = try? fileSystem.lock(path, timeout: .seconds(30), clock: .system, creatingWith: nil) else { return }
+            taken.store(!second.createdEmpty, ordering: .relaxed)
+            second.release()
+        }
+        other.start()
+        // The second writer waits for the first one's lock; once it is released it takes that same file.
+        first.release()
+        try eventually("the second writer to lock the file the first created") { taken.load(ordering: .relaxed) }
     }
 
     @Test func modesIgnoreUmaskAndDirectoriesAreCreated0700() throws {
@@ -234,7 +246,7 @@ struct FileLayerTests {
                 defer { group.leave() }
                 do {
                     for _ in 0..<200 {
-                        let lock = try #require(try fileSystem.lock(path, timeout: .seconds(60), clock: .system))
+                        let lock = try fileSystem.lock(path, timeout: .seconds(60), clock: .system, creatingWith: nil)
                         defer { lock.release() }
                         let current = try fileSystem.read(path, through: lock).map {
                             Int(String(decoding: $0.data, as: UTF8.self)) ?? -1

@@ -18,11 +18,13 @@ package protocol FileSystem: Sendable {
     func identity(at path: String) throws(SystemCallError) -> FileIdentity?
 
     /// Takes the exclusive lock of the store file at `path`, the file itself (`flock`), waiting at most `timeout`
-    /// on `clock` for another process to release it; nil when there is no file (nothing to lock: a commit then
-    /// creates it only if nobody else has). The lock lasts until ``FileLock/release()``.
+    /// on `clock` for another process to release it. When there is no file, an empty one is created, with `record`,
+    /// and locked, if nothing appears at its name meanwhile (``FileLock/createdEmpty``): a file that does not exist
+    /// has nothing to lock. The folder is created (mode 0700) if it is missing. The lock lasts until
+    /// ``FileLock/release()``.
     ///
     /// - Throws: ``PrefsError/lockTimedOut(path:holder:waited:)`` past the limit, naming the holder.
-    func lock(_ path: String, timeout: Duration, clock: EngineClock) throws -> FileLock?
+    func lock(_ path: String, timeout: Duration, clock: EngineClock, creatingWith record: Data?) throws -> FileLock
 
     /// The whole file at `path`, the identity of the bytes read and the commit record kept with them; nil when
     /// there is no file. Read through `lock` when one is held, so the bytes are those of the locked file.
@@ -34,10 +36,10 @@ package protocol FileSystem: Sendable {
     func writeTemporary(beside path: String, data: Data, record: Data?, mode: mode_t, durable: Bool)
         throws(SystemCallError) -> TemporaryFile
 
-    /// Puts `temporary` at `path`: the commit point. Replacing, it is renamed over the file; otherwise it is
-    /// linked there only if nothing is (``CommitRace`` if something is). Returns the identity of the file it put
-    /// there, from its own descriptor, since the name may already hold another process's newer file.
-    func commit(_ temporary: TemporaryFile, to path: String, replacing: Bool) throws -> FileIdentity
+    /// Renames `temporary` over the file at `path`: the commit point. Returns the identity of the file it put there,
+    /// from its own descriptor, since the name may already hold a newer file by then. Throws ``CommitRace`` when
+    /// the temporary file is gone (swept by another writer: nothing was written).
+    func commit(_ temporary: TemporaryFile, to path: String) throws -> FileIdentity
 
     /// Removes a temporary file that is not to be committed.
     func discard(_ temporary: TemporaryFile)
@@ -62,9 +64,14 @@ package protocol FileSystem: Sendable {
 /// An open store file whose exclusive lock this process holds.
 package final class FileLock: Sendable {
     package let descriptor: Int32
+    /// Whether the lock created the file, empty, because there was none.
+    package let createdEmpty: Bool
     private let released = Atomic<Bool>(false)
 
-    package init(descriptor: Int32) { self.descriptor = descriptor }
+    package init(descriptor: Int32, createdEmpty: Bool = false) {
+        self.descriptor = descriptor
+        self.createdEmpty = createdEmpty
+    }
 
     /// Lets go of the lock (closing the file); calling it again does nothing.
     package func release() {
@@ -98,8 +105,8 @@ package struct FileContents: Sendable {
     }
 }
 
-/// A commit that found something at a name it meant to create: another writer created the file first. Nothing was
-/// written; the transaction reads that file and applies its change again.
+/// A commit whose temporary file was swept by another writer before its rename: nothing was written, and the
+/// transaction makes its commit again.
 package struct CommitRace: Error, Sendable {
     package init() {}
 }

@@ -27,18 +27,26 @@ package struct POSIXFileSystem: FileSystem {
         try FileIdentity.of(path: path)
     }
 
-    package func lock(_ path: String, timeout: Duration, clock: EngineClock) throws -> FileLock? {
+    package func lock(_ path: String, timeout: Duration, clock: EngineClock, creatingWith record: Data?) throws
+        -> FileLock
+    {
         let start = clock.now()
         var pause = Duration.microseconds(100)
         var held: (lock: FileLock, info: stat)?
-        // One loop: open the file, try its lock, wait with growing pauses (0.1 to 5 ms, as SQLite's busy handler
-        // does), and start again on the file now at `path` when the one locked was replaced meanwhile.
+        // One loop: open the file (or create it empty), try its lock, wait with growing pauses (0.1 to 5 ms, as
+        // SQLite's busy handler does), and start again on the file now at `path` when the one locked was replaced
+        // meanwhile.
         while true {
             if held == nil {
                 let fd = POSIX.retrying { open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }
-                guard fd >= 0 else {
-                    if errno == ENOENT { return nil }
-                    throw SystemCallError(path: path, operation: "open").prefsError
+                if fd < 0 {
+                    guard errno == ENOENT else { throw SystemCallError(path: path, operation: "open").prefsError }
+                    if let created = try prefsIO({ () throws(SystemCallError) in
+                        try Self.createLocked(path, record: record)
+                    }) {
+                        return created
+                    }
+                    continue  // another writer created it first: lock theirs
                 }
                 let lock = FileLock(descriptor: fd)
                 var info = stat()
@@ -61,12 +69,29 @@ package struct POSIXFileSystem: FileSystem {
             guard errno == EWOULDBLOCK else { throw SystemCallError(path: path, operation: "lock").prefsError }
             let waited = clock.now() - start
             guard waited < timeout else {
-                throw PrefsError.lockTimedOut(
-                    path: path, holder: POSIX.flockHolder(of: lock.descriptor), waited: waited)
+                throw PrefsError.lockTimedOut(path: path, holder: POSIX.flockHolder(of: lock.descriptor), waited: waited)
             }
             clock.pause(min(pause, timeout - waited))
             pause = min(pause * 2, .milliseconds(5))
         }
+    }
+
+    /// Creates `path` empty, with `record`, and locked: a temporary file, locked before it is linked at `path` (so
+    /// nobody can lock it first), linked there only if nothing is. Nil when something is.
+    private static func createLocked(_ path: String, record: Data?) throws(SystemCallError) -> FileLock? {
+        let temporary = try createTemporary(beside: path, mode: 0o600)
+        defer { unlink(temporary.path) }
+        let lock = FileLock(descriptor: temporary.descriptor, createdEmpty: true)
+        if let record { setRecord(record, on: temporary.descriptor) }
+        guard flock(lock.descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            throw SystemCallError(path: temporary.path, operation: "lock")
+        }
+        guard link(temporary.path, path) == 0 else {
+            // Something is there now; or the temporary file was swept by a writer that created the file first.
+            if errno == EEXIST || errno == ENOENT { return nil }
+            throw SystemCallError(path: path, operation: "create")
+        }
+        return lock
     }
 
     package func read(_ path: String, through lock: FileLock?) throws(SystemCallError) -> FileContents? {
@@ -116,12 +141,7 @@ package struct POSIXFileSystem: FileSystem {
             {
                 throw SystemCallError(path: temporary.path, operation: "set permissions of")
             }
-            if let record, let set = ExtendedAttributes.set {
-                // A file system without extended attributes keeps no record; the store works without one.
-                _ = record.withUnsafeBytes {
-                    set(temporary.descriptor, Self.recordAttribute, $0.baseAddress, $0.count, 0)
-                }
-            }
+            if let record { Self.setRecord(record, on: temporary.descriptor) }
             if durable { try POSIX.sync(temporary.descriptor, path: temporary.path) }
             // Kept open read-only for the identity after the rename: closing the descriptor written through after
             // the rename would tell every watcher of the folder of one more change.
@@ -147,11 +167,18 @@ package struct POSIXFileSystem: FileSystem {
         return reader >= 0 ? reader : POSIX.retrying { open(temporary.path, flags | O_NOFOLLOW) }
     }
 
+    /// Keeps `record` with the open file `fd`. A file system without extended attributes keeps no record; the store
+    /// works without one.
+    private static func setRecord(_ record: Data, on fd: Int32) {
+        guard let set = ExtendedAttributes.set else { return }
+        _ = record.withUnsafeBytes { set(fd, recordAttribute, $0.baseAddress, $0.count, 0) }
+    }
+
     /// Creates `.<name>.tmp-<random hex>` beside `path`, creating the folder (0700) when it is missing.
     private static func createTemporary(beside path: String, mode: mode_t) throws(SystemCallError) -> TemporaryFile {
         let folder = POSIX.parentPath(of: path)
         let candidate = folder + "/" + temporaryPrefix(of: path) + String(UInt64.random(in: .min ... .max), radix: 16)
-        let flags = O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW
+        let flags = O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW
         var fd = POSIX.retrying { open(candidate, flags, mode) }
         if fd < 0, errno == ENOENT || errno == ENOTDIR {
             try POSIX.createDirectory(atPath: folder, mode: directoryMode)
@@ -161,24 +188,13 @@ package struct POSIXFileSystem: FileSystem {
         return TemporaryFile(path: candidate, descriptor: fd)
     }
 
-    package func commit(_ temporary: TemporaryFile, to path: String, replacing: Bool) throws -> FileIdentity {
+    package func commit(_ temporary: TemporaryFile, to path: String) throws -> FileIdentity {
         var committed = false
         defer { if !committed { discard(temporary) } }
-        if replacing {
-            if rename(temporary.path, path) != 0 {
-                // Removed by the sweep of a writer that got in beside this one (the file was deleted under this
-                // writer's lock): nothing was written, and the change is applied again.
-                if errno == ENOENT, access(temporary.path, F_OK) != 0 { throw CommitRace() }
-                throw SystemCallError(path: path, operation: "replace").prefsError
-            }
-        } else {
-            if link(temporary.path, path) != 0 {
-                // Something is there now, or the temporary file was swept by a writer holding the lock of a file
-                // created meanwhile: either way the file exists, and the write is made on it.
-                if errno == EEXIST || (errno == ENOENT && access(temporary.path, F_OK) != 0) { throw CommitRace() }
-                throw SystemCallError(path: path, operation: "create").prefsError
-            }
-            unlink(temporary.path)
+        if rename(temporary.path, path) != 0 {
+            // Swept by a writer that created the file first: nothing was written, and the commit is made again.
+            if errno == ENOENT, access(temporary.path, F_OK) != 0 { throw CommitRace() }
+            throw SystemCallError(path: path, operation: "replace").prefsError
         }
         committed = true
         var info = stat()

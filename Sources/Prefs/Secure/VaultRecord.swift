@@ -203,18 +203,12 @@ enum VaultRecord {
     @discardableResult
     static func remember(_ identity: VaultIdentity, in record: Location, replacing: Bool) -> String? {
         do {
-            // The record is locked by `flock` on itself, as a store file is; a missing one is created only if no
-            // other process created it meanwhile, else its lock is taken and it is read.
-            for _ in 0..<8 {
-                let lock = try fileSystem.lock(record.path, timeout: LockWait.timeout, clock: .system)
-                defer { lock?.release() }
-                if case .success(let problem)? = try remember(
-                    identity, in: record, replacing: replacing, exists: lock != nil)
-                {
-                    return problem
-                }
-            }
-            return "cannot be written (other processes keep creating it)"
+            // The record is locked by `flock` on itself, as a store file is (a missing one is created empty).
+            let lock = try fileSystem.lock(record.path, timeout: LockWait.timeout, clock: .system, creatingWith: nil)
+            defer { lock.release() }
+            return try rememberLocked(identity, in: record, replacing: replacing)
+        } catch let error as SystemCallError {
+            return "cannot be written (\(error.prefsError))"
         } catch {
             return "cannot be written (\(error))"
         }
@@ -223,13 +217,12 @@ enum VaultRecord {
     /// The system's file system, through which records are read, locked and replaced.
     private static let fileSystem = POSIXFileSystem()
 
-    /// ``remember(_:in:replacing:)`` holding the record's lock (or, `exists` false, knowing there was none);
-    /// nil when another process created the record meanwhile, so it must be locked and read.
-    private static func remember(
-        _ identity: VaultIdentity, in record: Location, replacing: Bool, exists: Bool
-    ) throws -> Result<String?, Never>? {
+    /// ``remember(_:in:replacing:)`` holding the record's lock.
+    private static func rememberLocked(_ identity: VaultIdentity, in record: Location, replacing: Bool) throws
+        -> String?
+    {
         do {
-            let problem = try { () throws -> String? in
+            return try { () throws -> String? in
                 if replacing, appendKnown(identity, to: record) { return nil }
                 func open(_ access: Int32) throws(SystemCallError) -> (fd: Int32, info: stat)? {
                     try POSIX.openRegularFile(
@@ -283,16 +276,9 @@ enum VaultRecord {
                 // Not synced: a record lost in a crash only lags behind its vault, which is safe.
                 let temporary = try fileSystem.writeTemporary(
                     beside: record.path, data: Data(text.utf8), record: nil, mode: 0o600, durable: false)
-                _ = try fileSystem.commit(temporary, to: record.path, replacing: exists)
+                _ = try fileSystem.commit(temporary, to: record.path)
                 return nil
             }()
-            return .success(problem)
-        } catch is CommitRace {
-            return nil
-        } catch let error as SystemCallError {
-            return .success("cannot be written (\(error.prefsError))")
-        } catch {
-            return .success("cannot be written (\(error))")
         }
     }
 

@@ -293,6 +293,10 @@ final class StoreEngine: Sendable {
         // a writer that takes none, is locked afresh.
         var lock: FileLock?
         defer { releaseLock(&lock) }
+        // A write that ends without a commit (nothing to write, or a failure) takes back the empty file its lock
+        // created: nothing is left of it.
+        var committed = false
+        defer { if !committed, let lock, lock.createdEmpty { removeCreatedFile(of: file) } }
         var outcome: (result: T, edit: Edit)?
         /// The draft of `outcome`, made once: a later pass applies its own changes again on top of the new values.
         var planned: Draft??
@@ -300,15 +304,16 @@ final class StoreEngine: Sendable {
         var readAgain = false
         var attempt = 0
         // The one retry loop: a file being rewritten in place is read again a millisecond later, and a commit that
-        // finds the file changed (or created) since it was read reads it again and applies this run's change on
-        // top: a transform runs again, a batch's writes are applied again (its body never runs twice). A file that
-        // does not exist has no lock to take: its commit creates it only if nothing is at its name meanwhile
-        // (`FileSystem.commit`), else it is locked and read. Inside a batch the file is neither read nor written.
+        // finds the file changed since it was read (by a writer that takes no lock) reads it again and applies this
+        // run's change on top: a transform runs again, a batch's writes are applied again (its body never runs
+        // twice). Inside a batch the file is neither read nor written.
         while true {
             attempt += 1
             if writes, !inBatch, lock == nil, guarded.withLock({ $0.heldLock == nil }) {
-                lock = try file.fileSystem.lock(file.path, timeout: LockWait.timeout, clock: file.clock)
-                guarded.withLock { $0.heldLock = lock }
+                let taken = try file.fileSystem.lock(
+                    file.path, timeout: LockWait.timeout, clock: file.clock, creatingWith: Self.emptyFileRecord)
+                lock = taken
+                guarded.withLock { $0.heldLock = taken }
             }
             if !inBatch {
                 switch try look(at: file, access: access, through: lock) {
@@ -334,11 +339,6 @@ final class StoreEngine: Sendable {
             guard writes else { return result }
             if planned == nil { planned = .some(draft(for: edit)) }
             guard case .some(.some(var draft)) = planned else { return result }
-            if lock == nil, guarded.withLock({ $0.heldLock == nil && $0.store.file?.identity != nil }) {
-                // The file appeared since this run found none to lock: lock it, and read it again.
-                readAgain = true
-                continue
-            }
             if readAgain {
                 // The file is read again: a transform runs again on what it holds now (its result was computed
                 // from what it held before); other changes are applied again on top of it.
@@ -349,10 +349,16 @@ final class StoreEngine: Sendable {
                 }
                 draft.rebase(onto: guarded.withLock { $0.store.values })
             }
-            if try commit(draft, in: file, checking: attempt <= 3) { return result }
+            if try commit(draft, in: file, checking: attempt <= 3, renamed: &committed) { return result }
             readAgain = true
             releaseLock(&lock)
         }
+    }
+
+    /// Removes the empty file a lock of this run created for a write that wrote nothing (the run holds its lock).
+    private func removeCreatedFile(of file: BoundFile) {
+        guard (try? file.fileSystem.remove(file.path)) != nil else { return }
+        guarded.withLock { $0.store.emptyFileRemoved() }
     }
 
     /// Lets go of the file's lock this run took, if any.
@@ -485,11 +491,19 @@ final class StoreEngine: Sendable {
         }
         let contents: FileContents?
         let values: [String: PrefValue]
-        do {
+        do throws(any Error) {
             // A file that cannot even be read (a folder in its place, no permission) is unreadable like one that
             // cannot be decoded: never overwritten, reported, and recovered from once it reads again.
             contents = try prefsIO { () throws(SystemCallError) in try fileSystem.read(file.path, through: lock) }
-            values = try contents.map { try file.codec.decode($0.data, path: file.path) } ?? [:]
+            if let contents, contents.data.isEmpty,
+                contents.record.flatMap(CommitRecord.init)?.describes(Data()) == true
+            {
+                // The empty file a write's lock creates before its first commit (or left by a writer that stopped
+                // there), which its record tells apart from a file emptied by anything else: no values.
+                values = [:]
+            } else {
+                values = try contents.map { try file.codec.decode($0.data, path: file.path) } ?? [:]
+            }
         } catch {
             return unreadable(Self.namingTheWayOut(error), in: file, access: access)
         }
@@ -550,6 +564,13 @@ final class StoreEngine: Sendable {
         }
     }
 
+    /// The record of the empty file a write's lock creates: no commit yet, and the bytes of an empty file.
+    private static let emptyFileRecord: Data = {
+        var record = CommitRecord(lineage: .random(in: 1 ... .max))
+        record.contentHash = StableHash.ofContents(Data())
+        return record.encoded()
+    }()
+
     /// A store file that cannot be decoded, with what to do about it in the one report the app gets.
     private static func namingTheWayOut(_ error: any Error) -> any Error {
         guard case .corruptFile(let path, let reason)? = error as? PrefsError else { return error }
@@ -561,10 +582,13 @@ final class StoreEngine: Sendable {
     /// Commits `draft`: encode, temporary file, the check that the file is still the one read (`checking`), the
     /// rename, the folder sync; then memory follows the file and the changes are announced. Returns false when the
     /// file changed under the lock (the run reads it and applies its change again); nothing was written then.
-    private func commit(_ draft: Draft, in file: BoundFile, checking: Bool) throws -> Bool {
+    private func commit(_ draft: Draft, in file: BoundFile, checking: Bool, renamed: inout Bool) throws -> Bool {
         let fileSystem = file.fileSystem
         let now = file.clock.now()
-        if case .some(let destination) = draft.moveAside { return try moveAside(to: destination, in: file) }
+        if case .some(let destination) = draft.moveAside {
+            renamed = true
+            return try moveAside(to: destination, in: file)
+        }
         let data = try file.codec.encode(draft.values)
         if data.count > POSIX.maximumFileSize {
             throw PrefsError.tooLarge(path: file.path, size: data.count, limit: POSIX.maximumFileSize)
@@ -591,10 +615,11 @@ final class StoreEngine: Sendable {
         }
         let identity: FileIdentity
         do {
-            identity = try fileSystem.commit(temporary, to: file.path, replacing: base != nil)
+            identity = try fileSystem.commit(temporary, to: file.path)
         } catch is CommitRace {
             return false
         }
+        renamed = true
         // Past the rename the values are in the file even if the folder sync fails: memory, the codec and the
         // observers follow the file, and the error says the write took effect.
         var committedError: PrefsError?
@@ -633,7 +658,7 @@ final class StoreEngine: Sendable {
             let temporary = try? file.fileSystem.writeTemporary(
                 beside: path, data: data, record: nil, mode: 0o600, durable: false)
         else { return }
-        _ = try? file.fileSystem.commit(temporary, to: path, replacing: true)
+        _ = try? file.fileSystem.commit(temporary, to: path)
     }
 
     /// The values of the copy the last commit of a suite kept; nil when there is none that decodes.

@@ -323,6 +323,14 @@ struct StoreState: Sendable {
         committed([:], identity: nil, record: nil)
     }
 
+    /// The empty file a write's lock created is gone again (that write wrote nothing): there is no file, and memory
+    /// (deferred changes included) stays as it is.
+    mutating func emptyFileRemoved() {
+        file?.identity = nil
+        file?.record = nil
+        file?.recordIntact = false
+    }
+
     /// Whether this write is the first, which sweeps temporary files left by killed writers.
     mutating func takeSweep() -> Bool {
         defer { file?.sweepDue = false }
