@@ -171,23 +171,27 @@ struct StoreState: Sendable {
 
     /// Records that the file could not be decoded at `now`, and decides what that means. With `graceful` false the
     /// file is damaged at once.
-    mutating func failedToDecode(_ error: any Error, at now: Duration, graceful: Bool = true) -> Unreadable {
+    /// `limit` replaces the grace (a first load waits longer for a file that keeps changing).
+    mutating func failedToDecode(
+        _ error: any Error, at now: Duration, graceful: Bool = true, limit: Duration? = nil
+    ) -> Unreadable {
         guard var file else { return .damaged }
         defer { self.file = file }
+        let grace = file.grace > .zero ? (limit ?? file.grace) : .zero
         let since: Duration
         switch file.health {
         case .healthy: since = now
         case .suspect(let start): since = start
-        case .damaged: since = now - file.grace
+        case .damaged: since = now - grace
         }
         let elapsed = now - since
-        if !graceful || elapsed >= file.grace {
+        if !graceful || elapsed >= grace {
             file.health = .damaged(error)
             return .damaged
         }
         file.health = .suspect(since: since)
         defer { file.recheckScheduled = true }
-        return .suspect(recheck: file.grace - elapsed, scheduleRecheck: !file.recheckScheduled)
+        return .suspect(recheck: grace - elapsed, scheduleRecheck: !file.recheckScheduled)
     }
 
     /// What a file that could not be decoded means now.
