@@ -643,7 +643,7 @@ final class FileBackedStorage: Sendable {
             values = try codec.decode(data, path: path)
             identity = readIdentity
             // Prefs writes a suite as a binary property list; anything else was rewritten by another tool.
-            foreign = rewriteGuard != nil && !data.starts(with: BinaryPropertyListValidator.magic)
+            foreign = rewriteGuard != nil && !BinaryPropertyList.startsWithMagic(data)
         } catch {
             // One error for the file, whichever path reports it: what reads throw and what the report says.
             let error = Self.namingTheWayOut(error)

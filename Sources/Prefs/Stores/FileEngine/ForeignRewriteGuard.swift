@@ -140,6 +140,6 @@ final class ForeignRewriteGuard: Sendable {
         defer { close(fd) }
         var head = [UInt8](repeating: 0, count: 8)
         let count = head.withUnsafeMutableBytes { read(fd, $0.baseAddress, 8) }
-        return count == 8 && head == BinaryPropertyListValidator.magic
+        return count == 8 && BinaryPropertyList.startsWithMagic(head)
     }
 }
