@@ -58,9 +58,9 @@ enum FoundationBridge {
     /// dictionary key that is not a string, or a nil).
     ///
     /// Booleans are told apart from the numbers 0 and 1 by their dynamic type (`Bool` or the boolean `NSNumber`
-    /// subclass), because on Linux `NSNumber(value: 1) is Bool` is true. Other numbers map by their stored type:
-    /// integers to `.int` or `.unsignedInt`, 32-bit reals to `.float`, 64-bit reals to `.double`. A URL is its full
-    /// text, or its path for a file URL.
+    /// subclass), because on Linux `NSNumber(value: 1) is Bool` is true. Other numbers (a Swift number bridges to the
+    /// `NSNumber` of its own type) map by their stored type: integers to `.int` or `.unsignedInt`, 32-bit reals to
+    /// `.float`, 64-bit reals to `.double`. A URL is its full text, or its path for a file URL.
     static func value(_ object: Any) -> PrefValue? {
         // Foundation on Linux hands out the elements of an array as optionals.
         if let optional = object as? any _OptionalPrefValue {
@@ -70,7 +70,6 @@ enum FoundationBridge {
         if dynamicType == ObjectIdentifier(Bool.self) || dynamicType == booleanNumberType {
             return (object as? Bool).map(PrefValue.bool)
         }
-        if let number = nativeNumber(object) { return number }
         switch object {
         case let number as NSNumber: return numberValue(number)
         case let text as String: return .string(text)
@@ -99,25 +98,6 @@ enum FoundationBridge {
 
     /// The dynamic type of `NSNumber(value: true)`, a private `NSNumber` subclass.
     private static let booleanNumberType = ObjectIdentifier(type(of: NSNumber(value: true) as Any))
-
-    /// Swift number types, checked by exact dynamic type so that no bridging conversion changes the kind.
-    private static func nativeNumber(_ object: Any) -> PrefValue? {
-        switch object {
-        case let number as Int where type(of: object) == Int.self: .integer(number)
-        case let number as Int8 where type(of: object) == Int8.self: .integer(number)
-        case let number as Int16 where type(of: object) == Int16.self: .integer(number)
-        case let number as Int32 where type(of: object) == Int32.self: .integer(number)
-        case let number as Int64 where type(of: object) == Int64.self: .integer(number)
-        case let number as UInt where type(of: object) == UInt.self: .integer(number)
-        case let number as UInt8 where type(of: object) == UInt8.self: .integer(number)
-        case let number as UInt16 where type(of: object) == UInt16.self: .integer(number)
-        case let number as UInt32 where type(of: object) == UInt32.self: .integer(number)
-        case let number as UInt64 where type(of: object) == UInt64.self: .integer(number)
-        case let number as Float where type(of: object) == Float.self: .float(number)
-        case let number as Double where type(of: object) == Double.self: .double(number)
-        default: nil
-        }
-    }
 
     private static func numberValue(_ number: NSNumber) -> PrefValue? {
         switch String(cString: number.objCType).first {

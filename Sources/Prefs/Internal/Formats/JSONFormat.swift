@@ -850,13 +850,8 @@ extension JSONFormat {
             guard position + 4 <= bytes.count else { throw fail("truncated \\u escape", at: escapeStart) }
             var value: UInt16 = 0
             for offset in 0..<4 {
-                let byte = bytes[position + offset]
-                let digit: UInt8
-                switch byte {
-                case ASCII.zero...ASCII.nine: digit = byte - ASCII.zero
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-                default: throw fail("invalid hex digit in \\u escape", at: escapeStart)
+                guard let digit = bytes[position + offset].asciiHexDigit else {
+                    throw fail("invalid hex digit in \\u escape", at: escapeStart)
                 }
                 value = value << 4 | UInt16(digit)
             }
