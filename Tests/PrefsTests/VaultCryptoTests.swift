@@ -288,6 +288,17 @@ struct VaultCryptoTests {
         #expect(VaultError.unsupportedFormatVersion(4).description.contains("update the app"))
     }
 
+    /// The version says which payload a vault holds: a version 3 vault holding the encoding of version 2 is refused.
+    @Test func aPayloadOtherThanTheVersionSaysIsRefused() throws {
+        let key = try Self.resolveRaw(7)
+        let sealed = VaultFormat.seal(Data([VaultPayload.legacyVersion, 0, 0, 0, 0]), key: key, kdf: .none)
+        #expect(throws: VaultError.self) {
+            try VaultFormat.withPlaintext(of: sealed, key: key) { (bytes) throws(PrefsError) in
+                try VaultPayload.decode(bytes, path: "v")
+            }
+        }
+    }
+
     /// Version 1 (no vault id, no generation) was written only by development builds before version 2: refused,
     /// with a message that does not send the user to update.
     @Test func aVersion1VaultIsRefused() throws {

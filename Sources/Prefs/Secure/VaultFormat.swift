@@ -124,7 +124,7 @@ struct VaultHeader: Sendable, Equatable {
     var nonce: [UInt8]
     /// The length of ciphertext plus tag that follows the header.
     var ciphertextLength: UInt64
-    /// Always set: every readable version has one (the type is the engine's to narrow).
+    /// Never nil in a header read or written: every readable version has one.
     var identity: VaultIdentity?
 
     /// A header to write, of the current version.
