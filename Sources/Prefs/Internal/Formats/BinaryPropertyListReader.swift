@@ -109,9 +109,16 @@ enum BinaryPropertyList {
         }
 
         static func bigEndian(_ bytes: UnsafeRawBufferPointer, at start: Int, size: Int) -> UInt64 {
-            var value: UInt64 = 0
-            for index in start..<start + size { value = value << 8 | UInt64(bytes[index]) }
-            return value
+            switch size {
+            case 1: return UInt64(bytes[start])
+            case 2: return UInt64(UInt16(bigEndian: bytes.loadUnaligned(fromByteOffset: start, as: UInt16.self)))
+            case 4: return UInt64(UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: start, as: UInt32.self)))
+            case 8: return UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: start, as: UInt64.self))
+            default:
+                var value: UInt64 = 0
+                for index in start..<start + size { value = value << 8 | UInt64(bytes[index]) }
+                return value
+            }
         }
 
         /// The start of object `index`, always inside the object area (after the header, before the table).
@@ -243,7 +250,10 @@ enum BinaryPropertyList {
                 guard BinaryPropertyList.isASCII(text) else {
                     throw BinaryFormatFailure("ASCII string at offset \(start) contains a non-ASCII byte")
                 }
-                return (.string(String(decoding: text, as: UTF8.self)), 1 + length / 16, 1)
+                return (
+                    .string(String(decoding: text.assumingMemoryBound(to: UInt8.self), as: UTF8.self)), 1 + length / 16,
+                    1
+                )
             case 0x60:
                 let (units, body) = try count(marker: marker, at: start, bytesPerItem: 2)
                 let codeUnits = (0..<units).map { UInt16(bytes[body + 2 * $0]) << 8 | UInt16(bytes[body + 2 * $0 + 1]) }
