@@ -173,10 +173,12 @@ enum BinaryPropertyList {
         /// Object `index` at nesting `depth`: its value, how many values it expands to, and its height.
         mutating func read(_ index: Int, depth: Int) throws(BinaryFormatFailure) -> (PrefValue, Int, Int) {
             let start = try offset(of: index)
-            // Scalars cannot contain anything: read each time they are referenced.
-            guard bytes[start] >= 0x40 else {
+            let marker = bytes[start]
+            // Scalars, and ASCII strings of up to 14 bytes (which a `String` holds inline, without memory of its
+            // own), contain nothing: read each time they are referenced.
+            guard marker >= 0x40, marker & 0xF0 != 0x50 || marker == 0x5F else {
                 guard depth <= maximumDepth else { throw tooDeep() }
-                return (try scalar(at: start), 1, 1)
+                return (try marker < 0x40 ? scalar(at: start) : object(at: start, depth: depth).0, 1, 1)
             }
             switch counts[index] {
             case -1:
