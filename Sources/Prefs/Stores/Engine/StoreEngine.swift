@@ -489,21 +489,29 @@ final class StoreEngine: Sendable {
     private func look(at file: BoundFile, access: Access, through lock: FileLock?) throws -> Look {
         let fileSystem = file.fileSystem
         let current = try prefsIO { () throws(SystemCallError) in try fileSystem.identity(at: file.path) }
+        var contents: FileContents?
         switch guarded.withLock({ $0.store.refresh(currentIdentity: current) }) {
         case .upToDate:
-            return .ready
+            // A watcher's event about a file whose identity did not change: an in-place rewrite at the same size
+            // within one tick of the file system's clock; the bytes tell.
+            guard access == .look, let known = guarded.withLock({ $0.store.file?.contentHash }),
+                let now = try? fileSystem.read(file.path, through: lock),
+                StableHash.ofContents(now.data) != known
+            else { return .ready }
+            contents = now
         case .cleared:
             load([:], contents: nil, in: file, announcing: access != .load)
             return .ready
         case .read:
             break
         }
-        let contents: FileContents?
         let values: [String: PrefValue]
         do throws(any Error) {
             // A file that cannot even be read (a folder in its place, no permission) is unreadable like one that
             // cannot be decoded: never overwritten, reported, and recovered from once it reads again.
-            contents = try prefsIO { () throws(SystemCallError) in try fileSystem.read(file.path, through: lock) }
+            if contents == nil {
+                contents = try prefsIO { () throws(SystemCallError) in try fileSystem.read(file.path, through: lock) }
+            }
             if let contents, contents.data.isEmpty,
                 contents.record.flatMap(CommitRecord.init)?.describes(Data()) == true
             {
@@ -518,6 +526,19 @@ final class StoreEngine: Sendable {
         }
         load(values, contents: contents, in: file, announcing: access != .load)
         return .ready
+    }
+
+    /// Whether the file is still the one the values came from, checked under its lock just before a commit's
+    /// rename: the same identity, and, as an in-place rewrite within one tick of the file system's clock keeps
+    /// that, the same bytes. When only the bytes differ, the next look reads the file again.
+    private func fileIsAsRead(_ file: BoundFile, base: FileIdentity?) -> Bool {
+        guard (try? file.fileSystem.identity(at: file.path)) == base else { return false }
+        guard base != nil, let known = guarded.withLock({ $0.store.file?.contentHash }) else { return true }
+        if let now = try? file.fileSystem.read(file.path, through: nil), StableHash.ofContents(now.data) == known {
+            return true
+        }
+        guarded.withLock { $0.store.changedInPlace() }
+        return false
     }
 
     /// The first load waits this long for a file being rewritten in place that stopped changing before it counts
@@ -565,7 +586,8 @@ final class StoreEngine: Sendable {
         let recovered = guarded.withLock { guarded -> Bool in
             let recovered = guarded.store.damage != nil
             let changed = guarded.store.load(
-                values, identity: contents?.identity, record: record, intact: intact, now: now,
+                values, identity: contents?.identity, contentHash: contents.map { StableHash.ofContents($0.data) },
+                record: record, intact: intact, now: now,
                 keyHash: file.codec.recordHash, lastCommit: { self.readCommitCopy(of: file) })
             if announcing { announce(changed, of: guarded.store.values) }
             return recovered
@@ -621,7 +643,7 @@ final class StoreEngine: Sendable {
         }
         // Under the lock only a writer that takes none (Foundation rewriting a suite in place, someone deleting the
         // file) changes the file: its change is read, and this one applied on top.
-        if checking, (try? fileSystem.identity(at: file.path)) != base {
+        if checking, !fileIsAsRead(file, base: base) {
             fileSystem.discard(temporary)
             return false
         }

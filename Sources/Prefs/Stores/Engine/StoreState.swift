@@ -19,6 +19,9 @@ struct StoreState: Sendable {
         let restoresStaleRewrites: Bool
         /// The identity (device, inode, size, times) of the file the values came from; nil when there is none.
         var identity: FileIdentity?
+        /// A hash of that file's bytes: an in-place rewrite at the same size within one tick of the file system's
+        /// clock keeps the identity, and only the bytes tell.
+        var contentHash: UInt64?
         /// The commit record kept with that file, and whether the file's bytes are still the ones it describes.
         var record: CommitRecord?
         var recordIntact = false
@@ -109,8 +112,8 @@ struct StoreState: Sendable {
     ///
     /// Clears damage and suspicion. Returns the keys whose values in memory changed.
     mutating func load(
-        _ newValues: [String: PrefValue], identity: FileIdentity?, record: CommitRecord?, intact: Bool, now: Duration,
-        keyHash: (String) -> UInt64, lastCommit: () -> [String: PrefValue]? = { nil }
+        _ newValues: [String: PrefValue], identity: FileIdentity?, contentHash: UInt64? = nil, record: CommitRecord?,
+        intact: Bool, now: Duration, keyHash: (String) -> UInt64, lastCommit: () -> [String: PrefValue]? = { nil }
     ) -> Set<String> {
         guard var file else { return [] }
         // The values this process knows Prefs committed last: memory, but for changes not committed yet (a value
@@ -160,6 +163,7 @@ struct StoreState: Sendable {
         }
         file.unwritten = unwritten
         file.identity = identity
+        file.contentHash = contentHash
         file.record = record
         file.recordIntact = intact
         file.health = .healthy
@@ -311,6 +315,7 @@ struct StoreState: Sendable {
         let old = announcedFrom ?? values
         if var file {
             file.identity = identity
+            file.contentHash = record?.contentHash
             file.record = record
             file.recordIntact = record != nil
             file.unwritten = [:]
@@ -327,10 +332,15 @@ struct StoreState: Sendable {
         committed([:], identity: nil, record: nil)
     }
 
+    /// The file's bytes changed without its identity showing it (an in-place rewrite within one tick of the file
+    /// system's clock): the next look reads it.
+    mutating func changedInPlace() { file?.identity = .unknown }
+
     /// The empty file a write's lock created is gone again (that write wrote nothing): there is no file, and memory
     /// (deferred changes included) stays as it is.
     mutating func emptyFileRemoved() {
         file?.identity = nil
+        file?.contentHash = nil
         file?.record = nil
         file?.recordIntact = false
     }
