@@ -48,8 +48,24 @@ package final class SteppingFileSystem: FileSystem {
     private let base = POSIXFileSystem()
     private let instructions = Mutex<[Step: [Instruction]]>([:])
     private let watching: Bool
+    private let hidesTimes: Bool
 
-    package init(watching: Bool = true) { self.watching = watching }
+    /// With `hidingTimes`, every identity it reports carries no times, as on a file system whose clock ticks
+    /// slower than writes come: an in-place rewrite at the same size then keeps the file's identity.
+    package init(watching: Bool = true, hidingTimes: Bool = false) {
+        self.watching = watching
+        self.hidesTimes = hidingTimes
+    }
+
+    private func shown(_ identity: FileIdentity) -> FileIdentity {
+        guard hidesTimes else { return identity }
+        var shown = identity
+        shown.modificationSeconds = 0
+        shown.modificationNanoseconds = 0
+        shown.changeSeconds = 0
+        shown.changeNanoseconds = 0
+        return shown
+    }
 
     /// Stops the next engine that reaches `step` there until the returned gate is opened.
     package func pause(at step: Step) -> Gate {
@@ -85,7 +101,7 @@ package final class SteppingFileSystem: FileSystem {
     }
 
     package func identity(at path: String) throws(SystemCallError) -> FileIdentity? {
-        try base.identity(at: path)
+        try base.identity(at: path).map(shown)
     }
 
     package func lock(_ path: String, timeout: Duration, clock: EngineClock, creatingWith record: Data?) throws
@@ -97,8 +113,9 @@ package final class SteppingFileSystem: FileSystem {
     }
 
     package func read(_ path: String, through lock: FileLock?) throws(SystemCallError) -> FileContents? {
-        let contents = try base.read(path, through: lock)
+        var contents = try base.read(path, through: lock)
         if let error = reach(.afterRead) { throw error }
+        if let identity = contents?.identity { contents?.identity = shown(identity) }
         return contents
     }
 
@@ -115,7 +132,7 @@ package final class SteppingFileSystem: FileSystem {
         }
         let identity = try base.commit(temporary, to: path)
         if let error = reach(.afterRename) { throw error }
-        return identity
+        return shown(identity)
     }
 
     package func discard(_ temporary: TemporaryFile) { base.discard(temporary) }

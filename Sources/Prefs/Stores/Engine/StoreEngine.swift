@@ -303,15 +303,16 @@ final class StoreEngine: Sendable {
         var outcome: (result: T, edit: Edit)?
         /// The draft of `outcome`, made once: a later pass applies its own changes again on top of the new values.
         var planned: Draft??
-        /// Whether the file is to be read again since the outcome was computed.
+        /// Whether the file was read again since the outcome was computed.
         var readAgain = false
-        var attempt = 0
+        /// How many of this run's commits found the file changed under the lock: after three, a fourth commit
+        /// writes without checking, so that a writer that takes no lock and never stops cannot hold it up for good.
+        var foundChanged = 0
         // The one retry loop: a file being rewritten in place is read again a millisecond later, and a commit that
         // finds the file changed since it was read (by a writer that takes no lock) reads it again and applies this
         // run's change on top: a transform runs again, a batch's writes are applied again (its body never runs
         // twice). Inside a batch the file is neither read nor written.
         while true {
-            attempt += 1
             if writes, !inBatch, lock == nil, guarded.withLock({ $0.heldLock == nil }) {
                 let taken = try file.fileSystem.lock(
                     file.path, timeout: LockWait.timeout, clock: file.clock, creatingWith: Self.emptyFileRecord)
@@ -348,18 +349,12 @@ final class StoreEngine: Sendable {
             guard writes else { return result }
             if planned == nil { planned = .some(draft(for: edit)) }
             guard case .some(.some(var draft)) = planned else { return result }
-            if readAgain {
-                // The file is read again: a transform runs again on what it holds now (its result was computed
-                // from what it held before); other changes are applied again on top of it.
-                if case .set = edit {
-                    outcome = nil
-                    readAgain = false
-                    continue
-                }
-                draft.rebase(onto: guarded.withLock { $0.store.values })
-            }
-            if try commit(draft, in: file, checking: attempt <= 3, renamed: &committed) { return result }
-            readAgain = true
+            if readAgain { draft.rebase(onto: guarded.withLock { $0.store.values }) }
+            if try commit(draft, in: file, checking: foundChanged < 3, renamed: &committed) { return result }
+            foundChanged += 1
+            // The file is read again: a transform runs again on what it holds then (its result was computed from
+            // what it held before); other changes are applied again on top of it.
+            if case .set = edit { outcome = nil } else { readAgain = true }
             releaseLock(&lock)
         }
     }
