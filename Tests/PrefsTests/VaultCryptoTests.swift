@@ -97,8 +97,8 @@ struct VaultCryptoTests {
         let header = try VaultFormat.parseHeader(sealed)
         #expect(header.version == 3)
         #expect(header.kdf == .none)
-        #expect(header.identity?.id == Array(sealed[Offset.vaultID..<Offset.vaultID + 16]))
-        #expect(header.identity?.generation == 1 && sealed[Offset.generation] == 1)
+        #expect(header.identity.id == Array(sealed[Offset.vaultID..<Offset.vaultID + 16]))
+        #expect(header.identity.generation == 1 && sealed[Offset.generation] == 1)
         #expect(header.ciphertextLength == 76)
         #expect(header.nonce == Array(sealed[Offset.nonce..<Offset.nonce + 24]))
     }

@@ -212,7 +212,7 @@ private func isRollback(_ error: any Error) -> Bool {
         let after = try Data(contentsOf: url)
         let header = try VaultFormat.parseHeader(after)
         #expect(header.version == 3)
-        #expect(header.identity?.id == before.identity?.id && header.identity?.generation == 6)
+        #expect(header.identity.id == before.identity.id && header.identity.generation == 6)
         let plaintext = try VaultFormat.open(after, key: SecureBytes(copying: Data(1...32)))
         #expect(BinaryPropertyList.startsWithMagic(plaintext))
         var expected = Version2Vault.values
@@ -227,10 +227,10 @@ private func isRollback(_ error: any Error) -> Bool {
         let vault = try Vault()
         defer { vault.directory.cleanup() }
         try vault.store.setValue(.int(1), forKey: "k")
-        let first = try #require(VaultFormat.parseHeader(Data(contentsOf: vault.url)).identity)
+        let first = try VaultFormat.parseHeader(Data(contentsOf: vault.url)).identity
         try vault.store.setValue(.int(2), forKey: "k")
         try vault.store.rekey(to: .raw(Data(repeating: 9, count: 32)))
-        let third = try #require(VaultFormat.parseHeader(Data(contentsOf: vault.url)).identity)
+        let third = try VaultFormat.parseHeader(Data(contentsOf: vault.url)).identity
         #expect(third.id == first.id && third.generation == first.generation + 2)
     }
 }

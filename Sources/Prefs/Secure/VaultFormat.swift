@@ -124,12 +124,15 @@ struct VaultHeader: Sendable, Equatable {
     var nonce: [UInt8]
     /// The length of ciphertext plus tag that follows the header.
     var ciphertextLength: UInt64
-    /// Never nil in a header read or written: every readable version has one.
-    var identity: VaultIdentity?
+    /// Which vault this is and which of its writes.
+    var identity: VaultIdentity
 
     /// A header to write, of the current version.
-    init(kdf: KDFParameters, nonce: [UInt8], ciphertextLength: UInt64, identity: VaultIdentity) {
-        self.version = Self.currentVersion
+    init(
+        kdf: KDFParameters, nonce: [UInt8], ciphertextLength: UInt64, identity: VaultIdentity,
+        version: UInt16 = Self.currentVersion
+    ) {
+        self.version = version
         self.kdf = kdf
         self.nonce = nonce
         self.ciphertextLength = ciphertextLength
@@ -148,10 +151,8 @@ struct VaultHeader: Sendable, Equatable {
         out += kdf.salt
         out += nonce
         out.appendLittleEndian(ciphertextLength)
-        if let identity {
-            out += identity.id
-            out.appendLittleEndian(identity.generation)
-        }
+        out += identity.id
+        out.appendLittleEndian(identity.generation)
         assert(out.count == Self.count)
         return out
     }
@@ -191,8 +192,8 @@ struct VaultHeader: Sendable, Equatable {
                 let identity = VaultIdentity(id: id, generation: try reader.integer(UInt64.self))
                 return .success(
                     VaultHeader(
-                        version: version, kdf: kdf, nonce: nonce, ciphertextLength: ciphertextLength,
-                        identity: identity))
+                        kdf: kdf, nonce: nonce, ciphertextLength: ciphertextLength, identity: identity,
+                        version: version))
             } catch {
                 // Only a file shorter than the smallest header gets here.
                 return .failure(.truncated(expected: Self.minimumFileCount, actual: fileCount))
@@ -215,16 +216,6 @@ struct VaultHeader: Sendable, Equatable {
             throw .notAVault(reason: "\(remaining - ciphertextLength) unexpected bytes after the ciphertext")
         }
         try kdf.validate()
-    }
-
-    private init(
-        version: UInt16, kdf: KDFParameters, nonce: [UInt8], ciphertextLength: UInt64, identity: VaultIdentity?
-    ) {
-        self.version = version
-        self.kdf = kdf
-        self.nonce = nonce
-        self.ciphertextLength = ciphertextLength
-        self.identity = identity
     }
 }
 

@@ -21,10 +21,11 @@ public import Foundation
 /// ```
 ///
 /// Errors a source throws reach the caller unchanged (opening the vault, a write, ``EncryptedFileStore/rekey(to:)``),
-/// so they can say exactly what failed. Prefs asks while it holds the vault's locks (the cross-process write lock when
-/// creating, and the store's own state lock), so a source must not use the vault it is asked for, and must give an
-/// answer in bounded time: a wait with no end would hang the thread that opens or writes the vault. A source that conforms to `CustomStringConvertible` is named by its
-/// description in messages, others by their type (never by their fields, which may hold secrets).
+/// so they can say exactly what failed. Prefs asks while it holds the vault's write lock (across processes too when
+/// creating), so a source must not use the vault it is asked for, and must give an answer in bounded time: a wait
+/// with no end would hang the thread that opens or writes the vault. A source that conforms to
+/// `CustomStringConvertible` is named by its description in messages, others by their type (never by their fields,
+/// which may hold secrets).
 public protocol VaultKeySource: Sendable {
     /// `try source.key(forVault: vaultURL, creating: false)` returns the 32-byte key of the vault at `vault`, or nil
     /// when the source keeps none for it.

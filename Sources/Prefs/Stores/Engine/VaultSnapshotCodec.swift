@@ -11,6 +11,8 @@ import Synchronization
 final class VaultSnapshotCodec: SnapshotCodec {
     private struct State {
         var key: VaultKeyMaterial
+        /// Counts the key's replacements, so that a key resolved outside the lock is kept only if still current.
+        var keyVersion = 0
         var resolved: (key: SecureBytes, kdf: KDFParameters)?
         /// The identity of the newest version of this vault this process has opened or written.
         var seen: VaultIdentity?
@@ -39,12 +41,7 @@ final class VaultSnapshotCodec: SnapshotCodec {
 
     func decode(_ data: Data, path: String) throws -> [String: PrefValue] {
         let header = try VaultFormat.parseHeader(data)
-        let key = try state.withLock { state throws in
-            if let resolved = state.resolved, resolved.kdf == header.kdf { return resolved.key }
-            let resolved = try state.key.resolve(for: header, creating: false, cost: cost)
-            state.resolved = resolved
-            return resolved.key
-        }
+        let key = try resolvedKey(for: header).key
         // The plaintext lives in a buffer wiped as soon as its values are decoded.
         let values = try VaultFormat.withPlaintext(of: data, key: key) { (bytes) throws(PrefsError) in
             try VaultPayload.decode(bytes, path: path)
@@ -80,13 +77,24 @@ final class VaultSnapshotCodec: SnapshotCodec {
         }
         try state.withLock { state throws(VaultError) in
             if let seen = state.seen { try Self.check(header.identity, against: seen, source: "in this process") }
-            if let found = header.identity { state.seen = found }
+            state.seen = header.identity
         }
         // A record that cannot be used is left as it is: rewriting it could lower it.
-        if usable, let found = header.identity, found != remembered {
-            noteRecord(VaultRecord.remember(found, in: record, replacing: false))
+        if usable, header.identity != remembered {
+            noteRecord(VaultRecord.remember(header.identity, in: record, replacing: false))
         }
         return values
+    }
+
+    /// The key for a vault with `header` (nil: the key of a vault to write, created if the source has none yet),
+    /// resolved once per key-derivation parameters. Resolved holding no lock: a key source is the app's code, or a
+    /// call to the desktop keyring.
+    private func resolvedKey(for header: VaultHeader?) throws -> (key: SecureBytes, kdf: KDFParameters) {
+        let (current, material, version) = state.withLock { ($0.resolved, $0.key, $0.keyVersion) }
+        if let current, header.map({ $0.kdf == current.kdf }) ?? true { return current }
+        let resolved = try material.resolve(for: header, creating: header == nil, cost: cost)
+        state.withLock { if $0.keyVersion == version { $0.resolved = resolved } }
+        return resolved
     }
 
     /// Notes the outcome of the last use of the record: nil when it worked.
@@ -116,13 +124,8 @@ final class VaultSnapshotCodec: SnapshotCodec {
 
     /// Refuses `found` unless it is the vault `known` describes, at the same or a later generation.
     private static func check(
-        _ found: VaultIdentity?, against known: VaultIdentity, source: @autoclosure () -> String
+        _ found: VaultIdentity, against known: VaultIdentity, source: @autoclosure () -> String
     ) throws(VaultError) {
-        guard let found else {
-            throw .rollbackDetected(
-                reason: "it is a version 1 vault, older than the version 2 vault (id \(known.idText), generation "
-                    + "\(known.generation)) seen \(source())")
-        }
         guard found.id == known.id else {
             throw .rollbackDetected(
                 reason: "it is another vault (id \(found.idText)) than the one (id \(known.idText)) seen \(source())")
@@ -135,17 +138,11 @@ final class VaultSnapshotCodec: SnapshotCodec {
     }
 
     func encode(_ values: [String: PrefValue]) throws -> Data {
-        let (resolved, identity) = try state.withLock { state throws in
-            let resolved: (key: SecureBytes, kdf: KDFParameters)
-            if let current = state.resolved {
-                resolved = current
-            } else {
-                resolved = try state.key.resolve(for: nil, creating: true, cost: cost)
-                state.resolved = resolved
-            }
+        let resolved = try resolvedKey(for: nil)
+        let identity = state.withLock { state in
             let identity = state.seen?.next ?? VaultIdentity.fresh()
             state.pending = identity
-            return (resolved, identity)
+            return identity
         }
         var plaintext = try VaultPayload.encode(values)
         defer { plaintext.withUnsafeMutableBytes { secureZero($0) } }
@@ -184,6 +181,7 @@ final class VaultSnapshotCodec: SnapshotCodec {
         let previous = state.withLock { state in
             defer {
                 state.key = material
+                state.keyVersion += 1
                 state.resolved = resolved
             }
             return (state.key, state.resolved)
@@ -191,6 +189,7 @@ final class VaultSnapshotCodec: SnapshotCodec {
         return {
             self.state.withLock { state in
                 state.key = previous.0
+                state.keyVersion += 1
                 state.resolved = previous.1
             }
         }
