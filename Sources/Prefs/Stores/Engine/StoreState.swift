@@ -425,11 +425,6 @@ struct StoreState: Sendable {
 
     // MARK: Comparing
 
-    /// The new values of `keys`, as a change feed announces them (nil: removed).
-    func newValues(of keys: Set<String>) -> [String: PrefValue?] {
-        Dictionary(uniqueKeysWithValues: keys.map { ($0, values[$0]) })
-    }
-
     /// The keys whose values differ between two snapshots.
     static func diff(_ old: [String: PrefValue], _ new: [String: PrefValue]) -> Set<String> {
         if old.isEmpty { return Set(new.keys) }
