@@ -32,9 +32,12 @@ public final class FileStore: FileBackedStore, @unchecked Sendable {
 
     /// A store with an engine of its own, on `fileSystem` and `clock` (for tests: two of them on one file exclude
     /// each other as two processes do).
-    package init(url: URL, fileSystem: any FileSystem, clock: EngineClock) throws {
+    package init(
+        url: URL, fileSystem: any FileSystem, clock: EngineClock, onDamage: DamagedFilePolicy = .refuse
+    ) throws {
         let engine = StoreEngine(
-            path: url.fileSystemPath, codec: JSONSnapshotCodec(), fileSystem: fileSystem, clock: clock)
+            path: url.fileSystemPath, codec: JSONSnapshotCodec(), fileSystem: fileSystem, clock: clock,
+            onDamage: onDamage)
         try engine.open()
         super.init(url: url, engine: engine, retained: engine.retain())
     }

@@ -43,10 +43,13 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
 
     /// A suite with an engine of its own, on `fileSystem` and `clock` (for tests: two of them on one file exclude
     /// each other as two processes do).
-    package convenience init(suiteName: String, directory: URL, fileSystem: any FileSystem, clock: EngineClock) throws {
+    package convenience init(
+        suiteName: String, directory: URL, fileSystem: any FileSystem, clock: EngineClock,
+        onDamage: DamagedFilePolicy = .refuse
+    ) throws {
         try Self.validate(suiteName: suiteName)
         let url = directory.appending(path: suiteName + ".plist")
-        let engine = Self.makeEngine(url: url, fileSystem: fileSystem, clock: clock)
+        let engine = Self.makeEngine(url: url, fileSystem: fileSystem, clock: clock, onDamage: onDamage)
         try engine.open()
         self.init(suiteName: suiteName, url: url, engine: engine, retained: engine.retain())
     }

@@ -1,0 +1,96 @@
+import EngineTestSupport
+import Foundation
+import PrefsTestSupport
+import TestThreads
+import Testing
+
+@testable import Prefs
+
+/// What a file store given `onDamage: .keepAside` does with a file that does not decode, on real files: the file
+/// goes aside byte for byte (0600), the store starts afresh and saves again, and the app hears of it once, with
+/// where the file went. A suite halfway through another writer's rewrite is waited for, not moved.
+@Suite(.ownThreads) struct DamagedFilePolicyTests {
+    /// The files kept aside for `name` in `directory`.
+    private static func keptAside(_ name: String, in directory: TempDir) throws -> [String] {
+        try directory.contents().filter { $0.hasPrefix(name + ".damaged-") }
+    }
+
+    /// The reports that `path` was kept aside, with where it went.
+    private static func keptAsideReports(of path: String) -> [String] {
+        Reports.everything().compactMap { report in
+            guard case .damagedFileKeptAside(let reported, let kept, _)? = report.error as? PrefsError,
+                reported == path
+            else { return nil }
+            return kept
+        }
+    }
+
+    @Test func aDamagedFileIsKeptAsideAtOpenAndTheStoreSavesAgain() throws {
+        Reports.install()
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("prefs.json")
+        let damaged = Data(#"{"theme": "dark", "#.utf8)
+        try damaged.write(to: url)
+        let store = try FileStore(url: url, onDamage: .keepAside)
+        defer { store.close() }
+        #expect(store.damage == nil)
+        #expect(try store.value(forKey: "theme") == nil, "the store starts afresh")
+        let aside = try Self.keptAside("prefs.json", in: directory)
+        try #require(aside.count == 1, "\(aside)")
+        let kept = directory.path(aside[0])
+        #expect(FileManager.default.contents(atPath: kept) == damaged, "byte for byte")
+        #expect(try FileManager.default.attributesOfItem(atPath: kept)[.posixPermissions] as? Int == 0o600)
+        #expect(Self.keptAsideReports(of: url.path(percentEncoded: false)) == [kept], "reported once, with where")
+        #expect(Reports.naming(directory).count == 1, "and nothing else: \(Reports.naming(directory))")
+        try store.setValue(.string("light"), forKey: "theme")
+        let saved = try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: String]
+        #expect(saved == ["theme": "light"])
+    }
+
+    @Test func aFileDamagedWhileOpenIsKeptAsideAtTheNextLook() throws {
+        Reports.install()
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("prefs.json")
+        let store = try FileStore(
+            url: url, fileSystem: SteppingFileSystem(watching: false), clock: .system, onDamage: .keepAside)
+        try store.setValue(.int(1), forKey: "k")
+        _ = try replaceFile(at: url, with: Data("not json".utf8))
+        store.engine.lookAtFile()
+        #expect(store.damage == nil)
+        #expect(try store.value(forKey: "k") == nil)
+        let aside = try Self.keptAside("prefs.json", in: directory)
+        try #require(aside.count == 1)
+        #expect(FileManager.default.contents(atPath: directory.path(aside[0])) == Data("not json".utf8))
+        #expect(Self.keptAsideReports(of: url.path(percentEncoded: false)) == [directory.path(aside[0])])
+        try store.setValue(.int(2), forKey: "k")
+        #expect(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Int] == ["k": 2])
+    }
+
+    /// A suite that does not decode may be Foundation's rewrite in place, caught halfway: it is moved only once it
+    /// has stayed so for the suite's grace, on the engine's clock.
+    @Test func aSuiteHalfwayThroughARewriteIsMovedOnlyAfterItsGrace() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let clock = ManualClock()
+        let store = try UserDefaultsStore(
+            suiteName: "suite", directory: directory.url, fileSystem: SteppingFileSystem(watching: false),
+            clock: clock.engineClock, onDamage: .keepAside)
+        try store.setValue(.int(1), forKey: "k")
+        let half = Data("<?xml version=\"1.0\"".utf8)
+        let handle = try FileHandle(forWritingTo: store.url)
+        try handle.truncate(atOffset: 0)
+        try handle.write(contentsOf: half)
+        try handle.close()
+        store.engine.lookAtFile()
+        #expect(try Self.keptAside("suite.plist", in: directory).isEmpty, "moved within the grace")
+        #expect(try store.value(forKey: "k") == .int(1), "the last good values are served")
+        clock.advance(by: UserDefaultsStore.inPlaceRewriteGrace + .milliseconds(20))
+        let aside = try Self.keptAside("suite.plist", in: directory)
+        try #require(aside.count == 1)
+        #expect(FileManager.default.contents(atPath: directory.path(aside[0])) == half)
+        #expect(try store.value(forKey: "k") == nil)
+        #expect(store.damage == nil)
+    }
+}
