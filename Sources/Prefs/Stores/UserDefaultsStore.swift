@@ -19,6 +19,9 @@ public import Foundation
 public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
     /// `store.suiteName` is the suite's name, or nil for ``standard``.
     public let suiteName: String?
+    /// The domain `prefs` knows this store by, when its file is in the preferences folder: the keys declared on it
+    /// are published in that domain's schema.
+    let schemaDomain: String?
 
     /// `try UserDefaultsStore(suiteName: "group.example")` opens a named suite.
     ///
@@ -51,6 +54,11 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
 
     private init(suiteName: String?, url: URL, engine: StoreEngine, retained: Bool) {
         self.suiteName = suiteName
+        let folder = url.deletingLastPathComponent().standardizedFileURL.path(percentEncoded: false)
+        let preferences = Self.preferencesDirectory().standardizedFileURL.path(percentEncoded: false)
+        schemaDomain =
+            folder.trimmingSuffix("/") == preferences.trimmingSuffix("/")
+            ? url.deletingPathExtension().lastPathComponent : nil
         super.init(url: url, engine: engine, retained: retained)
         // Layers hook: a domain resolves keys as Foundation's UserDefaults does, through the command line's
         // arguments, and through the system-wide defaults and managed values of `$XDG_CONFIG_DIRS`.
@@ -108,5 +116,12 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
         if let problem = Locations.fileNameProblem(suiteName, what: "a suite name", suffix: ".plist") {
             throw .invalidSuiteName(suiteName, reason: problem)
         }
+    }
+}
+
+extension String {
+    /// The string without one trailing `suffix`.
+    fileprivate func trimmingSuffix(_ suffix: String) -> String {
+        hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
     }
 }
