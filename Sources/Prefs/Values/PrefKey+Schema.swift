@@ -254,3 +254,32 @@ private enum StoredKind {
     private static func wrappedName<O: _OptionalPrefValue>(_: O.Type) -> String? { name(of: O.Wrapped.self) }
     private static func rawName<R: RawRepresentable>(_: R.Type) -> String? { name(of: R.RawValue.self) }
 }
+
+extension KeyDescription {
+    /// Why `value` does not fit the key, as a phrase that follows the value (`is a string, not an int`, `is not
+    /// allowed (from 8 to 72)`); nil when it fits. A value fits a type when the app reads it as one: a whole number
+    /// a real, a double that is whole an integer, 0 and 1 a bool.
+    package func problem(with value: PrefValue) -> String? {
+        if let type, !Self.value(value, fits: type) {
+            return "is \(Self.phrase(value.typeName)), not \(Self.phrase(type))"
+        }
+        if let allowed, !allowed.allows(value) { return "is not allowed (\(allowed.text))" }
+        return nil
+    }
+
+    private static func value(_ value: PrefValue, fits type: String) -> Bool {
+        if value.typeName == type { return true }
+        switch (type, value) {
+        case ("bool", .int(0)), ("bool", .int(1)): return true
+        case ("int", .double(let real)): return real.rounded() == real && Int64(exactly: real) != nil
+        case ("double", .int), ("double", .unsignedInt), ("double", .float), ("float", .int), ("float", .double):
+            return true
+        default: return false
+        }
+    }
+
+    /// `an int`, `a string`.
+    private static func phrase(_ type: String) -> String {
+        (type.first.map { "aeiou".contains($0) } ?? false ? "an " : "a ") + type
+    }
+}

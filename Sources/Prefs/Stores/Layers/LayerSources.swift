@@ -8,7 +8,7 @@ import Foundation
 
 /// The readers of the layers that come from outside the store: the command line, the environment and the
 /// system-wide files under `$XDG_CONFIG_DIRS`. Each turns its source into plain values; ``LayerStack`` merges them.
-enum LayerSources {
+package enum LayerSources {
     // MARK: Command-line arguments
 
     /// The first characters that make Foundation try an argument's value as a property list.
@@ -21,7 +21,7 @@ enum LayerSources {
     /// `-key value` pair whose value does not itself start with `-` sets `key`. A value starting with `{`, `[`, `(`,
     /// `<` or `"` that parses as a property list is that value; anything else is the value as a string, trimmed of
     /// surrounding white space.
-    static func arguments(_ arguments: [String]) -> [String: PrefValue] {
+    package static func arguments(_ arguments: [String]) -> [String: PrefValue] {
         var values: [String: PrefValue] = [:]
         var index = 0
         while index + 1 < arguments.count {
@@ -38,7 +38,7 @@ enum LayerSources {
         return values
     }
 
-    static func argumentValue(_ raw: String) -> PrefValue {
+    package static func argumentValue(_ raw: String) -> PrefValue {
         let text = raw.trimmingCharacters(in: .whitespacesAndNewlines)
         if let first = text.first, propertyListStarts.contains(first),
             let parsed = try? PropertyListSerialization.propertyList(from: Data(text.utf8), format: nil),
@@ -54,7 +54,7 @@ enum LayerSources {
     /// The variable that sets `key` under `prefix`: the prefix, then the key in upper case with a `_` before each
     /// upper-case letter that follows a lower-case letter or digit, and every character other than an ASCII letter
     /// or digit replaced by `_`. `fontSize` → `MYAPP_FONT_SIZE`, `ui.theme` → `MYAPP_UI_THEME`.
-    static func environmentName(forKey key: String, prefix: String) -> String {
+    package static func environmentName(forKey key: String, prefix: String) -> String {
         var name = prefix
         var previous: Character?
         for character in key {
