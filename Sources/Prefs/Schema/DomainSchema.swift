@@ -8,14 +8,14 @@ package import Foundation
 ///
 /// ```json
 /// {
-///   "domain" : "com.example.notes",
-///   "environmentPrefix" : "NOTES_",
-///   "format" : "prefs-schema",
-///   "keys" : {
-///     "fontSize" : { "default" : 13, "description" : "Font size, in points", "range" : [8, 72], "type" : "int" },
-///     "theme" : { "choices" : ["light", "dark"], "default" : "light", "type" : "string" }
+///   "domain": "com.example.notes",
+///   "environmentPrefix": "NOTES_",
+///   "format": "prefs-schema",
+///   "keys": {
+///     "fontSize": { "default": 13, "description": "Font size, in points", "range": [8, 72], "type": "int" },
+///     "theme": { "choices": ["light", "dark"], "default": "light", "type": "string" }
 ///   },
-///   "version" : 1
+///   "version": 1
 /// }
 /// ```
 ///
