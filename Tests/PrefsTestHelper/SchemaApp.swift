@@ -67,3 +67,53 @@ enum SchemaAppCommands {
         return true
     }
 }
+
+/// `schema-cost APP COUNT`: what describing keys adds to a launch, in milliseconds, each from the monotonic clock:
+/// declaring COUNT keys (each with a description and a range) on the standard domain, publishing their schema the
+/// first time (the file written), and publishing it again with nothing changed (the file read and compared).
+enum SchemaCostCommand {
+    static func run(_ arguments: [String]) -> Bool {
+        guard arguments.first == "schema-cost", arguments.count == 3, let count = Int(arguments[2]) else {
+            return false
+        }
+        PrefsConfig.appIdentifier = arguments[1]
+        func milliseconds(_ body: () -> Void) -> String {
+            let start = ContinuousClock.now
+            body()
+            let elapsed = ContinuousClock.now - start
+            return String(
+                format: "%.2f", Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1e3
+            )
+        }
+        var wrappers: [StoredValue<Int>] = []
+        wrappers.reserveCapacity(count)
+        let declare = milliseconds {
+            for index in 0..<count {
+                wrappers.append(
+                    StoredValue(key: "key\(index)", default: 5, schema: .init("Setting number \(index)", range: 0...10))
+                )
+            }
+        }
+        // The same declarations on a suite outside the preferences folder, whose keys no schema records.
+        let elsewhere = try! UserDefaultsStore(
+            suiteName: "cost", directory: FileManager.default.temporaryDirectory.appending(path: "\(arguments[1])-\(getpid())"))
+        var others: [StoredValue<Int>] = []
+        let declareUnrecorded = milliseconds {
+            for index in 0..<count {
+                others.append(
+                    StoredValue(
+                        key: "key\(index)", default: 5, schema: .init("Setting number \(index)", range: 0...10),
+                        store: elsewhere))
+            }
+        }
+        emit("declare-unrecorded=\(declareUnrecorded)")
+        var written: [URL] = []
+        let first = milliseconds { written = PrefsConfig.publishSchema() }
+        var rewritten: [URL] = []
+        let again = milliseconds { rewritten = PrefsConfig.publishSchema() }
+        emit(
+            "declare=\(declare) publish-first=\(first) (files \(written.count)) publish-unchanged=\(again) (files \(rewritten.count))"
+        )
+        return true
+    }
+}
