@@ -95,8 +95,8 @@ enum SchemaCostCommand {
             }
         }
         // The same declarations on a suite outside the preferences folder, whose keys no schema records.
-        let elsewhere = try! UserDefaultsStore(
-            suiteName: "cost", directory: FileManager.default.temporaryDirectory.appending(path: "\(arguments[1])-\(getpid())"))
+        let scratch = FileManager.default.temporaryDirectory.appending(path: "\(arguments[1])-\(getpid())")
+        let elsewhere = try! UserDefaultsStore(suiteName: "cost", directory: scratch)
         var others: [StoredValue<Int>] = []
         let declareUnrecorded = milliseconds {
             for index in 0..<count {
