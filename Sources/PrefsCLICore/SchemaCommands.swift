@@ -83,7 +83,7 @@ enum SchemaCommands {
         if let problem = entry.problem(with: value) {
             let fallback = entry.defaultValue.map(ValueText.formatInline) ?? "nil"
             console.print(
-                "value: \(fallback) (the default: the \(layer)'s \(ValueText.formatInline(value)) \(problem))")
+                "value: \(fallback) (the default, read in place of \(ValueText.formatInline(value)), which \(problem))")
         } else {
             console.print("value: \(ValueText.formatInline(value))")
         }

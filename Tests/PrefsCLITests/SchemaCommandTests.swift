@@ -1,8 +1,15 @@
 import Foundation
 import Prefs
+import PrefsCLICore
 import PrefsTestSupport
 import TestThreads
 import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// Whether Python's `jsonschema` package (which `make deps` installs) can be imported here.
 let pythonJSONSchema: Bool = {
@@ -95,9 +102,9 @@ let pythonJSONSchema: Bool = {
         // A value the app does not allow: the default it reads in its place.
         try app.prefs("write", app.domain, "fontSize", "-int", "300", "--ignore-schema").expectSuccess()
         #expect(
-            try app.prefs("describe", app.domain, "fontSize").output.contains(
-                "value: 13 (the default: the user (\(app.sandbox.plist(app.domain).path(percentEncoded: false)))'s 300 "
-                    + "is not allowed (from 8 to 72))\n"))
+            try app.prefs("describe", app.domain, "fontSize").output.hasSuffix(
+                "value: 13 (the default, read in place of 300, which is not allowed (from 8 to 72))\nset by: user ("
+                    + app.sandbox.plist(app.domain).path(percentEncoded: false) + ")\n"))
 
         let missing = try app.prefs("describe", app.domain, "fontsize")
         #expect(missing.status == 1 && missing.isOneLineFailure && missing.error.contains("did you mean \"fontSize\"?"))
@@ -278,4 +285,50 @@ let pythonJSONSchema: Bool = {
         #expect(try app.prefs("read", app.domain, "fontSize").output == "300\n")
         #expect(try app.prefs("list-keys", app.domain).status == 1)
     }
+
+    /// In this process, through the package's test hook for forced values (a `prefs` child cannot be pointed
+    /// elsewhere, as no user can point an app elsewhere), with the schema in this process's own XDG_DATA_HOME.
+    @Test(.enabled(if: schemaFolderIsPrivate, "writes a schema into this process's XDG_DATA_HOME"))
+    func aForcedValueIsDescribedCheckedAndNotReset() async throws {
+        ManagedHook.turn.wait()
+        defer { ManagedHook.turn.signal() }
+        let folder = try TempDir()
+        defer { folder.cleanup() }
+        let managed = folder.file("managed-preferences")
+        try FileManager.default.createDirectory(at: managed, withIntermediateDirectories: true)
+        for path in [folder.path, managed.path] { chmod(path, 0o755) }
+        ManagedLocation.useForTesting(folder: managed.path, checkedFrom: folder.path, owner: getuid())
+        let domain = "forced-schema-\(UUID().uuidString)"
+        let forced = managed.appending(path: domain + ".plist")
+        try PropertyListSerialization.data(fromPropertyList: ["zoom": 9.0], format: .xml, options: 0).write(to: forced)
+        chmod(forced.path, 0o644)
+        let schemaFile = SchemaFiles.userFolder.appending(path: domain + ".json")
+        try FileManager.default.createDirectory(at: SchemaFiles.userFolder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: schemaFile) }
+        let zoom = KeyDescription(
+            type: "double", defaultValue: .double(1), summary: "", allowed: .range(.double(0.5), .double(4)))
+        try DomainSchema(domain: domain, keys: ["zoom": zoom]).jsonDocument().write(to: schemaFile)
+
+        func run(_ arguments: String...) async -> (status: Int32, output: String, error: String) {
+            let console = CapturedConsole()
+            let status = await PrefsTool.run(arguments, console: console.console)
+            return (status, console.output, console.error)
+        }
+        let described = await run("describe", domain, "zoom")
+        #expect(
+            described.output.hasSuffix(
+                "value: 1.0 (the default, read in place of 9.0, which is not allowed (from 0.5 to 4.0))\n"
+                    + "set by: managed (forced by the administrator)\n"), "\(described)")
+        let checked = await run("check", domain)
+        #expect(checked.status == 1 && checked.output == "managed: zoom = 9.0 is not allowed (from 0.5 to 4.0)\n")
+        #expect(await run("reset", domain, "zoom").status == 5)
+        #expect(await run("reset", domain, "--all").status == 0, "--all leaves forced keys alone")
+    }
 }
+
+/// True when this process's XDG_DATA_HOME is not the real one (as `make test` runs it).
+private let schemaFolderIsPrivate: Bool = {
+    guard let data = ProcessInfo.processInfo.environment["XDG_DATA_HOME"] else { return false }
+    let home = FileManager.default.homeDirectoryForCurrentUser.path(percentEncoded: false)
+    return !data.hasPrefix(home + "/.local")
+}()

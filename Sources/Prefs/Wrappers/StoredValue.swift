@@ -52,6 +52,8 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     /// - Parameters:
     ///   - wrappedValue: The default, read while nothing is stored.
     ///   - key: The name the value is stored under.
+    ///   - schema: What the key means and which values it allows (see ``PrefKey/Schema``); nothing by default. Every
+    ///     initialiser that takes a `key:` takes it.
     ///   - store: Where to keep it; ``PrefsConfig/defaultStore`` when nil.
     public init(
         wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil
