@@ -69,8 +69,7 @@ package struct POSIXFileSystem: FileSystem {
             guard errno == EWOULDBLOCK else { throw SystemCallError(path: path, operation: "lock").prefsError }
             let waited = clock.now() - start
             guard waited < timeout else {
-                throw PrefsError.lockTimedOut(
-                    path: path, holder: POSIX.flockHolder(of: lock.descriptor), waited: waited)
+                throw PrefsError.lockTimedOut(path: path, holder: POSIX.flockHolder(of: lock.descriptor), waited: waited)
             }
             clock.pause(min(pause, timeout - waited))
             pause = min(pause * 2, .milliseconds(5))
