@@ -21,7 +21,7 @@ rm -rf "$work/seeds"/*
 cp "$work/seeds/store.json" "$work/seeds/suite.plist" "$work/seeds/secrets.vault" "$work/seeds/shared.plist" \
     "$work/seeds/deep.json" "$work/corpus/"
 
-swiftc -sanitize=fuzzer,address -parse-as-library -O -module-name Prefs -swift-version 6 \
+swiftc -sanitize=fuzzer,address -parse-as-library -O -module-name Prefs -package-name prefs -swift-version 6 \
     -enable-upcoming-feature ExistentialAny -enable-upcoming-feature MemberImportVisibility \
     -enable-upcoming-feature InternalImportsByDefault \
     -I Sources/CSodium $(find Sources/Prefs -name '*.swift' | sort) Fuzz/FuzzEntry.swift -lsodium \

@@ -190,7 +190,7 @@ enum DomainCommands {
         let data = try BoundedInput.read(path: file, limit: BoundedInput.importLimit)
         do {
             return
-                isPropertyList(data)
+                PrefValue.isPropertyList(data)
                 ? try PrefValue.values(fromPropertyList: data, source: file)
                 : try PrefValue.values(fromJSONDocument: data, source: file)
         } catch let error as PrefsError {
@@ -454,7 +454,7 @@ enum DomainCommands {
             return
         }
         do {
-            try data.write(to: URL(filePath: path), options: .atomic)
+            try PrivateFile.replace(atPath: path, with: data)
         } catch {
             throw Failure.notFound(
                 "\(invocation.command): cannot write \(path): \((error as NSError).localizedDescription)")
@@ -492,7 +492,7 @@ enum DomainCommands {
         let values: [String: PrefValue]
         do {
             values =
-                isPropertyList(data)
+                PrefValue.isPropertyList(data)
                 ? try PrefValue.values(fromPropertyList: data, source: source)
                 : try PrefValue.values(fromJSONDocument: data, source: source)
         } catch let error as PrefsError {
@@ -505,15 +505,6 @@ enum DomainCommands {
         }
         // Keys an app cannot write (empty, or with NUL) are kept: files other tools wrote may have them.
         try UserDefaultsStore(suiteName: domain).replaceAllAsImported(values)
-    }
-
-    /// Whether `data` is a binary property list, or XML (its first character other than white space or a
-    /// byte-order mark is `<`); anything else is read as JSON.
-    static func isPropertyList(_ data: Data) -> Bool {
-        if data.starts(with: Data("bplist".utf8)) { return true }
-        var bytes = data.prefix(4096)[...]
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
-        return bytes.first { ![0x20, 0x09, 0x0A, 0x0D].contains($0) } == UInt8(ascii: "<")
     }
 
     static func watch(_ invocation: Invocation) async throws {

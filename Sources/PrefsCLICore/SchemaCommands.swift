@@ -103,9 +103,8 @@ enum SchemaCommands {
         }
         if let prefix = schema.environmentPrefix {
             let name = LayerSources.environmentName(forKey: key, prefix: prefix)
-            if let text = ProcessInfo.processInfo.environment[name] {
-                return (typed(LayerSources.argumentValue(text), entry), "environment (\(name))")
-            }
+            let found = LayerSources.environment(ProcessInfo.processInfo.environment, prefix: prefix, keys: [key])
+            if let value = found.values[key] { return (typed(value, entry), "environment (\(name))") }
         }
         if let own = store.values(in: .user)[key] {
             return (own, "user (\(store.url.path(percentEncoded: false)))")

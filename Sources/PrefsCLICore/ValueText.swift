@@ -287,8 +287,13 @@ enum ISODate {
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM|±HHMM)`; `T` may be a space, a space may come before the
     /// zone (`2024-05-01 12:00:00 +0000`, as Foundation prints dates), and the year may be signed with more digits
-    /// (`-0001`, `+10000`). Nil for anything else, including impossible dates such as February 30.
+    /// (`-0001`, `+10000`); or the seconds ``format(_:style:)`` prints for a date it cannot write so (`1e+300`,
+    /// `nan`). Nil for anything else, including impossible dates such as February 30.
     static func parse(_ text: String) -> Date? {
+        // What `format` prints for a date that is not a number or lies beyond about 292 billion years: its seconds.
+        if let seconds = Double(text), format(Date(timeIntervalSinceReferenceDate: seconds)) == text {
+            return Date(timeIntervalSinceReferenceDate: seconds)
+        }
         var scanner = Scanner(Array(text.utf8))
         let yearSign = scanner.sign()
         let yearDigits = scanner.digits()

@@ -95,6 +95,43 @@ struct ContainmentTests {
         for store in [first, second, roomy] { store.close() }
     }
 
+    /// A value a write accepts under the size limit is read by every instance with the same limits: the write
+    /// measures the text the server keeps and every read measures (`jsonb` prints a number in full: `1e-20` is 22
+    /// characters there), so no value is accepted that the next instance skips.
+    @Test func aValueAcceptedUnderTheLimitIsReadByEveryInstance() throws {
+        let database = try Database()
+        let limits = PostgresStore.Limits(largestValue: 4_096)
+        let writer = try PostgresStore(connection: database.connection, namespace: "com.example.app", limits: limits)
+        var accepted: [String: PrefValue] = [:]
+        var refused = 0
+        for exponent in [-5, -20, -100, -300, 16, 300] {
+            let number = Double("1e\(exponent)")!
+            let kinds: [PrefValue] = [
+                .double(number), .float(Float(number)), .date(Date(timeIntervalSinceReferenceDate: number)),
+            ]
+            for (kind, element) in kinds.enumerated() {
+                for count in [1, 20, 150, 600] {
+                    let key = "e\(exponent)-\(kind)-\(count)"
+                    let value = PrefValue.array(Array(repeating: element, count: count))
+                    do {
+                        try writer.setValue(value, forKey: key)
+                        accepted[key] = value
+                    } catch PrefsError.tooLarge {
+                        refused += 1
+                    }
+                }
+            }
+        }
+        #expect(refused > 0 && accepted.count > 20)
+        let reader = try PostgresStore(connection: database.connection, namespace: "com.example.app", limits: limits)
+        for (key, value) in accepted {
+            #expect(try reader.value(forKey: key) == value, "\(key)")
+        }
+        let largest = try database.sql("SELECT max(octet_length(value::text)) FROM prefs_values")
+        #expect(Int(largest[0][0] ?? "") ?? .max <= 4_096)
+        for store in [writer, reader] { store.close() }
+    }
+
     @Test func aSearchPathCannotRedirectTheStore() async throws {
         let database = try Database()
         let real = try database.store()

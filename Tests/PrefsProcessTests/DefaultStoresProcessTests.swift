@@ -31,8 +31,11 @@ import Testing
         ["XDG_CONFIG_HOME": directory.file("config").path, "XDG_DATA_HOME": directory.file("data").path]
     }
 
+    /// By default a standard domain that does not decode is kept aside, byte for byte and private, and the app goes
+    /// on from its defaults and saves again; the report says where the file went, once. A file that cannot be read
+    /// at all (a folder in its place) is never moved: reads give defaults, writes are refused, reported once.
     @Test(arguments: Damage.allCases)
-    func aDamagedStandardPlistNeverCrashesTheApp(_ damage: Damage) throws {
+    func aDamagedStandardPlistIsKeptAsideAndTheAppSavesAgain(_ damage: Damage) throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
         let plist = directory.file("config/PrefsTestHelper.plist")
@@ -41,6 +44,44 @@ import Testing
         let before = damage.snapshot(plist)
 
         let result = try ChildProcess.run(["launch"], environment: Self.environment(directory))
+
+        #expect(result.status == 0, "stderr: \(result.error)")
+        #expect(result.lines.contains("zoom=1.0 theme=light lastExport=nil"))
+        let reports = result.lines.filter { $0.hasPrefix("report: read") }
+        #expect(reports.count == 1, "reported once: \(result.lines)")
+        guard damage != .directory else {
+            #expect(result.lines.contains("after-set zoom=1.0"), "a folder in place of the file is never moved")
+            return
+        }
+        #expect(result.lines.filter { $0.hasPrefix("report: ") }.count == 1, "\(result.lines)")
+        #expect(result.lines.contains("after-set zoom=2.0"), "the app saves again: \(result.lines)")
+        let kept = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: directory.path("config")).first {
+                $0.hasPrefix("PrefsTestHelper.plist.damaged-")
+            })
+        #expect(reports.first?.contains(kept) == true, "the report names where the file went: \(reports)")
+        let keptURL = directory.file("config/" + kept)
+        #expect(try Data(contentsOf: keptURL) == before, "kept byte for byte")
+        let mode = try FileManager.default.attributesOfItem(atPath: keptURL.path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        #expect(
+            try UserDefaultsStore(suiteName: "PrefsTestHelper", directory: directory.file("config"))
+                .value(forKey: "zoom") == .double(2))
+    }
+
+    /// With `PrefsConfig.damagedStandardDomain = .refuse` the damaged file stays where it is and writes are refused.
+    @Test(arguments: Damage.allCases)
+    func aDamagedStandardPlistIsLeftAloneWhenTheAppSaysSo(_ damage: Damage) throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let plist = directory.file("config/PrefsTestHelper.plist")
+        try directory.createFolders(["config"])
+        try damage.make(at: plist)
+        let before = damage.snapshot(plist)
+
+        var environment = Self.environment(directory)
+        environment["PREFS_TEST_DAMAGE"] = "refuse"
+        let result = try ChildProcess.run(["launch"], environment: environment)
 
         #expect(result.status == 0, "stderr: \(result.error)")
         #expect(result.lines.contains("zoom=1.0 theme=light lastExport=nil"))

@@ -25,6 +25,10 @@ enum DefaultStoreCommands {
             // default stores, then prints each value and every report.
             installCountingHandler()
             if arguments.count > 1 { PrefsConfig.appIdentifier = arguments[1] }
+            // PREFS_TEST_DAMAGE=refuse: the app chose to leave a damaged standard domain where it is.
+            if ProcessInfo.processInfo.environment["PREFS_TEST_DAMAGE"] == "refuse" {
+                PrefsConfig.damagedStandardDomain = .refuse
+            }
             let settings = AppSettings()
             print("zoom=\(settings.zoom) theme=\(settings.theme) lastExport=\(String(describing: settings.lastExport))")
             print("token=\(settings.token ?? "nil")")

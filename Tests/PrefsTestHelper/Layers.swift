@@ -30,6 +30,10 @@ enum LayerCommands {
             // layers-app APP [-key value …]: LAYERS_PREFIX sets PrefsConfig.environmentPrefix, LAYERS_ACTION is
             // "set" (volume = 7 through the wrapper, then through the typed store API) or "reset".
             app(arguments[1])
+        case "argument-forms":
+            // argument-forms APP [-key value …]: for each key, what Foundation's typed getters and Prefs' typed
+            // reads of the standard domain make of its argument, one line per key and type.
+            argumentForms(arguments[1])
         case "layers-watch":
             // layers-watch APP COUNT: prints the volume (current value first) for COUNT values.
             PrefsConfig.appIdentifier = arguments[1]
@@ -82,6 +86,39 @@ enum LayerCommands {
         let all = reports.withLock { $0 }
         for report in all { emit("report: \(report)") }
         emit("reports=\(all.count)")
+    }
+
+    private static func argumentForms(_ identifier: String) {
+        PrefsConfig.appIdentifier = identifier
+        let store = UserDefaultsStore.standard
+        let defaults = UserDefaults.standard
+        func prefs(_ read: () throws -> String) -> String { (try? read()) ?? "unreadable" }
+        let words = CommandLine.arguments
+        let keys = words.indices.compactMap { index -> String? in
+            guard words[index].hasPrefix("-"), index + 1 < words.count, !words[index + 1].hasPrefix("-") else {
+                return nil
+            }
+            return String(words[index].dropFirst())
+        }
+        for key in keys {
+            func line(_ type: String, _ foundation: String, _ ours: () throws -> String) {
+                emit([key, type, foundation, (try? ours()) ?? "unreadable"].joined(separator: "\t"))
+            }
+            line("int", "\(defaults.integer(forKey: key))") { "\(try store.value(for: PrefKey(key, default: 0)))" }
+            line("double", "\(defaults.double(forKey: key))") { "\(try store.value(for: PrefKey(key, default: 0.0)))" }
+            line("float", "\(defaults.float(forKey: key))") {
+                "\(try store.value(for: PrefKey(key, default: Float(0))))"
+            }
+            line("bool", "\(defaults.bool(forKey: key))") { "\(try store.value(for: PrefKey(key, default: false)))" }
+            line("string", defaults.string(forKey: key) ?? "nil") { try store.value(for: PrefKey(key, default: "")) }
+            line("strings", defaults.stringArray(forKey: key).map { "\($0)" } ?? "nil") {
+                "\(try store.value(for: PrefKey(key, default: [String]())))"
+            }
+            let members = defaults.dictionary(forKey: key) as? [String: String]
+            line("dictionary", members.map { "\($0.sorted { $0.key < $1.key })" } ?? "nil") {
+                "\(try store.value(for: PrefKey(key, default: [String: String]())).sorted { $0.key < $1.key })"
+            }
+        }
     }
 
     private static func layerName<Value>(_ value: StoredValue<Value>) -> String {

@@ -130,7 +130,8 @@ struct FileLayerTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path("sub")) == ["prefs.json"])
         let taken = Atomic<Bool>(false)
         let other = Thread {
-            guard let second = try? fileSystem.lock(path, timeout: .seconds(30), clock: .system, creatingWith: nil) else { return }
+            guard let second = try? fileSystem.lock(path, timeout: .seconds(30), clock: .system, creatingWith: nil)
+            else { return }
             taken.store(!second.createdEmpty, ordering: .relaxed)
             second.release()
         }

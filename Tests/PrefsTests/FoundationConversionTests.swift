@@ -63,7 +63,7 @@ enum DefaultsKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
     @Test(arguments: DefaultsKind.allCases) func getRegisteredDefaultItemNSString(_ kind: DefaultsKind) throws {
         try kind.withStore { store throws in
-            let text = PrefValue(foundationObject: "hello" as NSString) ?? .string("")
+            let text = FoundationBridge.value("hello" as NSString) ?? .string("")
             #expect(try read(registered(text, in: store), String.self, default: "") == "hello")
         }
     }
@@ -79,7 +79,7 @@ enum DefaultsKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
     @Test(arguments: DefaultsKind.allCases) func getRegisteredDefaultItemNSURL(_ kind: DefaultsKind) throws {
         try kind.withStore { store throws in
             // An NSURL registered the way Foundation keeps one: its path.
-            let path = PrefValue(foundationObject: NSURL(fileURLWithPath: "/hello/world") as URL) ?? .string("")
+            let path = FoundationBridge.value(NSURL(fileURLWithPath: "/hello/world") as URL) ?? .string("")
             let url = try read(registered(path, in: store), URL.self, default: URL(string: "about:blank")!)
             #expect(url == URL(fileURLWithPath: "/hello/world"))
         }
@@ -95,7 +95,7 @@ enum DefaultsKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
     @Test(arguments: DefaultsKind.allCases) func getRegisteredDefaultItemNSData(_ kind: DefaultsKind) throws {
         try kind.withStore { store throws in
             let bytes: [UInt8] = [0, 1, 2, 3, 4]
-            let data = PrefValue(foundationObject: NSData(bytes: bytes, length: bytes.count) as Data) ?? .data(Data())
+            let data = FoundationBridge.value(NSData(bytes: bytes, length: bytes.count) as Data) ?? .data(Data())
             #expect(try read(registered(data, in: store), Data.self, default: Data()) == Data(bytes))
         }
     }
@@ -137,7 +137,7 @@ enum DefaultsKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
     }
 
     @Test(arguments: DefaultsKind.allCases) func setValueNSString(_ kind: DefaultsKind) throws {
-        let text = PrefValue(foundationObject: "hello" as NSString) ?? .string("")
+        let text = FoundationBridge.value("hello" as NSString) ?? .string("")
         #expect(try setThenRead(text, as: String.self, default: "", kind) == "hello")
     }
 
@@ -151,7 +151,7 @@ enum DefaultsKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
     @Test(arguments: DefaultsKind.allCases) func setValueNSURL(_ kind: DefaultsKind) throws {
         // Foundation keeps a URL as its path; Prefs reads that path as the same file URL.
-        let path = PrefValue(foundationObject: NSURL(fileURLWithPath: "/hello/world") as URL) ?? .string("")
+        let path = FoundationBridge.value(NSURL(fileURLWithPath: "/hello/world") as URL) ?? .string("")
         let url = try setThenRead(path, as: URL.self, default: URL(string: "about:blank")!, kind)
         #expect(url == URL(fileURLWithPath: "/hello/world"))
     }
@@ -163,7 +163,7 @@ enum DefaultsKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
     @Test(arguments: DefaultsKind.allCases) func setValueNSData(_ kind: DefaultsKind) throws {
         let bytes: [UInt8] = [0, 1, 2, 3, 4]
-        let data = PrefValue(foundationObject: NSData(bytes: bytes, length: bytes.count) as Data) ?? .data(Data())
+        let data = FoundationBridge.value(NSData(bytes: bytes, length: bytes.count) as Data) ?? .data(Data())
         #expect(try setThenRead(data, as: Data.self, default: Data(), kind) == Data(bytes))
     }
 
@@ -311,12 +311,12 @@ enum DefaultsKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         Reports.install()
         try kind.withStore { store throws in
             let key = uniqueKey("unfit")
-            try store.setValue(.string("12abc"), forKey: key)
+            try store.setValue(.string("twelve"), forKey: key)
             let volume = StoredValue(key: key, default: 5, store: store)
             #expect(volume.wrappedValue == 5)
             #expect(volume.wrappedValue == 5)
             #expect(Reports.for(key).count == 1)
-            #expect(try store.value(forKey: key) == .string("12abc"), "nothing stored is overwritten")
+            #expect(try store.value(forKey: key) == .string("twelve"), "nothing stored is overwritten")
         }
     }
 

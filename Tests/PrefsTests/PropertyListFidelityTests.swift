@@ -249,7 +249,7 @@ struct DamagedXMLPropertyListTests {
 
     @Test(arguments: [
         "<data>AAE*AgM=</data>", "<data>AAEC=AM=</data>", "<data>AAECA</data>", "<date>2024-13-01T00:00:00Z</date>",
-        "<date>2023-02-29T00:00:00Z</date>", "<date>2024-01-01T24:00:00Z</date>", "<date>2024-01-01</date>",
+        "<date>2023-02-29T00:00:00Z</date>", "<date>2024-04-31T00:00:00Z</date>", "<date>2024-01-01</date>",
         "<date>yesterday</date>", "<date></date>",
     ])
     func damagedDataAndDatesAreRefused(_ element: String) throws {

@@ -182,9 +182,9 @@ struct SecureStoredValueTests {
         defer { vault.directory.cleanup() }
         try vault.store.setValue(.int(1), forKey: "k")
         var bytes = try Data(contentsOf: vault.url)
-        bytes[8] = 3  // the little-endian format version follows the 8-byte magic
+        bytes[8] = 4  // the little-endian format version follows the 8-byte magic
         try bytes.write(to: vault.url)
-        #expect(throws: VaultError.unsupportedFormatVersion(3)) { try vault.reopen() }
+        #expect(throws: VaultError.unsupportedFormatVersion(4)) { try vault.reopen() }
         #expect(try Data(contentsOf: vault.url) == bytes)
     }
 

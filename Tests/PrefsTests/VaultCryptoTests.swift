@@ -91,11 +91,11 @@ struct VaultCryptoTests {
         let key = try Self.resolveRaw(7)
         let sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)
         #expect(Array(sealed.prefix(8)) == Array("PREFSVLT".utf8))
-        #expect(sealed[Offset.version] == 2 && sealed[Offset.version + 1] == 0)
+        #expect(sealed[Offset.version] == 3 && sealed[Offset.version + 1] == 0)
         #expect(sealed[Offset.kdfID] == 0)
         #expect(sealed[Offset.ciphertextLength] == 76)
         let header = try VaultFormat.parseHeader(sealed)
-        #expect(header.version == 2)
+        #expect(header.version == 3)
         #expect(header.kdf == .none)
         #expect(header.identity?.id == Array(sealed[Offset.vaultID..<Offset.vaultID + 16]))
         #expect(header.identity?.generation == 1 && sealed[Offset.generation] == 1)
@@ -202,9 +202,13 @@ struct VaultCryptoTests {
                 case 0..<Offset.version:
                     #expect(error == .notAVault(reason: "missing PREFSVLT signature"))
                 case Offset.version..<Offset.kdfID:
-                    guard case .unsupportedFormatVersion(let version) = error, version != 1 else {
-                        Issue.record("byte \(byteIndex): \(error)")
-                        continue
+                    // Another readable version (3 to 2) is another header, which the AEAD refuses.
+                    switch error {
+                    case .unsupportedFormatVersion(let version) where !VaultHeader.readableVersions.contains(version):
+                        break
+                    case .authenticationFailed where VaultHeader.readableVersions.contains(3 ^ UInt16(1 << bit)):
+                        break
+                    default: Issue.record("byte \(byteIndex): \(error)")
                     }
                 case Offset.ciphertextLength..<Offset.vaultID:
                     switch error {
@@ -276,11 +280,33 @@ struct VaultCryptoTests {
     @Test func futureVersionIsRefused() throws {
         let key = try Self.resolveRaw(7)
         var sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)
-        sealed[Offset.version] = 3
-        #expect(throws: VaultError.unsupportedFormatVersion(3)) { try VaultFormat.open(sealed, key: key) }
+        sealed[Offset.version] = 4
+        #expect(throws: VaultError.unsupportedFormatVersion(4)) { try VaultFormat.open(sealed, key: key) }
         sealed[Offset.version] = 0x34
         sealed[Offset.version + 1] = 0x12
         #expect(throws: VaultError.unsupportedFormatVersion(0x1234)) { try VaultFormat.parseHeader(sealed) }
+        #expect(VaultError.unsupportedFormatVersion(4).description.contains("update the app"))
+    }
+
+    /// The version says which payload a vault holds: a version 3 vault holding the encoding of version 2 is refused.
+    @Test func aPayloadOtherThanTheVersionSaysIsRefused() throws {
+        let key = try Self.resolveRaw(7)
+        let sealed = VaultFormat.seal(Data([VaultPayload.legacyVersion, 0, 0, 0, 0]), key: key, kdf: .none)
+        #expect(throws: VaultError.self) {
+            try VaultFormat.withPlaintext(of: sealed, key: key) { (bytes) throws(PrefsError) in
+                try VaultPayload.decode(bytes, path: "v")
+            }
+        }
+    }
+
+    /// Version 1 (no vault id, no generation) was written only by development builds before version 2: refused,
+    /// with a message that does not send the user to update.
+    @Test func aVersion1VaultIsRefused() throws {
+        let key = try Self.resolveRaw(7)
+        var sealed = VaultFormat.seal(Self.sixtyBytes, key: key, kdf: .none)
+        sealed[Offset.version] = 1
+        #expect(throws: VaultError.unsupportedFormatVersion(1)) { try VaultFormat.parseHeader(sealed) }
+        #expect(!VaultError.unsupportedFormatVersion(1).description.contains("update the app"))
     }
 
     @Test func unknownKDFIsRefused() throws {

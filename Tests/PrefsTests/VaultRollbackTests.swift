@@ -194,29 +194,33 @@ private func isRollback(_ error: any Error) -> Bool {
         #expect(throws: VaultError.self) { try reopening.decode(read, path: path) }
     }
 
-    @Test func version1VaultsOpenAndAreUpgradedOnTheirNextWrite() throws {
-        let vault = try Vault()
-        defer { vault.directory.cleanup() }
-        try vault.store.setValue(.string("v"), forKey: "k")  // creates the key file
-        let key = try VaultKey.keyFile(vault.keyFile).resolve(for: nil, creating: false)
-        let plaintext = try VaultPayload.encode(["k": .string("from version 1")])
-        let version1 = vault.directory.file("old.vault")
-        try VaultFormat.seal(plaintext, key: key.key, kdf: .none, identity: nil).write(to: version1)
-        #expect(try VaultFormat.parseHeader(Data(contentsOf: version1)).version == 1)
+    /// A vault of format 2 (its payload in the encoding that came before binary property lists), as abb1d51 wrote
+    /// it under a raw key of the bytes 1 to 32: it opens with every value, and its next write rewrites it in format
+    /// 3, keeping its id and counting on from its generation.
+    @Test func aVersion2VaultOpensAndIsRewrittenInVersion3OnItsNextWrite() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("old.vault")
+        try Version2Vault.file.write(to: url)
+        let key = VaultKey.raw(Data(1...32))
+        let before = try VaultFormat.parseHeader(Version2Vault.file)
+        #expect(before.version == 2)
 
-        let store = try EncryptedFileStore(url: version1, key: .keyFile(vault.keyFile))
-        #expect(try store.value(forKey: "k") == .string("from version 1"))
-        try store.setValue(.string("upgraded"), forKey: "k")
-        let header = try VaultFormat.parseHeader(Data(contentsOf: version1))
-        #expect(header.version == 2 && header.identity?.generation == 1)
-        // Once upgraded, the version 1 copy is an older vault.
-        let upgraded = try Data(contentsOf: version1)
-        try VaultFormat.seal(plaintext, key: key.key, kdf: .none, identity: nil).write(to: version1)
-        #expect(throws: VaultError.self) { try EncryptedFileStore(url: version1, key: .keyFile(vault.keyFile)) }
-        try upgraded.write(to: version1)
-        #expect(
-            try EncryptedFileStore(url: version1, key: .keyFile(vault.keyFile)).value(forKey: "k")
-                == .string("upgraded"))
+        let store = try EncryptedFileStore(url: url, key: key)
+        #expect(try store.allValues() == Version2Vault.values)
+        try store.setValue(.string("rewritten"), forKey: "token")
+        let after = try Data(contentsOf: url)
+        let header = try VaultFormat.parseHeader(after)
+        #expect(header.version == 3)
+        #expect(header.identity?.id == before.identity?.id && header.identity?.generation == 6)
+        let plaintext = try VaultFormat.open(after, key: SecureBytes(copying: Data(1...32)))
+        #expect(BinaryPropertyList.startsWithMagic(plaintext))
+        var expected = Version2Vault.values
+        expected["token"] = .string("rewritten")
+        #expect(try EncryptedFileStore(url: url, key: key).allValues() == expected)
+        // Once rewritten, the format 2 copy is an older vault.
+        try Version2Vault.file.write(to: url)
+        #expect(throws: VaultError.self) { try EncryptedFileStore(url: url, key: key) }
     }
 
     @Test func everyWriteAdvancesTheGenerationAndRekeyKeepsTheVaultID() throws {
@@ -229,4 +233,31 @@ private func isRollback(_ error: any Error) -> Bool {
         let third = try #require(VaultFormat.parseHeader(Data(contentsOf: vault.url)).identity)
         #expect(third.id == first.id && third.generation == first.generation + 2)
     }
+}
+
+/// A vault written by abb1d51 (format 2): the values below, sealed under the raw key of the bytes 1 to 32, with the
+/// vault id A0…AF and generation 5.
+enum Version2Vault {
+    static let values: [String: PrefValue] = [
+        "flag": .bool(true), "off": .bool(false), "count": .int(-42), "big": .unsignedInt(.max),
+        "ratio": .float(0.1), "pi": .double(3.141592653589793), "negativeZero": .double(-0.0),
+        "when": .date(Date(timeIntervalSinceReferenceDate: 786_123_456.789)),
+        "token": .string("eyJhbGciOi…é👋"), "blob": .data(Data([0, 1, 2, 0xFE, 0xFF])),
+        "list": .array([.string("a"), .int(1), .array([]), .dictionary(["x": .bool(false)])]),
+        "nested": .dictionary(["inner": .dictionary(["deep": .string("value")]), "empty": .dictionary([:])]),
+        "": .string("empty key"),
+    ]
+
+    static let file = Data(
+        base64Encoded: """
+            UFJFRlNWTFQCAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAIaXFwQQ3r99HwILbJSdv8MYWWrOkBVUZj0BAAAAAAAA
+            oKGio6SlpqeoqaqrrK2urwUAAAAAAAAAAgse8ArXo08QKOINWOosjh1l7ZscCUhpRLipLuQCIBCg071xhr2Luj3Wi2KkuP+2O8aG
+            EOZkZ1R77jKq6e5dalFAh9Yjy/xsdvbfscD8yNbRRLv03nsZ4ldMpaSOgv5V1Y75EdCzJyPiqb/ImecmyMy9FwvkSORUF93zsljS
+            XsZTsr4UkYt8N0bp+G80O0fZEKmVz85EECXa5FYEK1kJFM+h2rppZ4CQwYszgMdMQIQohVEtZfRH6H8Jun/aeG6eySjUDHhRUkOS
+            644P4XRu/1iOoAPsGwm4RePrQZl67LfDoFxnkKJ71vkKp19FwVNSwj7qWWOHu1q02AExk9osJHOAkAc8FA3XCT5LhZk42Na5CRan
+            emIwuE9mu/rStQQtIrq5Z3S14tmcfHH0aoPaqz2otggevSsoKCNvd3M=
+            """, options: .ignoreUnknownCharacters)!
+
+    /// The plaintext inside ``file``: a payload of format 2.
+    static func payload() throws -> Data { try VaultFormat.open(file, key: SecureBytes(copying: Data(1...32))) }
 }

@@ -21,6 +21,8 @@ enum DefaultStores {
         var environmentPrefix: String?
         /// Whether the standard domain has checked, once, that it is the domain `UserDefaults.standard` uses.
         var checkedFoundationDomain = false
+        /// What the standard domain does with a file that does not decode (`PrefsConfig.damagedStandardDomain`).
+        var damagedStandardDomain = DamagedFilePolicy.keepAside
     }
 
     static let state = Mutex(State())
@@ -112,7 +114,8 @@ enum DefaultStores {
         if let standard = state.withLock({ $0.standard }) { return standard }
         let standard = openOnce(\.standard) { app in
             let url = Locations.current.configHome.appending(path: app + ".plist")
-            let opened = UserDefaultsStore.openDomain(url: url)
+            let opened = UserDefaultsStore.openDomain(
+                url: url, onDamage: state.withLock { $0.damagedStandardDomain })
             return (opened.store, opened.error, url.path(percentEncoded: false))
         }
         if let prefix = state.withLock({ $0.environmentPrefix }) { standard.addLayer(.environment(prefix: prefix)) }

@@ -116,6 +116,17 @@ public enum PrefsConfig {
         set { ErrorReporter.current = newValue }
     }
 
+    /// `PrefsConfig.damagedStandardDomain = .refuse`, set first thing at startup, says what the standard domain does
+    /// when its file does not decode. By default it keeps the file aside and starts afresh
+    /// (``DamagedFilePolicy/keepAside``), reporting where the file went, so an app that wrote no code for a damaged
+    /// file can still save its settings; ``DamagedFilePolicy/refuse`` leaves the file and refuses writes until it is
+    /// repaired or moved aside (``FileBackedStore/moveDamagedFileAside()``). Set after the standard domain opened,
+    /// it changes nothing for it. The default vault never moves its file (a wrong key looks the same as damage).
+    public static var damagedStandardDomain: DamagedFilePolicy {
+        get { DefaultStores.state.withLock { $0.damagedStandardDomain } }
+        set { DefaultStores.state.withLock { $0.damagedStandardDomain = newValue } }
+    }
+
     /// `PrefsConfig.lockTimeout = .seconds(2)` bounds how long a write to a file store waits for the file's lock
     /// while another process holds it; past it the write throws ``PrefsError/lockTimedOut(path:holder:waited:)``
     /// and nothing is written. The default is 5 seconds.

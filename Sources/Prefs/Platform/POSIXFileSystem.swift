@@ -69,7 +69,8 @@ package struct POSIXFileSystem: FileSystem {
             guard errno == EWOULDBLOCK else { throw SystemCallError(path: path, operation: "lock").prefsError }
             let waited = clock.now() - start
             guard waited < timeout else {
-                throw PrefsError.lockTimedOut(path: path, holder: POSIX.flockHolder(of: lock.descriptor), waited: waited)
+                throw PrefsError.lockTimedOut(
+                    path: path, holder: POSIX.flockHolder(of: lock.descriptor), waited: waited)
             }
             clock.pause(min(pause, timeout - waited))
             pause = min(pause * 2, .milliseconds(5))
@@ -218,6 +219,8 @@ package struct POSIXFileSystem: FileSystem {
         guard link(path, destination) == 0 else {
             throw SystemCallError(path: destination, operation: "move aside to")
         }
+        // Kept private whoever wrote it: a damaged preferences file may hold anything.
+        _ = chmod(destination, 0o600)
         guard unlink(path) == 0 else { throw SystemCallError(path: path, operation: "move aside") }
     }
 

@@ -7,7 +7,7 @@ public enum VaultError: Error, Sendable, Equatable {
     /// `.authenticationFailed`: the vault could not be decrypted, because either the key is wrong or the file was
     /// modified. The two are indistinguishable by design.
     case authenticationFailed
-    /// `.unsupportedFormatVersion(2)`: a vault written by a newer (or unknown) version of the format.
+    /// `.unsupportedFormatVersion(4)`: a vault written by a newer (or unknown) version of the format.
     case unsupportedFormatVersion(UInt16)
     /// `.notAVault(reason:)`: a file that is not a vault at all, or whose header is malformed.
     case notAVault(reason: String)
@@ -40,8 +40,11 @@ extension VaultError: LocalizedError, CustomStringConvertible {
         switch self {
         case .authenticationFailed:
             "authentication failed: wrong key or the vault was modified; the file was left untouched"
+        case .unsupportedFormatVersion(let version) where version < 2:
+            "vault format version \(version) is not supported (this build reads versions 2 and 3): it was only "
+                + "written by development builds before the first release; the file was left untouched"
         case .unsupportedFormatVersion(let version):
-            "vault format version \(version) is not supported (this build reads versions 1 and 2); "
+            "vault format version \(version) is not supported (this build reads versions 2 and 3); "
                 + "update the app to open it; the file was left untouched"
         case .notAVault(let reason): "not a Prefs vault (\(reason)); the file was left untouched"
         case .truncated(let expected, let actual):

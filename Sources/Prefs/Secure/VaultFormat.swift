@@ -101,22 +101,21 @@ struct VaultIdentity: Sendable, Equatable {
 ///
 /// ```
 /// magic "PREFSVLT" (8) | version u16 LE | kdf id u8 | opslimit u64 LE | memlimit u64 LE | salt (16) | nonce (24)
-/// | ciphertext length u64 LE | vault id (16) | generation u64 LE          (the last two from version 2 on)
-/// | ciphertext (plaintext + 16-byte tag)
+/// | ciphertext length u64 LE | vault id (16) | generation u64 LE | ciphertext (plaintext + 16-byte tag)
 /// ```
 ///
-/// Version 1 files (without id and generation) are still read; every write produces version 2. The plaintext is a
-/// ``VaultPayload``: the store's values in a compact, versioned binary encoding.
+/// The version says what the plaintext is (``VaultPayload``): in version 3, which every write produces, a binary
+/// property list of the store's values; in version 2, still read, the compact encoding that came before it.
 struct VaultHeader: Sendable, Equatable {
     static let magic: [UInt8] = Array("PREFSVLT".utf8)
-    static let currentVersion: UInt16 = 2
+    static let currentVersion: UInt16 = 3
+    /// The versions this build reads.
+    static let readableVersions: ClosedRange<UInt16> = 2...3
     static let nonceCount = 24
     static let tagCount = 16
-    /// Version 1: 8 + 2 + 1 + 8 + 8 + 16 + 24 + 8 = 75 bytes.
-    static let version1Count = 8 + 2 + 1 + 8 + 8 + KDFParameters.saltCount + nonceCount + 8
-    /// Version 2 adds the vault id and the generation: 99 bytes.
-    static let count = version1Count + VaultIdentity.idCount + 8
-    /// The shortest possible vault this build writes: a header and the tag of an empty plaintext.
+    /// 8 + 2 + 1 + 8 + 8 + 16 + 24 + 8 + 16 + 8 = 99 bytes.
+    static let count = 8 + 2 + 1 + 8 + 8 + KDFParameters.saltCount + nonceCount + 8 + VaultIdentity.idCount + 8
+    /// The shortest possible vault: a header and the tag of an empty plaintext.
     static let minimumFileCount = count + tagCount
 
     var version: UInt16
@@ -125,21 +124,17 @@ struct VaultHeader: Sendable, Equatable {
     var nonce: [UInt8]
     /// The length of ciphertext plus tag that follows the header.
     var ciphertextLength: UInt64
-    /// Nil in a version 1 file.
+    /// Never nil in a header read or written: every readable version has one.
     var identity: VaultIdentity?
 
-    /// A header to write; without an identity, a version 1 header (only tests write those, to check that old
-    /// vaults still open).
-    init(kdf: KDFParameters, nonce: [UInt8], ciphertextLength: UInt64, identity: VaultIdentity?) {
-        self.version = identity == nil ? 1 : Self.currentVersion
+    /// A header to write, of the current version.
+    init(kdf: KDFParameters, nonce: [UInt8], ciphertextLength: UInt64, identity: VaultIdentity) {
+        self.version = Self.currentVersion
         self.kdf = kdf
         self.nonce = nonce
         self.ciphertextLength = ciphertextLength
         self.identity = identity
     }
-
-    /// The number of header bytes of a file of `version`.
-    static func count(version: UInt16) -> Int { version == 1 ? version1Count : count }
 
     /// The header bytes as written to disk.
     func serialized() -> [UInt8] {
@@ -157,7 +152,7 @@ struct VaultHeader: Sendable, Equatable {
             out += identity.id
             out.appendLittleEndian(identity.generation)
         }
-        assert(out.count == Self.count(version: version))
+        assert(out.count == Self.count)
         return out
     }
 
@@ -176,12 +171,11 @@ struct VaultHeader: Sendable, Equatable {
             do throws(BinaryFormatFailure) {
                 try reader.skip(Self.magic.count)
                 let version = try reader.integer(UInt16.self)
-                guard version == 1 || version == Self.currentVersion else {
+                guard Self.readableVersions.contains(version) else {
                     return .failure(.unsupportedFormatVersion(version))
                 }
-                guard fileCount >= Self.count(version: version) + Self.tagCount else {
-                    return .failure(
-                        .truncated(expected: Self.count(version: version) + Self.tagCount, actual: fileCount))
+                guard fileCount >= Self.minimumFileCount else {
+                    return .failure(.truncated(expected: Self.minimumFileCount, actual: fileCount))
                 }
                 let kdfID = try reader.byte()
                 guard let algorithm = KDFParameters.Algorithm(rawValue: kdfID) else {
@@ -193,11 +187,8 @@ struct VaultHeader: Sendable, Equatable {
                 let kdf = KDFParameters(algorithm: algorithm, opsLimit: opsLimit, memLimit: memLimit, salt: salt)
                 let nonce = Array(try reader.slice(Self.nonceCount))
                 let ciphertextLength = try reader.integer(UInt64.self)
-                var identity: VaultIdentity?
-                if version >= 2 {
-                    let id = Array(try reader.slice(VaultIdentity.idCount))
-                    identity = VaultIdentity(id: id, generation: try reader.integer(UInt64.self))
-                }
+                let id = Array(try reader.slice(VaultIdentity.idCount))
+                let identity = VaultIdentity(id: id, generation: try reader.integer(UInt64.self))
                 return .success(
                     VaultHeader(
                         version: version, kdf: kdf, nonce: nonce, ciphertextLength: ciphertextLength,
@@ -209,7 +200,7 @@ struct VaultHeader: Sendable, Equatable {
         }
         self = try parsed.get()
 
-        let headerCount = Self.count(version: version)
+        let headerCount = Self.count
         let remaining = UInt64(fileCount - headerCount)
         guard ciphertextLength >= UInt64(Self.tagCount) else {
             throw .notAVault(reason: "ciphertext length \(ciphertextLength) is shorter than the authentication tag")
@@ -241,10 +232,10 @@ struct VaultHeader: Sendable, Equatable {
 enum VaultFormat {
     static let keyCount = 32
 
-    /// Encrypts `plaintext` under `key` with a fresh random nonce and returns the complete vault file, whose
-    /// header carries `identity` (by default a new vault's).
+    /// Encrypts `plaintext` (a ``VaultPayload`` of the current version) under `key` with a fresh random nonce and
+    /// returns the complete vault file, whose header carries `identity` (by default a new vault's).
     static func seal(
-        _ plaintext: Data, key: SecureBytes, kdf: KDFParameters, identity: VaultIdentity? = .fresh()
+        _ plaintext: Data, key: SecureBytes, kdf: KDFParameters, identity: VaultIdentity = .fresh()
     ) -> Data {
         precondition(key.count == keyCount, "vault keys are \(keyCount) bytes")
         Sodium.ensureInitialized()
@@ -290,7 +281,8 @@ enum VaultFormat {
     }
 
     /// Decrypts a complete vault file into a buffer, hands the plaintext to `body`, and zeroes the buffer before it
-    /// returns, whatever `body` does: the plaintext lives only as long as `body` runs.
+    /// returns, whatever `body` does: the plaintext lives only as long as `body` runs. A plaintext whose encoding is
+    /// not the one its header's version says throws ``VaultError/notAVault(reason:)``.
     static func withPlaintext<Result>(
         of bytes: Data, key: SecureBytes, _ body: (UnsafeRawBufferPointer) throws(PrefsError) -> Result
     ) throws -> Result {
@@ -309,7 +301,11 @@ enum VaultFormat {
         return try buffer.withUnsafeMutableBytes { plaintext in
             defer { secureZero(plaintext) }
             try decrypt(bytes, header: header, key: key, into: plaintext)
-            return try body(UnsafeRawBufferPointer(plaintext))
+            let payload = UnsafeRawBufferPointer(plaintext)
+            guard VaultPayload.isLegacy(payload) == (header.version < 3) else {
+                throw VaultError.notAVault(reason: "its payload is not the one format version \(header.version) holds")
+            }
+            return try body(payload)
         }
     }
 
@@ -323,7 +319,7 @@ enum VaultFormat {
         _ bytes: Data, header: VaultHeader, key: SecureBytes, into plainBuffer: UnsafeMutableRawBufferPointer
     ) throws(VaultError) {
         precondition(key.count == keyCount, "vault keys are \(keyCount) bytes")
-        let headerCount = VaultHeader.count(version: header.version)
+        let headerCount = VaultHeader.count
         let headerBytes = Array(bytes.prefix(headerCount))  // authenticate exactly what is on disk
         let status = bytes.withUnsafeBytes { fileBuffer in
             key.withUnsafeBytes { keyBuffer in

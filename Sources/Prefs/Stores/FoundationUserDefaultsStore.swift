@@ -318,128 +318,16 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
 
     // MARK: Conversions
 
-    /// A value as the object Foundation stores.
-    static func object(_ value: PrefValue) -> Any {
-        switch value {
-        case .bool(let flag): flag
-        case .int(let number): Int(truncatingIfNeeded: number)  // Foundation's `integer(forKey:)` reads only `Int`s
-        case .unsignedInt(let number): number
-        case .float(let number): number
-        case .double(let number): number
-        case .string(let text): text
-        case .data(let bytes): bytes
-        case .date(let date): Self.fractionalDateText(date) ?? date
-        case .array(let elements): elements.map(object)
-        case .dictionary(let members): members.mapValues(object)
-        }
-    }
+    /// A value as the object Foundation stores (``FoundationBridge/object(_:fractionalDatesAsText:)``).
+    static func object(_ value: PrefValue) -> Any { FoundationBridge.object(value, fractionalDatesAsText: true) }
 
-    /// A date with a sub-second part as ISO 8601 text with every digit of that part
-    /// (`2001-01-02T10:17:36.789000000004307Z`), which a typed read turns back into exactly the same date; nil for
-    /// a date of whole seconds, which Foundation keeps as a date. (Foundation's file keeps whole seconds only.)
-    static func fractionalDateText(_ date: Date) -> String? {
-        let seconds = date.timeIntervalSinceReferenceDate
-        guard seconds.isFinite else { return nil }
-        let whole = seconds.rounded(.down)
-        let fraction = seconds - whole  // exact: both are close to `seconds`
-        guard fraction > 0, let digits = fractionDigits(fraction) else { return nil }
-        let text = Date(timeIntervalSinceReferenceDate: whole).formatted(.iso8601)
-        guard text.hasSuffix("Z") else { return nil }
-        return text.dropLast() + "." + digits + "Z"
-    }
-
-    /// The digits after "0." of the shortest text that reads back as `fraction` (0 < fraction < 1), written out
-    /// where Swift would use an exponent (`1.5e-07` is `00000015`).
-    private static func fractionDigits(_ fraction: Double) -> String? {
-        let text = fraction.description
-        if text.hasPrefix("0.") { return String(text.dropFirst(2)) }
-        let parts = text.split(separator: "e")
-        guard parts.count == 2, let exponent = Int(parts[1]), exponent < 0 else { return nil }
-        let digits = parts[0].filter { $0 != "." }
-        return String(repeating: "0", count: -exponent - 1) + digits
-    }
-
-    /// An object Foundation returned, as a value; nil stays nil (also inside collections, where Foundation on
-    /// Linux hands elements out as optionals).
+    /// An object Foundation returned, as a value (a `Float` its file widened to a `Double` restored); nil stays nil.
     static func prefValue(_ object: Any?, key: String) throws(PrefsError) -> PrefValue? {
-        guard let object = unwrapped(object) else { return nil }
-        if let value = PrefValue(foundationObject: object) { return FoundationConversion.restoringFloats(value) }
-        switch object {
-        case let elements as [Any]:
-            var values: [PrefValue] = []
-            for element in elements {
-                if let value = try prefValue(element, key: key) { values.append(value) }
-            }
-            return .array(values)
-        case let members as [String: Any]:
-            var values: [String: PrefValue] = [:]
-            for (name, member) in members {
-                if let value = try prefValue(member, key: key) { values[name] = value }
-            }
-            return .dictionary(values)
-        case let members as [AnyHashable: Any]:
-            var values: [String: PrefValue] = [:]
-            for (name, member) in members {
-                guard let name = name.base as? String else {
-                    throw .decodingFailed(key: key, reason: "a dictionary with a key that is not a string")
-                }
-                if let value = try prefValue(member, key: key) { values[name] = value }
-            }
-            return .dictionary(values)
-        default:
+        guard let object else { return nil }
+        guard let value = FoundationBridge.value(object) else {
             throw .decodingFailed(
                 key: key, reason: "UserDefaults holds a \(type(of: object)), which is not a property-list value")
         }
-    }
-
-    /// `object` without the optionals Foundation wraps around it.
-    private static func unwrapped(_ object: Any?) -> Any? {
-        guard let object else { return nil }
-        if let optional = object as? any _OptionalPrefValue { return unwrapped(optional._wrapped) }
-        return object
-    }
-}
-
-extension PrefValue {
-    /// A scalar Foundation object (a number, a string, data, a date, a URL) as a value; nil for anything else.
-    init?(foundationObject object: Any) {
-        #if canImport(Darwin)
-            // Numbers arrive as NSNumber, whose casts convert between kinds: ask for the kind instead.
-            if let number = object as? NSNumber {
-                if CFGetTypeID(number) == CFBooleanGetTypeID() {
-                    self = .bool(number.boolValue)
-                    return
-                }
-                switch String(cString: number.objCType) {
-                case "f": self = .float(number.floatValue)
-                case "d": self = .double(number.doubleValue)
-                case "Q": self = .integer(number.uint64Value)
-                default: self = .int(number.int64Value)
-                }
-                return
-            }
-        #endif
-        switch object {
-        case let flag as Bool: self = .bool(flag)
-        case let number as Int: self = .int(Int64(number))
-        case let number as Int64: self = .int(number)
-        case let number as UInt64: self = .integer(number)
-        case let number as Int32: self = .int(Int64(number))
-        case let number as UInt32: self = .int(Int64(number))
-        case let number as Int16: self = .int(Int64(number))
-        case let number as UInt16: self = .int(Int64(number))
-        case let number as Int8: self = .int(Int64(number))
-        case let number as UInt8: self = .int(Int64(number))
-        case let number as UInt: self = .integer(number)
-        case let number as Float: self = .float(number)
-        case let number as Double: self = .double(number)
-        case let text as String: self = .string(text)
-        case let bytes as Data: self = .data(bytes)
-        case let date as Date: self = .date(date)
-        case let url as URL:
-            self = url.isFileURL ? .string(url.path(percentEncoded: false)) : .string(url.absoluteString)
-        case let number as NSNumber: self = .double(number.doubleValue)
-        default: return nil
-        }
+        return FoundationBridge.restoringFloats(value)
     }
 }

@@ -31,11 +31,13 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
     /// - Throws: ``PrefsError/invalidSuiteName(_:reason:)`` for a name that is empty, contains `/`, `..` or NUL, or
     ///   is longer than 255 bytes with `.plist`; ``PrefsError/corruptFile(path:reason:)`` when the suite's file
     ///   exists but is not a property list (it is left untouched).
-    public convenience init(suiteName: String, directory: URL? = nil) throws {
+    ///   - onDamage: What the store does when the suite's file does not decode: ``DamagedFilePolicy/refuse`` (leave it
+    ///     and refuse writes) unless told ``DamagedFilePolicy/keepAside``.
+    public convenience init(suiteName: String, directory: URL? = nil, onDamage: DamagedFilePolicy = .refuse) throws {
         try Self.validate(suiteName: suiteName)
         let url = (directory ?? Self.preferencesDirectory()).appending(path: suiteName + ".plist")
         let engine = try EngineRegistry.retainedEngine(at: url.fileSystemPath, kind: "plist") {
-            let engine = Self.makeEngine(url: url)
+            let engine = Self.makeEngine(url: url, onDamage: onDamage)
             try engine.open()
             return engine
         }
@@ -69,9 +71,11 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
     /// Opens the domain file at `url` without throwing, for the standard domain: a file that cannot be read leaves
     /// the store damaged (reads throw, writes are refused, the file is untouched) and the error is returned for the
     /// caller to report once it holds no lock.
-    package static func openDomain(url: URL) -> (store: UserDefaultsStore, error: (any Error)?) {
+    package static func openDomain(url: URL, onDamage: DamagedFilePolicy = .refuse) -> (
+        store: UserDefaultsStore, error: (any Error)?
+    ) {
         let engine = EngineRegistry.retainedEngine(at: url.fileSystemPath, kind: "plist") {
-            let engine = makeEngine(url: url)
+            let engine = makeEngine(url: url, onDamage: onDamage)
             try? engine.open()  // a damaged file stays damaged (and watched); its error is returned below
             return engine
         }
@@ -99,11 +103,12 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
     static let inPlaceRewriteGrace: Duration = .milliseconds(500)
 
     private static func makeEngine(
-        url: URL, fileSystem: any FileSystem = POSIXFileSystem(), clock: EngineClock = .system
+        url: URL, fileSystem: any FileSystem = POSIXFileSystem(), clock: EngineClock = .system,
+        onDamage: DamagedFilePolicy = .refuse
     ) -> StoreEngine {
         StoreEngine(
             path: url.fileSystemPath, codec: PropertyListSnapshotCodec(), fileSystem: fileSystem, clock: clock,
-            grace: inPlaceRewriteGrace, restoresStaleRewrites: true)
+            grace: inPlaceRewriteGrace, restoresStaleRewrites: true, onDamage: onDamage)
     }
 
     /// `UserDefaultsStore.preferencesDirectory()` returns the folder Foundation keeps UserDefaults files in:

@@ -65,6 +65,10 @@ public enum PrefsError: Error, Sendable, Equatable {
     /// process (Ctrl-Z, a debugger) or a wedged one. Nothing was written; the stored values are as they were. The
     /// limit is ``PrefsConfig/lockTimeout``.
     case lockTimedOut(path: String, holder: Int32?, waited: Duration)
+    /// `.damagedFileKeptAside(path:keptAt:reason:)`: a store file that could not be decoded was moved, byte for byte,
+    /// to `keptAt` (mode 0600, never deleted by Prefs), and the store went on from no values, as its
+    /// ``DamagedFilePolicy`` says. Reported once, when it happens.
+    case damagedFileKeptAside(path: String, keptAt: String, reason: String)
 }
 
 extension PrefsError: LocalizedError, CustomStringConvertible {
@@ -110,6 +114,8 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
         case .tooLarge(let path, let size, let limit):
             "writing \(path) refused: it would be \(size) bytes, more than the \(limit >> 20) MiB a preferences file "
                 + "may have; nothing was written"
+        case .damagedFileKeptAside(let path, let kept, let reason):
+            "\(path) could not be read (\(reason)); it was kept as \(kept) and the preferences start afresh"
         }
     }
 

@@ -1,6 +1,6 @@
 extension UInt8 {
     /// This byte's value as an ASCII hexadecimal digit (`0`–`9`, `a`–`f`, `A`–`F`), nil for any other byte; a
-    /// decimal reader takes the values below 10. Shared by the XML property list reader and the vault record.
+    /// decimal reader takes the values below 10. Shared by the JSON and XML readers and the vault record.
     var asciiHexDigit: UInt8? {
         switch self {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): self - UInt8(ascii: "0")

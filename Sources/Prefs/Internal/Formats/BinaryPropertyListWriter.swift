@@ -1,27 +1,29 @@
 import Foundation
 
-/// Writes a store snapshot as a binary property list (`bplist00`) without going through Foundation's object graph.
-///
-/// The output is what Foundation's `PropertyListSerialization` and `UserDefaults` read back as the same values:
-///
-/// - booleans are `0x08`/`0x09`; non-negative integers below 2³² take 1, 2 or 4 big-endian bytes, other `Int64`
-///   values 8 bytes (two's complement), and `UInt64` values above `Int64.max` a 16-byte integer whose upper 8 bytes
-///   are zero, as Foundation writes them;
-/// - `Float` is a 4-byte real (`0x22`), `Double` an 8-byte real (`0x23`), a `Date` an 8-byte real of seconds since
-///   2001-01-01 (`0x33`), all big-endian bit patterns so they round-trip exactly;
-/// - strings are ASCII (`0x5n`) when every byte is below 0x80 and UTF-16 big-endian (`0x6n`) otherwise;
-/// - a count of 15 or more is written as the nibble `0xF` followed by an integer object;
-/// - equal strings (keys and values, the same code points) are written once and referenced wherever they occur, and
-///   so are booleans and the integers 0 to 255, so an array of a million zeros costs its references, not a million
-///   objects (Foundation shares every equal scalar).
-///
-/// Offsets use the fewest bytes (1, 2, 4 or 8) that hold the offset table's own position, and object references the
-/// fewest that hold the object count: Foundation's reader refuses files whose sizes are smaller than that.
-enum BinaryPropertyListWriter {
-    /// The file bytes for `values` as a top-level dictionary.
-    static func encode(_ values: [String: PrefValue]) -> Data {
+extension BinaryPropertyList {
+    /// The file bytes for `values` as a top-level dictionary, which Foundation's `PropertyListSerialization` and
+    /// `UserDefaults` read back as the same values:
+    ///
+    /// - booleans are `0x08`/`0x09`; non-negative integers below 2³² take 1, 2 or 4 big-endian bytes, other `Int64`
+    ///   values 8 bytes (two's complement), and `UInt64` values above `Int64.max` a 16-byte integer whose upper 8
+    ///   bytes are zero, as Foundation writes them;
+    /// - `Float` is a 4-byte real (`0x22`), `Double` an 8-byte real (`0x23`), a `Date` an 8-byte real of seconds since
+    ///   2001-01-01 (`0x33`), all big-endian bit patterns so they round-trip exactly;
+    /// - strings are ASCII (`0x5n`) when every byte is below 0x80 and UTF-16 big-endian (`0x6n`) otherwise;
+    /// - a count of 15 or more is the nibble `0xF` followed by an integer object;
+    /// - equal strings (the same code points) are written once and referenced wherever they occur, and so are
+    ///   booleans and the integers 0 to 255, so an array of a million zeros costs its references, not a million
+    ///   objects (Foundation shares every equal scalar).
+    ///
+    /// Offsets take the fewest bytes (1, 2, 4 or 8) that hold the offset table's own position, and references the
+    /// fewest that hold the object count: Foundation's reader refuses files whose sizes are smaller than that.
+    ///
+    /// - Throws: `PrefsError.encodingFailed` for a value nested deeper than the reader accepts, so a store never
+    ///   writes a file it cannot open.
+    static func encode(_ values: [String: PrefValue]) throws(PrefsError) -> Data {
         var graph = ObjectGraph()
-        let top = graph.addDictionary(values)
+        graph.stringIndices.reserveCapacity(values.count)
+        let top = try graph.addDictionary(values, depth: 1, key: nil)
         return Data(graph.serialize(top: top))
     }
 
@@ -36,6 +38,8 @@ enum BinaryPropertyListWriter {
     private struct ObjectGraph {
         var objects: [Object] = []
         var stringIndices: [String: Int] = [:]
+        /// About how many bytes the file will take, to reserve them at once.
+        var size = 64
         /// The objects of `false`, `true` and the integers 0 to 255 once written (-1: not yet), by `smallIndex`.
         var smallIndices = [Int](repeating: -1, count: 258)
 
@@ -48,7 +52,11 @@ enum BinaryPropertyListWriter {
             }
         }
 
-        mutating func add(_ value: PrefValue) -> Int {
+        /// Adds `value`, nested at `depth`, under the store key `key`.
+        mutating func add(_ value: PrefValue, depth: Int, key: String) throws(PrefsError) -> Int {
+            guard depth <= maximumDepth else {
+                throw .encodingFailed(key: key, reason: "nested deeper than \(maximumDepth) levels")
+            }
             switch value {
             case .string(let text):
                 return addString(text)
@@ -56,13 +64,14 @@ enum BinaryPropertyListWriter {
                 let index = reserve()
                 var children: [Int] = []
                 children.reserveCapacity(elements.count)
-                for element in elements { children.append(add(element)) }
+                for element in elements { children.append(try add(element, depth: depth + 1, key: key)) }
                 objects[index] = .array(children)
                 return index
             case .dictionary(let members):
-                return addDictionary(members)
+                return try addDictionary(members, depth: depth, key: key)
             default:
                 guard let small = Self.smallIndex(value) else {
+                    if case .data(let bytes) = value { size += bytes.count }
                     objects.append(.value(value))
                     return objects.count - 1
                 }
@@ -74,15 +83,20 @@ enum BinaryPropertyListWriter {
             }
         }
 
-        mutating func addDictionary(_ members: [String: PrefValue]) -> Int {
+        /// Adds a dictionary at `depth` (its members one deeper); `key` is nil for the top one, whose own keys name
+        /// the values in errors.
+        mutating func addDictionary(
+            _ members: [String: PrefValue], depth: Int, key: String?
+        ) throws(PrefsError) -> Int {
             let index = reserve()
             var keys: [Int] = []
             var values: [Int] = []
             keys.reserveCapacity(members.count)
             values.reserveCapacity(members.count)
-            for (key, value) in members {
-                keys.append(addString(key))
-                values.append(add(value))
+            for (name, value) in members {
+                // The top dictionary's keys are distinct: written without looking for an equal string.
+                keys.append(key == nil ? addNewString(name) : addString(name))
+                values.append(try add(value, depth: depth + 1, key: key ?? name))
             }
             objects[index] = .dictionary(keys: keys, values: values)
             return index
@@ -91,15 +105,21 @@ enum BinaryPropertyListWriter {
         /// Equal strings are written once, but only when they have the same code points: Swift's `==` is canonical
         /// equivalence, and `"é"` written as one or as two code points must keep its own spelling.
         mutating func addString(_ text: String) -> Int {
-            if let known = stringIndices[text] {
-                if case .string(let stored) = objects[known], stored.unicodeScalars.elementsEqual(text.unicodeScalars) {
-                    return known
-                }
-                objects.append(.string(text))
-                return objects.count - 1
+            let next = objects.count
+            // One lookup that inserts `next` when the string is new.
+            func index(_ slot: inout Int) -> Int { slot }
+            let known = index(&stringIndices[text, default: next])
+            if known != next, case .string(let stored) = objects[known],
+                stored.unicodeScalars.elementsEqual(text.unicodeScalars)
+            {
+                return known
             }
+            return addNewString(text)
+        }
+
+        mutating func addNewString(_ text: String) -> Int {
             objects.append(.string(text))
-            stringIndices[text] = objects.count - 1
+            size += 12 + 2 * text.utf8.count
             return objects.count - 1
         }
 
@@ -110,10 +130,10 @@ enum BinaryPropertyListWriter {
         }
 
         func serialize(top: Int) -> [UInt8] {
-            let referenceSize = BinaryPropertyListWriter.byteCount(for: UInt64(objects.count))
-            var output = BinaryPropertyListWriter.Output()
-            output.bytes.reserveCapacity(64 + objects.count * 16)
-            output.bytes.append(contentsOf: BinaryPropertyListValidator.magic)
+            let referenceSize = Output.byteCount(for: UInt64(objects.count))
+            var output = Output()
+            output.bytes.reserveCapacity(size + objects.count * 16)
+            output.bytes.append(contentsOf: magic)
             var offsets: [Int] = []
             offsets.reserveCapacity(objects.count)
             for object in objects {
@@ -133,7 +153,7 @@ enum BinaryPropertyListWriter {
             let tableStart = output.bytes.count
             // Foundation refuses a file whose offset-table position does not fit in the offset size, even when every
             // offset does; size the offsets for the table position.
-            let offsetSize = BinaryPropertyListWriter.byteCount(for: UInt64(tableStart))
+            let offsetSize = Output.byteCount(for: UInt64(tableStart))
             for offset in offsets { output.appendBigEndian(UInt64(offset), size: offsetSize) }
             // Trailer: five unused bytes, the sort version, the two sizes, then three 64-bit fields.
             output.bytes.append(contentsOf: [0, 0, 0, 0, 0, 0, UInt8(offsetSize), UInt8(referenceSize)])
@@ -144,28 +164,31 @@ enum BinaryPropertyListWriter {
         }
     }
 
-    /// The fewest of 1, 2, 4 or 8 bytes that hold `value`.
-    static func byteCount(for value: UInt64) -> Int {
-        if value <= 0xFF { return 1 }
-        if value <= 0xFFFF { return 2 }
-        if value <= 0xFFFF_FFFF { return 4 }
-        return 8
-    }
-
     private struct Output {
         var bytes: [UInt8] = []
 
+        /// The fewest of 1, 2, 4 or 8 bytes that hold `value`.
+        static func byteCount(for value: UInt64) -> Int {
+            if value <= 0xFF { return 1 }
+            if value <= 0xFFFF { return 2 }
+            if value <= 0xFFFF_FFFF { return 4 }
+            return 8
+        }
+
         mutating func appendBigEndian(_ value: UInt64, size: Int) {
-            var shift = (size - 1) * 8
-            while shift >= 0 {
-                bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift)))
-                shift -= 8
+            switch size {
+            case 1: bytes.append(UInt8(truncatingIfNeeded: value))
+            case 2:
+                Swift.withUnsafeBytes(of: UInt16(truncatingIfNeeded: value).bigEndian) { bytes.append(contentsOf: $0) }
+            case 4:
+                Swift.withUnsafeBytes(of: UInt32(truncatingIfNeeded: value).bigEndian) { bytes.append(contentsOf: $0) }
+            default: Swift.withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
             }
         }
 
         /// An integer object: 1, 2 or 4 bytes for small non-negative values, 8 bytes otherwise.
         mutating func appendInteger(_ value: Int64) {
-            let size = value < 0 ? 8 : BinaryPropertyListWriter.byteCount(for: UInt64(value))
+            let size = value < 0 ? 8 : Self.byteCount(for: UInt64(value))
             bytes.append(0x10 | UInt8(size.trailingZeroBitCount))
             appendBigEndian(UInt64(bitPattern: value), size: size)
         }
@@ -186,14 +209,12 @@ enum BinaryPropertyListWriter {
                 bytes.append(flag ? 0x09 : 0x08)
             case .int(let number):
                 appendInteger(number)
+            case .unsignedInt(let number) where number <= UInt64(Int64.max):
+                appendInteger(Int64(number))
             case .unsignedInt(let number):
-                if number <= UInt64(Int64.max) {
-                    appendInteger(Int64(number))
-                } else {
-                    bytes.append(0x14)
-                    appendBigEndian(0, size: 8)
-                    appendBigEndian(number, size: 8)
-                }
+                bytes.append(0x14)
+                appendBigEndian(0, size: 8)
+                appendBigEndian(number, size: 8)
             case .float(let number):
                 bytes.append(0x22)
                 appendBigEndian(UInt64(number.bitPattern), size: 4)
@@ -215,13 +236,13 @@ enum BinaryPropertyListWriter {
 
         mutating func appendString(_ text: String) {
             var text = text
-            let isASCII = text.withUTF8 { utf8 in utf8.allSatisfy { $0 < 0x80 } }
-            if isASCII {
-                text.withUTF8 { utf8 in
-                    appendMarker(0x50, count: utf8.count)
-                    bytes.append(contentsOf: utf8)
-                }
-            } else {
+            let isASCII = text.withUTF8 { utf8 in
+                guard BinaryPropertyList.isASCII(UnsafeRawBufferPointer(utf8)) else { return false }
+                appendMarker(0x50, count: utf8.count)
+                bytes.append(contentsOf: utf8)
+                return true
+            }
+            if !isASCII {
                 appendMarker(0x60, count: text.utf16.count)
                 for unit in text.utf16 {
                     bytes.append(UInt8(truncatingIfNeeded: unit >> 8))

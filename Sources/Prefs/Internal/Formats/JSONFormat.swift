@@ -46,34 +46,50 @@ enum JSONFormat {
     /// holding 100 values of 10 KB). It costs memory while the store is open: about 1.35 bytes per byte of such
     /// values, and at most `budget` bytes of text (the values beyond it are encoded on every write, as without a
     /// memo).
+    ///
+    /// A text is kept by where its value sits (``Slot``) and used again only while the value there is equal to the
+    /// one it was made from: a lookup hashes a key and a number and compares one value, never every byte of every
+    /// value (swift-corelibs-foundation's `Data` hashes only its first 80 bytes, so values alike at the start would
+    /// all fall under one hash).
     final class Base64Memo: Sendable {
         /// The smallest `Data`, in bytes, whose text is kept: smaller ones encode in about a microsecond.
         static let smallest = 4_096
+        /// Where a large value sits: the store key it is under, and how many large values of that key come first.
+        struct Slot: Hashable, Sendable {
+            let key: String
+            let ordinal: Int
+        }
+        struct Entry: Sendable {
+            let bytes: Data
+            let text: Data
+        }
         /// The most bytes of text kept.
         let budget: Int
-        private let texts = Mutex<[Data: Data]>([:])
+        private let texts = Mutex<[Slot: Entry]>([:])
 
         init(budget: Int = 16 << 20) { self.budget = budget }
 
         /// The texts kept, emptying the memo (an encode that fails leaves it empty).
-        func take() -> [Data: Data] {
+        func take() -> [Slot: Entry] {
             texts.withLock { texts in
                 defer { texts = [:] }
                 return texts
             }
         }
 
-        func keep(_ kept: [Data: Data]) { texts.withLock { $0 = kept } }
+        func keep(_ kept: [Slot: Entry]) { texts.withLock { $0 = kept } }
 
-        /// How many texts are kept, for tests.
+        /// How many texts are kept, and the hash of each one's slot, for tests.
         var count: Int { texts.withLock { $0.count } }
+        var keyHashes: [Int] { texts.withLock { $0.keys.map(\.hashValue) } }
     }
 
     /// One value as single-line JSON text, as the CLI prints it: `[1, 2]`, `{"$float": 0.5}`, `"dark"`.
     ///
-    /// With `plainDecimals`, a double that `description` writes with a positive exponent (`1e+16`) is written in
-    /// full with a fraction (`10000000000000000.0`), the form PostgreSQL's `jsonb` keeps as a non-integer, and -0.0
-    /// is tagged (`{"$double": "-0"}`), since `jsonb` keeps no sign on zero.
+    /// With `plainDecimals`, a number that `description` writes with an exponent is written in full, as PostgreSQL's
+    /// `jsonb` prints it back (`1e+16` as `10000000000000000.0`, which it keeps as a non-integer; `1e-05` as
+    /// `0.00001`), so the text measured before it is sent is the text every reader measures; and -0.0 is tagged
+    /// (`{"$double": "-0"}`), since `jsonb` keeps no sign on zero.
     static func encodeValue(_ value: PrefValue, key: String = "", plainDecimals: Bool = false) throws(PrefsError)
         -> String
     {
@@ -163,23 +179,25 @@ extension JSONFormat {
 
         /// The memo's texts from the last encode, those this one keeps, and the bytes of text it may still keep
         /// (see ``JSONFormat/Base64Memo``).
-        var base64: (previous: [Data: Data], kept: [Data: Data], room: Int)?
+        var base64:
+            (previous: [Base64Memo.Slot: Base64Memo.Entry], kept: [Base64Memo.Slot: Base64Memo.Entry], room: Int)?
+        /// How many large `Data` values of the current store key have been written.
+        var largeValuesOfKey = 0
 
-        /// Writes `bytes` as a quoted base64 string (standard alphabet, padded).
-        mutating func appendBase64String(_ bytes: Data) {
+        /// Writes `bytes`, a value under the store key `key`, as a quoted base64 string (standard alphabet, padded).
+        mutating func appendBase64String(_ bytes: Data, key: String) {
             output.append(0x22)
             if bytes.count >= Base64Memo.smallest, var memo = base64 {
                 base64 = nil  // not copied while it changes
-                if let text = memo.kept[bytes] {
-                    output.append(text)
-                } else {
-                    let text = memo.previous[bytes] ?? bytes.base64EncodedData()
-                    if text.count <= memo.room {
-                        memo.kept[bytes] = text
-                        memo.room -= text.count
-                    }
-                    output.append(text)
+                let slot = Base64Memo.Slot(key: key, ordinal: largeValuesOfKey)
+                largeValuesOfKey += 1
+                let known = memo.previous[slot].flatMap { $0.bytes == bytes ? $0.text : nil }
+                let text = known ?? bytes.base64EncodedData()
+                if text.count <= memo.room {
+                    memo.kept[slot] = Base64Memo.Entry(bytes: bytes, text: text)
+                    memo.room -= text.count
                 }
+                output.append(text)
                 base64 = memo
             } else {
                 output.append(bytes.base64EncodedData())
@@ -221,6 +239,7 @@ extension JSONFormat {
             for key in values.keys.sorted() {
                 if !first { append(pretty ? "," : ", ") }
                 first = false
+                if topLevelKey == nil { largeValuesOfKey = 0 }
                 newline(indent + 1)
                 writeString(key)
                 append(": ")
@@ -281,7 +300,7 @@ extension JSONFormat {
             case .data(let bytes):
                 try writeTagged(dataTag, indent: indent, key: key) { (writer: inout Writer) throws(PrefsError) in
                     // Base64 text never needs escaping: appended whole, without scanning it again.
-                    writer.appendBase64String(bytes)
+                    writer.appendBase64String(bytes, key: key)
                 }
             case .string(let text):
                 writeString(text)
@@ -319,8 +338,8 @@ extension JSONFormat {
             // `description` is the shortest text that parses back to the same bits, and always contains `.` or
             // `e`, so it never reads back as an integer.
             let text = number.description
-            if plainDecimals, let exponentAt = text.firstIndex(of: "e"), text[text.index(after: exponentAt)] == "+" {
-                append(JSONFormat.expandPositiveExponent(text, exponentAt: exponentAt))
+            if plainDecimals, let exponentAt = text.firstIndex(of: "e") {
+                append(JSONFormat.plainDecimal(text, exponentAt: exponentAt))
             } else {
                 append(text)
             }
@@ -368,22 +387,18 @@ extension JSONFormat {
         return copy.utf8.withContiguousStorageIfAvailable(scan) ?? true
     }
 
-    /// `-1.25e+3` as `-1250.0`: the digits of the mantissa moved by the exponent, then `.0`.
-    static func expandPositiveExponent(_ text: String, exponentAt: String.Index) -> String {
-        let exponent = Int(text[text.index(exponentAt, offsetBy: 2)...])!
+    /// `-1.25e+3` as `-1250.0`, `1.5e-07` as `0.00000015`: the digits of the mantissa moved by the exponent.
+    static func plainDecimal(_ text: String, exponentAt: String.Index) -> String {
+        let exponent = Int(text[text.index(after: exponentAt)...])!
         var mantissa = text[..<exponentAt]
         let sign = mantissa.hasPrefix("-") ? "-" : ""
         if !sign.isEmpty { mantissa = mantissa.dropFirst() }
         let parts = mantissa.split(separator: ".", omittingEmptySubsequences: false)
-        let whole = String(parts[0])
-        let fraction = parts.count > 1 ? String(parts[1]) : ""
-        let digits = whole + fraction
-        let point = whole.count + exponent
-        if point >= digits.count {
-            return sign + digits + String(repeating: "0", count: point - digits.count) + ".0"
-        }
-        let split = digits.index(digits.startIndex, offsetBy: point)
-        return sign + digits[..<split] + "." + digits[split...]
+        let digits = parts[0] + (parts.count > 1 ? parts[1] : "")
+        let point = parts[0].count + exponent
+        if point <= 0 { return sign + "0." + String(repeating: "0", count: -point) + digits }
+        if point >= digits.count { return sign + digits + String(repeating: "0", count: point - digits.count) + ".0" }
+        return sign + digits.prefix(point) + "." + digits.dropFirst(point)
     }
 
     /// A dictionary with exactly one `$`-prefixed key would read back as a tag, so it is written inside `$dict`.
@@ -835,13 +850,8 @@ extension JSONFormat {
             guard position + 4 <= bytes.count else { throw fail("truncated \\u escape", at: escapeStart) }
             var value: UInt16 = 0
             for offset in 0..<4 {
-                let byte = bytes[position + offset]
-                let digit: UInt8
-                switch byte {
-                case ASCII.zero...ASCII.nine: digit = byte - ASCII.zero
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-                default: throw fail("invalid hex digit in \\u escape", at: escapeStart)
+                guard let digit = bytes[position + offset].asciiHexDigit else {
+                    throw fail("invalid hex digit in \\u escape", at: escapeStart)
                 }
                 value = value << 4 | UInt16(digit)
             }

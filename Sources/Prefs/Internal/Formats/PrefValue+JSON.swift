@@ -21,6 +21,13 @@ extension PrefValue {
         try JSONFormat.encodeValue(self)
     }
 
+    /// `try value.databaseJSONText()` is ``jsonText()`` as a PostgreSQL `jsonb` column prints it back: every number
+    /// written in full (`1e-05` as `0.00001`, `1e+16` as `10000000000000000.0`, which `jsonb` keeps as a
+    /// non-integer), so its length is what a reader of the column measures. ``init(jsonText:)`` reads both forms.
+    package func databaseJSONText() throws -> String {
+        try JSONFormat.encodeValue(self, plainDecimals: true)
+    }
+
     /// `try PrefValue.jsonDocument(values)` writes a whole set of preferences as a ``FileStore`` file does: a
     /// pretty-printed JSON object with sorted keys and a trailing newline, from which
     /// ``values(fromJSONDocument:source:)`` reads every value back exactly. A custom store can save with it (see

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Reads a UTF-8 XML property list straight into values, in one pass over its bytes: what Foundation's
-/// `PropertyListSerialization` followed by `PropertyListFormat.fromFoundation` makes of it, without Foundation's tree
+/// `PropertyListSerialization` followed by `FoundationBridge.value` makes of it, without Foundation's tree
 /// and its bridged copy (opening one cost 9 to 10 times its size in memory), and without what Foundation would guess
 /// at or change silently, since the next write would make the guess permanent.
 ///
@@ -13,11 +13,16 @@ import Foundation
 /// is decimal or `0x` hexadecimal with an optional sign, in the range of `Int64` or `UInt64`; `<real>` is a decimal
 /// number or `nan`, `inf`, `infinity` with any case and sign but nan's; nesting stops at 512 levels, as Foundation's.
 ///
+/// A `<date>` is `YYYY-MM-DDTHH:MM:SSZ`, the year with an optional minus sign and 1 to 12 digits, and its time of day
+/// counted as Foundation counts it, whatever the two digits of each field: Foundation writes a date far from now with a
+/// year its 32-bit field wrapped (`-285196646-06-10T08:00:00Z`, `2147483647-09-07T09:46:32Z`) and some with a time of
+/// `24:00`, `:60` or `:64` (and one a moment short of a whole second as `23:59:60`), and reads them all back.
+///
 /// Refused where Foundation guesses: `<data>` that is not base64 (white space anywhere, `=` padding only at the end,
-/// a multiple of four characters), a `<date>` that does not exist in the proleptic Gregorian calendar (`YYYY-MM-DD
-/// THH:MM:SSZ`, the year with an optional minus sign and 1 to 12 digits, as Foundation writes a finite date of any
-/// year: `-285196646-06-10T08:00:00Z`), a `<real>` beyond the range of a double, a dictionary with two keys that are
-/// equal as Swift strings, and a `CF$UID` dictionary (a keyed archiver's reference, which is no preference value).
+/// a multiple of four characters), a `<date>` whose day does not exist in its month of the proleptic Gregorian
+/// calendar (Foundation's writer never makes one), a `<real>` beyond the range of a double, a dictionary with two keys
+/// that are equal as Swift strings, and a `CF$UID` dictionary (a keyed archiver's reference, which is no preference
+/// value).
 enum XMLPropertyListReader {
     struct Failure: Error, CustomStringConvertible {
         let description: String
@@ -433,7 +438,7 @@ enum XMLPropertyListReader {
                 throw fail("<real> element is beyond the range of a double: \(text.prefix(40))")
             }
             guard trimmed.count == number.utf8.count else { throw fail("<real> element ends in space") }
-            return FoundationConversion.restoringFloats(.double(value))
+            return FoundationBridge.restoringFloats(.double(value))
         }
 
         mutating func date() throws(Failure) -> PrefValue {
@@ -470,9 +475,9 @@ enum XMLPropertyListReader {
             if isNegative { year = -year }
             let isLeap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
             let monthDays = [31, isLeap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-            guard yearDigits > 0, (1...12).contains(month), (1...monthDays[month - 1]).contains(day), hour <= 23,
-                minute <= 59, second <= 59
-            else { throw problem }
+            guard yearDigits > 0, (1...12).contains(month), (1...monthDays[month - 1]).contains(day) else {
+                throw problem
+            }
             try close("date")
             // As Foundation computes it: the wrapped year, days since 2001-01-01, then seconds.
             let civilYear = Int64((isNegative ? 0 &- wrapped : wrapped) &- 2001) + 2001

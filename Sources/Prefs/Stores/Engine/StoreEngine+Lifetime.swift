@@ -15,6 +15,13 @@ extension StoreEngine {
         guard let file else { return }
         var failure: (any Error)?
         do { try perform(.load) { ((), .keep) } } catch { failure = error }
+        if keepsDamagedFilesAside(failure) {
+            // The store's policy: a write keeps the damaged file aside (under the lock) and the store starts afresh.
+            do {
+                try perform(.write) { ((), .keep) }
+                failure = nil
+            } catch { failure = error }
+        }
         let token = file.fileSystem.watch(file.path) { [weak self] in self?.fileMayHaveChanged() }
         guarded.withLock { $0.watch = token }
         if let failure { throw failure }
@@ -53,7 +60,9 @@ extension StoreEngine {
         if recheck { guarded.withLock { $0.store.recheckRan() } }
         var operation = PrefsReport.Operation.read
         do {
-            try perform(.look) { ((), .keep) }
+            do { try perform(.look) { ((), .keep) } } catch  where keepsDamagedFilesAside(error) {
+                try perform(.write) { ((), .keep) }
+            }
             guard guarded.withLock({ $0.store.hasRestoredValues }) else { return }
             operation = .write
             try perform(.write) { ((), .none) }
@@ -62,6 +71,12 @@ extension StoreEngine {
             if case .storeClosed? = error as? PrefsError { return }
             ErrorReporter.reportOnce(error, key: "", operation: operation, source: changes, file: path)
         }
+    }
+
+    /// Whether `error` is a file that does not decode, which this store's policy keeps aside.
+    private func keepsDamagedFilesAside(_ error: (any Error)?) -> Bool {
+        guard file?.damagePolicy == .keepAside, case .corruptFile? = error as? PrefsError else { return false }
+        return true
     }
 
     // MARK: Handles

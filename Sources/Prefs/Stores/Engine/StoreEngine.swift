@@ -26,6 +26,8 @@ final class StoreEngine: Sendable {
         let codec: any SnapshotCodec
         let fileSystem: any FileSystem
         let clock: EngineClock
+        /// What a write does with a file that does not decode.
+        let damagePolicy: DamagedFilePolicy
     }
 
     let guarded: Mutex<Guarded>
@@ -53,6 +55,8 @@ final class StoreEngine: Sendable {
         var firstLoadSeen: (identity: FileIdentity?, since: Duration)?
         /// The file's lock while a write of this process holds it.
         var heldLock: FileLock?
+        /// Reports made holding the locks, told once the run that made them has let go of them.
+        var reports: [any Error] = []
 
         var workQueue: DispatchQueue {
             mutating get {
@@ -74,10 +78,11 @@ final class StoreEngine: Sendable {
     init(
         path: String, codec: any SnapshotCodec, fileSystem: any FileSystem = POSIXFileSystem(),
         clock: EngineClock = .system, grace: Duration = .zero, restoresStaleRewrites: Bool = false,
-        changes: ChangeFeed = ChangeFeed()
+        onDamage damagePolicy: DamagedFilePolicy = .refuse, changes: ChangeFeed = ChangeFeed()
     ) {
         file = BoundFile(
-            path: POSIX.resolvingSymbolicLink(path), codec: codec, fileSystem: fileSystem, clock: clock)
+            path: POSIX.resolvingSymbolicLink(path), codec: codec, fileSystem: fileSystem, clock: clock,
+            damagePolicy: damagePolicy)
         guarded = Mutex(Guarded(store: StoreState(file: grace, restoresStaleRewrites: restoresStaleRewrites)))
         self.changes = changes
         layers = StoreLayers(changes: changes)
@@ -207,18 +212,7 @@ final class StoreEngine: Sendable {
     func moveDamagedFileAside(at now: Date = Date()) throws -> URL? {
         try perform(.moveAside) { () throws -> (URL?, Edit) in
             guard guarded.withLock({ $0.store.damage }) != nil, let file else { return (nil, .keep) }
-            let formatter = DateFormatter()
-            formatter.locale = Locale(identifier: "en_US_POSIX")
-            formatter.timeZone = TimeZone(identifier: "UTC")
-            formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
-            let name = path + ".damaged-" + formatter.string(from: now)
-            var destination = name
-            for suffix in 2..<100
-            where try prefsIO({ () throws(SystemCallError) in
-                try file.fileSystem.identity(at: destination)
-            }) != nil {
-                destination = name + "-\(suffix)"
-            }
+            let destination = try Self.asideName(for: file, at: now)
             return (URL(filePath: destination, directoryHint: .notDirectory), .moveAside(destination))
         }
     }
@@ -270,7 +264,16 @@ final class StoreEngine: Sendable {
     @discardableResult
     func perform<T>(_ access: Access, delivering: Bool = true, _ apply: () throws -> (T, Edit)) throws -> T {
         var outermost = false
-        defer { if outermost, delivering { changes.deliverAnnouncements() } }
+        defer {
+            if outermost, delivering {
+                changes.deliverAnnouncements()
+                let reports = guarded.withLock { guarded in
+                    defer { guarded.reports = [] }
+                    return guarded.reports
+                }
+                for report in reports { ErrorReporter.report(report, key: "", operation: .read) }
+            }
+        }
         return try run(access, &outermost, apply)
     }
 
@@ -322,7 +325,13 @@ final class StoreEngine: Sendable {
                     continue
                 case .damaged(let error):
                     if access == .moveAside, outcome == nil { break }
-                    throw error
+                    guard writes, file.damagePolicy == .keepAside, case .corruptFile? = error as? PrefsError else {
+                        throw error
+                    }
+                    // The store's policy: keep the damaged file aside and go on from no values, under the lock.
+                    try keepAside(file, damagedBy: error)
+                    releaseLock(&lock)
+                    continue
                 case .ready:
                     break
                 }
@@ -480,21 +489,29 @@ final class StoreEngine: Sendable {
     private func look(at file: BoundFile, access: Access, through lock: FileLock?) throws -> Look {
         let fileSystem = file.fileSystem
         let current = try prefsIO { () throws(SystemCallError) in try fileSystem.identity(at: file.path) }
+        var contents: FileContents?
         switch guarded.withLock({ $0.store.refresh(currentIdentity: current) }) {
         case .upToDate:
-            return .ready
+            // A watcher's event about a file whose identity did not change: an in-place rewrite at the same size
+            // within one tick of the file system's clock; the bytes tell.
+            guard access == .look, let known = guarded.withLock({ $0.store.file?.contentHash }),
+                let now = try? fileSystem.read(file.path, through: lock),
+                StableHash.ofContents(now.data) != known
+            else { return .ready }
+            contents = now
         case .cleared:
             load([:], contents: nil, in: file, announcing: access != .load)
             return .ready
         case .read:
             break
         }
-        let contents: FileContents?
         let values: [String: PrefValue]
         do throws(any Error) {
             // A file that cannot even be read (a folder in its place, no permission) is unreadable like one that
             // cannot be decoded: never overwritten, reported, and recovered from once it reads again.
-            contents = try prefsIO { () throws(SystemCallError) in try fileSystem.read(file.path, through: lock) }
+            if contents == nil {
+                contents = try prefsIO { () throws(SystemCallError) in try fileSystem.read(file.path, through: lock) }
+            }
             if let contents, contents.data.isEmpty,
                 contents.record.flatMap(CommitRecord.init)?.describes(Data()) == true
             {
@@ -511,6 +528,19 @@ final class StoreEngine: Sendable {
         return .ready
     }
 
+    /// Whether the file is still the one the values came from, checked under its lock just before a commit's
+    /// rename: the same identity, and, as an in-place rewrite within one tick of the file system's clock keeps
+    /// that, the same bytes. When only the bytes differ, the next look reads the file again.
+    private func fileIsAsRead(_ file: BoundFile, base: FileIdentity?) -> Bool {
+        guard (try? file.fileSystem.identity(at: file.path)) == base else { return false }
+        guard base != nil, let known = guarded.withLock({ $0.store.file?.contentHash }) else { return true }
+        if let now = try? file.fileSystem.read(file.path, through: nil), StableHash.ofContents(now.data) == known {
+            return true
+        }
+        guarded.withLock { $0.store.changedInPlace() }
+        return false
+    }
+
     /// The first load waits this long for a file being rewritten in place that stopped changing before it counts
     /// it as damaged: a writer at work changes it more often than that.
     static let rewriteQuiet: Duration = .milliseconds(200)
@@ -521,16 +551,19 @@ final class StoreEngine: Sendable {
         let now = file.clock.now()
         let verdict = guarded.withLock { guarded -> StoreState.Unreadable in
             // At the first load a file that has not changed for a while is not being rewritten: damaged at once.
-            var graceful = true
-            if access == .load {
-                let seen = try? file.fileSystem.identity(at: file.path)
-                if guarded.firstLoadSeen == nil || seen != guarded.firstLoadSeen?.identity {
-                    guarded.firstLoadSeen = (seen, now)
-                }
-                let since = guarded.firstLoadSeen?.since ?? now
-                graceful = now - since < Self.rewriteQuiet || (seen?.size ?? 0) == 0
+            guard access == .load, let grace = guarded.store.file?.grace, grace > .zero else {
+                return guarded.store.failedToDecode(error, at: now)
             }
-            return guarded.store.failedToDecode(error, at: now, graceful: graceful)
+            // The first load of a suite: a file that keeps changing is being rewritten, and is waited for (up to
+            // the lock's timeout); one that is not empty and has stopped changing for a while is damaged at once.
+            let seen = try? file.fileSystem.identity(at: file.path)
+            if guarded.firstLoadSeen == nil || seen != guarded.firstLoadSeen?.identity {
+                guarded.firstLoadSeen = (seen, now)
+            }
+            let quietFor = now - (guarded.firstLoadSeen?.since ?? now)
+            let changing = quietFor < Self.rewriteQuiet || ((seen?.size ?? 0) == 0 && quietFor < grace)
+            return guarded.store.failedToDecode(
+                error, at: now, graceful: changing, limit: max(grace, LockWait.timeout))
         }
         switch verdict {
         case .damaged:
@@ -553,7 +586,8 @@ final class StoreEngine: Sendable {
         let recovered = guarded.withLock { guarded -> Bool in
             let recovered = guarded.store.damage != nil
             let changed = guarded.store.load(
-                values, identity: contents?.identity, record: record, intact: intact, now: now,
+                values, identity: contents?.identity, contentHash: contents.map { StableHash.ofContents($0.data) },
+                record: record, intact: intact, now: now,
                 keyHash: file.codec.recordHash, lastCommit: { self.readCommitCopy(of: file) })
             if announcing { announce(changed, of: guarded.store.values) }
             return recovered
@@ -609,7 +643,7 @@ final class StoreEngine: Sendable {
         }
         // Under the lock only a writer that takes none (Foundation rewriting a suite in place, someone deleting the
         // file) changes the file: its change is read, and this one applied on top.
-        if checking, (try? fileSystem.identity(at: file.path)) != base {
+        if checking, !fileIsAsRead(file, base: base) {
             fileSystem.discard(temporary)
             return false
         }
@@ -666,6 +700,32 @@ final class StoreEngine: Sendable {
         let path = Self.commitCopyPath(of: file.path)
         guard let contents = try? file.fileSystem.read(path, through: nil) else { return nil }
         return try? file.codec.decode(contents.data, path: path)
+    }
+
+    /// Moves the damaged file to a free `<name>.damaged-<UTC date and time>` beside it, empties the store and leaves
+    /// the report of where it went for the end of the run.
+    private func keepAside(_ file: BoundFile, damagedBy error: any Error, at now: Date = Date()) throws {
+        let destination = try Self.asideName(for: file, at: now)
+        _ = try moveAside(to: destination, in: file)
+        let reason: String
+        if case .corruptFile(_, let text)? = error as? PrefsError { reason = text } else { reason = "\(error)" }
+        let report = PrefsError.damagedFileKeptAside(path: file.path, keptAt: destination, reason: reason)
+        guarded.withLock { $0.reports.append(report) }
+    }
+
+    /// `<path>.damaged-<UTC date and time>`, or with `-2`, `-3`… when that is taken.
+    private static func asideName(for file: BoundFile, at now: Date) throws -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+        let name = file.path + ".damaged-" + formatter.string(from: now)
+        var destination = name
+        for suffix in 2..<100
+        where try prefsIO({ () throws(SystemCallError) in try file.fileSystem.identity(at: destination) }) != nil {
+            destination = name + "-\(suffix)"
+        }
+        return destination
     }
 
     /// Moves the file to `destination` (nil: deletes it, with a suite's commit copy) and empties the store.

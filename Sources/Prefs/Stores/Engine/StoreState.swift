@@ -19,6 +19,9 @@ struct StoreState: Sendable {
         let restoresStaleRewrites: Bool
         /// The identity (device, inode, size, times) of the file the values came from; nil when there is none.
         var identity: FileIdentity?
+        /// A hash of that file's bytes: an in-place rewrite at the same size within one tick of the file system's
+        /// clock keeps the identity, and only the bytes tell.
+        var contentHash: UInt64?
         /// The commit record kept with that file, and whether the file's bytes are still the ones it describes.
         var record: CommitRecord?
         var recordIntact = false
@@ -109,8 +112,8 @@ struct StoreState: Sendable {
     ///
     /// Clears damage and suspicion. Returns the keys whose values in memory changed.
     mutating func load(
-        _ newValues: [String: PrefValue], identity: FileIdentity?, record: CommitRecord?, intact: Bool, now: Duration,
-        keyHash: (String) -> UInt64, lastCommit: () -> [String: PrefValue]? = { nil }
+        _ newValues: [String: PrefValue], identity: FileIdentity?, contentHash: UInt64? = nil, record: CommitRecord?,
+        intact: Bool, now: Duration, keyHash: (String) -> UInt64, lastCommit: () -> [String: PrefValue]? = { nil }
     ) -> Set<String> {
         guard var file else { return [] }
         // The values this process knows Prefs committed last: memory, but for changes not committed yet (a value
@@ -160,6 +163,7 @@ struct StoreState: Sendable {
         }
         file.unwritten = unwritten
         file.identity = identity
+        file.contentHash = contentHash
         file.record = record
         file.recordIntact = intact
         file.health = .healthy
@@ -171,23 +175,27 @@ struct StoreState: Sendable {
 
     /// Records that the file could not be decoded at `now`, and decides what that means. With `graceful` false the
     /// file is damaged at once.
-    mutating func failedToDecode(_ error: any Error, at now: Duration, graceful: Bool = true) -> Unreadable {
+    /// `limit` replaces the grace (a first load waits longer for a file that keeps changing).
+    mutating func failedToDecode(
+        _ error: any Error, at now: Duration, graceful: Bool = true, limit: Duration? = nil
+    ) -> Unreadable {
         guard var file else { return .damaged }
         defer { self.file = file }
+        let grace = file.grace > .zero ? (limit ?? file.grace) : .zero
         let since: Duration
         switch file.health {
         case .healthy: since = now
         case .suspect(let start): since = start
-        case .damaged: since = now - file.grace
+        case .damaged: since = now - grace
         }
         let elapsed = now - since
-        if !graceful || elapsed >= file.grace {
+        if !graceful || elapsed >= grace {
             file.health = .damaged(error)
             return .damaged
         }
         file.health = .suspect(since: since)
         defer { file.recheckScheduled = true }
-        return .suspect(recheck: file.grace - elapsed, scheduleRecheck: !file.recheckScheduled)
+        return .suspect(recheck: grace - elapsed, scheduleRecheck: !file.recheckScheduled)
     }
 
     /// What a file that could not be decoded means now.
@@ -307,6 +315,7 @@ struct StoreState: Sendable {
         let old = announcedFrom ?? values
         if var file {
             file.identity = identity
+            file.contentHash = record?.contentHash
             file.record = record
             file.recordIntact = record != nil
             file.unwritten = [:]
@@ -323,10 +332,15 @@ struct StoreState: Sendable {
         committed([:], identity: nil, record: nil)
     }
 
+    /// The file's bytes changed without its identity showing it (an in-place rewrite within one tick of the file
+    /// system's clock): the next look reads it.
+    mutating func changedInPlace() { file?.identity = .unknown }
+
     /// The empty file a write's lock created is gone again (that write wrote nothing): there is no file, and memory
     /// (deferred changes included) stays as it is.
     mutating func emptyFileRemoved() {
         file?.identity = nil
+        file?.contentHash = nil
         file?.record = nil
         file?.recordIntact = false
     }

@@ -105,30 +105,26 @@ extension KeyValueStore {
         return CustomStoreDefaults.value(forKey: key, in: self)
     }
 
-    /// Decodes an effective value for a typed read. Text from the command line or the environment that does not
-    /// decode as it is gets converted as Foundation converts it ("3" for an Int, "YES" for a Bool, JSON for an array).
-    /// In a UserDefaults domain every value (stored, registered, argument, environment) is also converted as
-    /// Foundation's typed getters convert it (see `FoundationConversion`).
-    /// Returns nil when the value is a default registered by a declaration of another type, so this declaration's
-    /// own default applies.
+    /// Decodes an effective value for a typed read. In a UserDefaults domain every value (stored, registered,
+    /// argument, environment) that does not decode as it is gets converted as Foundation's typed getters convert it
+    /// (``FoundationBridge/candidates(for:)``: "3" for an Int, "YES" for a Bool, 1 for a Bool); in any store, so does
+    /// text from the command line or the environment. Returns nil when the value is a default registered by a
+    /// declaration of another type, so this declaration's own default applies.
     func decodeEffective<Value>(_ stored: PrefValue, key: String, codec: ValueCodec<Value>) throws(PrefsError)
         -> Value?
     {
         do {
             return try codec.decode(stored, key: key)
         } catch {
-            if self is UserDefaultsStore || self is FoundationUserDefaultsStore {
-                for candidate in FoundationConversion.candidates(for: stored) {
-                    if let value = try? codec.decode(candidate, key: key) { return value }
-                }
-            }
             let origin = layer(ofKey: key)
-            if origin == .registered { return nil }
-            if case .string(let text) = stored, origin?.isText == true {
-                for candidate in TextConversion.candidates(for: text) {
+            let isText: Bool
+            if case .string = stored { isText = origin?.isText == true } else { isText = false }
+            if self is UserDefaultsStore || self is FoundationUserDefaultsStore || isText {
+                for candidate in FoundationBridge.candidates(for: stored) {
                     if let value = try? codec.decode(candidate, key: key) { return value }
                 }
             }
+            if origin == .registered { return nil }
             throw error
         }
     }

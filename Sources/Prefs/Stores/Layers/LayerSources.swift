@@ -11,16 +11,12 @@ import Foundation
 package enum LayerSources {
     // MARK: Command-line arguments
 
-    /// The first characters that make Foundation try an argument's value as a property list.
-    private static let propertyListStarts: Set<Character> = ["{", "[", "(", "<", "\""]
-
     /// This process's argument layer, parsed once.
     static let processArguments = arguments(CommandLine.arguments)
 
     /// The argument layer of `arguments` (program name first), read as Foundation's UserDefaults reads it: each
-    /// `-key value` pair whose value does not itself start with `-` sets `key`. A value starting with `{`, `[`, `(`,
-    /// `<` or `"` that parses as a property list is that value; anything else is the value as a string, trimmed of
-    /// surrounding white space.
+    /// `-key value` pair whose value does not itself start with `-` sets `key` to the value
+    /// (``FoundationBridge/argumentValue(_:)``).
     package static func arguments(_ arguments: [String]) -> [String: PrefValue] {
         var values: [String: PrefValue] = [:]
         var index = 0
@@ -32,21 +28,10 @@ package enum LayerSources {
                 continue
             }
             let key = String(option.dropFirst())
-            if !key.isEmpty { values[key] = argumentValue(text) }
+            if !key.isEmpty { values[key] = FoundationBridge.argumentValue(text) }
             index += 2
         }
         return values
-    }
-
-    package static func argumentValue(_ raw: String) -> PrefValue {
-        let text = raw.trimmingCharacters(in: .whitespacesAndNewlines)
-        if let first = text.first, propertyListStarts.contains(first),
-            let parsed = try? PropertyListSerialization.propertyList(from: Data(text.utf8), format: nil),
-            let value = PropertyListFormat.fromFoundation(parsed)
-        {
-            return value
-        }
-        return .string(text)
     }
 
     // MARK: Environment
@@ -71,7 +56,7 @@ package enum LayerSources {
     /// The environment layer for `keys`: each key whose variable is set takes the variable's text, read as an
     /// argument's value is. A variable that several of the keys map to is refused for all of them and returned in
     /// `ambiguous` with those keys.
-    static func environment(
+    package static func environment(
         _ environment: [String: String], prefix: String, keys: some Sequence<String>
     ) -> (values: [String: PrefValue], ambiguous: [String: [String]]) {
         var byName: [String: [String]] = [:]
@@ -83,7 +68,7 @@ package enum LayerSources {
             if keys.count > 1 {
                 ambiguous[name] = keys.sorted()
             } else {
-                values[keys[0]] = argumentValue(text)
+                values[keys[0]] = FoundationBridge.argumentValue(text)
             }
         }
         return (values, ambiguous)

@@ -1,13 +1,7 @@
 import Foundation
 
-/// Why a binary input could not be read: a one-line description with the offset where it went wrong.
-struct BinaryFormatFailure: Error, Sendable {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
-/// Sequential little-endian reads from a byte buffer, each checked against the end of the input: the one reader of
-/// the binary formats (the vault header and the vault payload).
+/// Sequential little-endian reads from a byte buffer, each checked against the end of the input: how the vault header
+/// and the payload of a format 2 vault are read.
 struct LittleEndianReader {
     let bytes: UnsafeRawBufferPointer
     private(set) var position = 0
