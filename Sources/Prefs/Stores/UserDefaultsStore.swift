@@ -28,11 +28,11 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
     /// - Parameters:
     ///   - suiteName: The suite, as given to `UserDefaults(suiteName:)`.
     ///   - directory: The preferences folder; by default ``preferencesDirectory()``.
+    ///   - onDamage: What the store does when the suite's file does not decode: ``DamagedFilePolicy/refuse`` (leave it
+    ///     and refuse writes) unless told ``DamagedFilePolicy/keepAside``.
     /// - Throws: ``PrefsError/invalidSuiteName(_:reason:)`` for a name that is empty, contains `/`, `..` or NUL, or
     ///   is longer than 255 bytes with `.plist`; ``PrefsError/corruptFile(path:reason:)`` when the suite's file
     ///   exists but is not a property list (it is left untouched).
-    ///   - onDamage: What the store does when the suite's file does not decode: ``DamagedFilePolicy/refuse`` (leave it
-    ///     and refuse writes) unless told ``DamagedFilePolicy/keepAside``.
     public convenience init(suiteName: String, directory: URL? = nil, onDamage: DamagedFilePolicy = .refuse) throws {
         try Self.validate(suiteName: suiteName)
         let url = (directory ?? Self.preferencesDirectory()).appending(path: suiteName + ".plist")
