@@ -1,10 +1,11 @@
-# `make demo` runs the demo, `make test` runs every check CI runs. Both install libsodium first if needed.
+# `make demo` runs the demo (it ends with `prefs describe` of its own domain, so the tool is built first), `make test` runs every check CI runs. Both install libsodium first if needed.
 .PHONY: deps demo test format
 
 deps:
 	@scripts/install-deps.sh
 
 demo: deps
+	swift build --product prefs
 	swift run prefs-demo
 
 test: deps

@@ -137,7 +137,9 @@ let package = Package(
         ),
         .testTarget(
             name: "PrefsCLITests",
-            dependencies: ["Prefs", "PrefsCLICore", "PrefsCLI", "PrefsTestSupport", "PostgresTestServer"]
+            dependencies: [
+                "Prefs", "PrefsCLICore", "PrefsCLI", "PrefsTestSupport", "PostgresTestServer", "PrefsTestHelper",
+            ]
         ),
         .testTarget(
             name: "PrefsReliabilityTests",

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and testing Prefs needs beyond the Swift toolchain: libsodium, libpq (for PrefsPostgres),
 # libsecret (for PrefsKeyring) and pkg-config to find them, jq, the PostgreSQL server that the PrefsPostgres tests and
-# prefs-bench start, and the D-Bus daemon, GNOME Keyring and secret-tool that the keyring tests start and query.
+# prefs-bench start, the D-Bus daemon, GNOME Keyring and secret-tool that the keyring tests start and query, and
+# Python's jsonschema, which checks that `prefs schema --json-schema` validates what `prefs export` writes (Debian's
+# python3-jsonschema; Debian's Python refuses `pip install` into the system, PEP 668).
 #
 # Another apt or dpkg holding its lock (an unattended upgrade at boot, another build) is waited for, at most
 # PREFS_APT_WAIT_SECONDS (600), trying again every PREFS_APT_RETRY_SECONDS (5), with a message saying so.
@@ -11,8 +13,9 @@ have_server() { ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; }
 have_keyring() {
     command -v dbus-daemon && command -v dbus-send && command -v gnome-keyring-daemon && command -v secret-tool
 } >/dev/null 2>&1
+have_jsonschema() { python3 -c 'import jsonschema.validators' >/dev/null 2>&1; }
 if command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libsodium && pkg-config --exists libpq \
-    && pkg-config --exists libsecret-1 && command -v jq >/dev/null 2>&1 && have_server && have_keyring; then
+    && pkg-config --exists libsecret-1 && command -v jq >/dev/null 2>&1 && have_server && have_keyring && have_jsonschema; then
     exit 0
 fi
 sudo=""
@@ -48,7 +51,7 @@ apt_get() {
 }
 
 echo "Installing libsodium-dev, libpq-dev, libsecret-1-dev, postgresql, pkg-config, jq, dbus-daemon, dbus-bin," \
-    "gnome-keyring and libsecret-tools with apt-get…"
+    "gnome-keyring, libsecret-tools and python3-jsonschema with apt-get…"
 apt_get update -qq
 apt_get install -y -qq pkg-config libsodium-dev libpq-dev libsecret-1-dev postgresql jq dbus-daemon dbus-bin \
-    gnome-keyring libsecret-tools
+    gnome-keyring libsecret-tools python3-jsonschema

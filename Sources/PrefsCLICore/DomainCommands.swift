@@ -286,22 +286,37 @@ enum DomainCommands {
             try checkName(domain)
             store = try UserDefaultsStore(suiteName: domain)
         }
+        // The app's schema, when it declares the key: the type of a value given without --type, and what is allowed.
+        let declared = SchemaCommands.entryForWrite(domain, key, invocation)
         if let edit {
-            try store.updateValue(forKey: key) { old in try apply(edit, to: old, key: key, invocation) }
+            try store.updateValue(forKey: key) { old in
+                let value = try apply(edit, to: old, key: key, invocation)
+                try SchemaCommands.check(value, declared, key: key, invocation)
+                return value
+            }
             return
         }
         try store.updateValue(forKey: key) { old in
-            let type = explicit ?? old.map(ValueType.init(of:)) ?? .string
+            let schemaType = declared.flatMap(SchemaCommands.valueType(of:))
+            let type = explicit ?? schemaType ?? old.map(ValueType.init(of:)) ?? .string
             guard var value = ValueText.parse(text, as: type) else {
-                // Without --type the type is the stored one (or string): another can be asked for. With it, the
-                // value is what must change.
-                let kept = explicit == nil && old != nil ? " (the type stored under \(String(reflecting: key)))" : ""
+                // Without --type the type is the schema's or the stored one (or string): another can be asked for.
+                // With it, the value is what must change.
+                let kept =
+                    explicit != nil
+                    ? ""
+                    : schemaType != nil
+                        ? " (the type the app's schema declares for \(String(reflecting: key)))"
+                        : old != nil ? " (the type stored under \(String(reflecting: key)))" : ""
                 let otherType = explicit == nil ? "; pass --type to store another type" : ""
                 throw Failure.usage(
                     "\(invocation.command): \(String(reflecting: text)) is not \(type.phrase)\(kept): expected "
                         + "\(type.expected)\(otherType); nothing was changed")
             }
-            if explicit == nil, let old { value = try keepShape(value, of: old, key: key, invocation) }
+            if explicit == nil, schemaType == nil, let old {
+                value = try keepShape(value, of: old, key: key, invocation)
+            }
+            try SchemaCommands.check(value, declared, key: key, invocation)
             return value
         }
     }
@@ -406,7 +421,10 @@ enum DomainCommands {
         let store: any KeyValueStore =
             PostgresDomain.isRequested(invocation)
             ? try PostgresDomain.openExisting(domain, invocation) : try openExisting(domain, invocation)
-        let values = try store.allValues()
+        var values = try store.allValues()
+        if invocation.has("--non-default") {
+            values = try SchemaCommands.nonDefault(values, domain: domain, invocation)
+        }
         let data: Data
         switch format {
         case .json: data = try PrefValue.exportDocument(values)

@@ -44,7 +44,8 @@ struct Failure: Error, Equatable {
             return failure
         case let error as PrefsError:
             switch error {
-            case .invalidSuiteName, .invalidKey, .typeMismatch, .encodingFailed, .decodingFailed, .invalidAppIdentifier,
+            case .invalidSuiteName, .invalidKey, .typeMismatch, .notAllowed, .encodingFailed, .decodingFailed,
+                .invalidAppIdentifier,
                 .unidentifiedUserDefaults, .conflictingDeclarations, .ambiguousEnvironmentVariable,
                 .separateStandardDomain:
                 return Failure(.usage, error.description)

@@ -37,11 +37,13 @@ package enum PrefsTool {
             run: { try DomainCommands.readType($0) }),
         Command(
             "write", arguments: "DOMAIN KEY VALUE", positionals: 3...Int.max,
-            options: [typeOption, PostgresDomain.option],
+            options: [typeOption, SchemaCommands.ignoreSchemaFlag, PostgresDomain.option],
             summary: "Store VALUE under KEY, creating the domain if needed.",
             help: """
-                Without --type the type of the value already stored is kept, and a new key is a string. A VALUE
-                that does not parse as the type is refused and nothing changes. Types:
+                When the app's schema declares KEY (see `prefs describe`), a VALUE without --type is read as the
+                declared type, and a value outside the declared range or choices is refused (--ignore-schema
+                writes it anyway). Otherwise, without --type the type of the value already stored is kept, and a
+                new key is a string. A VALUE that does not parse as the type is refused and nothing changes. Types:
                   bool    true, false, yes, no, 1, 0 (`boolean` is the same)
                   int     a 64-bit whole number (unsigned up to 18446744073709551615); `integer` is the same
                   float   a double-precision number (like `defaults`); `double` is the same
@@ -77,7 +79,7 @@ package enum PrefsTool {
             help: "Exits with status 1 when nothing contains WORD.", run: { try DomainCommands.find($0) }),
         Command(
             "export", arguments: "DOMAIN [PATH]", positionals: 1...2,
-            options: [DomainCommands.formatOption, PostgresDomain.option],
+            options: [DomainCommands.formatOption, SchemaCommands.nonDefaultFlag, PostgresDomain.option],
             summary: "Write the whole domain, exactly, to PATH or standard output (`-`): `prefs import` reads it back.",
             help: """
                 Without PATH: prefs' JSON on standard output. With PATH (`-` is standard output): an XML property
@@ -85,6 +87,8 @@ package enum PrefsTool {
                 A binary property list keeps every value exactly; XML is refused when it cannot (some floats,
                 fractions of a second). In JSON, values JSON has no type for are tagged:
                 {"$date": 736255800.5} (seconds since 2001-01-01), {"$data": "yv4="} (base64), {"$float": 0.5}.
+                --non-default leaves out the values equal to the defaults of the app's schema (what to carry to
+                another machine).
                 """,
             run: { try DomainCommands.export($0) }),
         Command(
@@ -107,6 +111,60 @@ package enum PrefsTool {
                 key come in the order of its changes, never the same line twice in a row.
                 """,
             run: { try await DomainCommands.watch($0) }),
+        Command(
+            "list-keys", arguments: "DOMAIN", positionals: 1...1,
+            summary: "List the keys the domain's app declares (its schema), with their types and defaults.",
+            help: """
+                The schema is the one the app published ($XDG_DATA_HOME/prefs/schemas/DOMAIN.json) or its package
+                installed ($XDG_DATA_DIRS/prefs/schemas/DOMAIN.json); a key in both takes the user's entry.
+                """,
+            run: { try SchemaCommands.listKeys($0) }),
+        Command(
+            "describe", arguments: "DOMAIN KEY [-- APP-ARGUMENTS…]", positionals: 2...Int.max,
+            summary: "Describe a declared key: type, default, allowed values, description, value and where it is set.",
+            help: """
+                "set by" names the layer the app reads the value from: managed (forced by the administrator),
+                argument (with the app's command line given after --), environment (when the app reads variables
+                and this shell sets one), user (the domain's file), system-wide default, or default. A value the
+                schema does not allow is shown with the default the app reads in its place.
+                """,
+            run: { try SchemaCommands.describe($0) }),
+        Command(
+            "range", arguments: "DOMAIN KEY", positionals: 2...2,
+            summary: "Print a declared key's allowed values as `gsettings range` does.",
+            help: """
+                `range TYPE LOW HIGH` for a range, `enum` then one choice a line (text in single quotes) for
+                choices, `type TYPE` when any value of the type is allowed. TYPE is Prefs' name of the stored type
+                (bool, int, double, float, string, date, data, array, dictionary).
+                """,
+            run: { try SchemaCommands.range($0) }),
+        Command(
+            "check", arguments: "DOMAIN", positionals: 1...1,
+            summary: "Check the domain's file, system-wide defaults and managed values against the schema.",
+            help: """
+                Prints one line per value that does not fit its declared type, range or choices: LAYER: KEY =
+                VALUE and what is wrong. Exits with status 1 when there is any (the app reads the default in place
+                of each), 0 when there is none.
+                """,
+            run: { try SchemaCommands.checkDomain($0) }),
+        Command(
+            "reset", arguments: "DOMAIN [KEY]", positionals: 1...2, options: [SchemaCommands.allFlag],
+            summary: "Remove the user's value of KEY (or of every key with --all), so the app reads its default.",
+            help: """
+                A forced key cannot be reset (status 5); --all leaves forced keys alone. A KEY that is neither
+                stored nor declared is not found (status 1).
+                """,
+            run: { try SchemaCommands.reset($0) }),
+        Command(
+            "schema", arguments: "DOMAIN", positionals: 1...1,
+            options: [SchemaCommands.jsonSchemaFlag, SchemaCommands.installOption],
+            summary: "Print the domain's schema (its declared keys) as prefs finds it, or install it.",
+            help: """
+                --json-schema prints a JSON Schema (draft 2020-12) that validates `prefs export DOMAIN` JSON.
+                --install DATADIR writes the schema to DATADIR/prefs/schemas/DOMAIN.json, for a package to ship
+                (DATADIR is /usr/share, or $DESTDIR/usr/share while building the package).
+                """,
+            run: { try SchemaCommands.schema($0) }),
         Command(
             group: "secure",
             summary: "Keep secrets in an encrypted vault (XChaCha20-Poly1305, tamper-evident).",
@@ -196,8 +254,8 @@ package enum PrefsTool {
 
             exit status:
               0  success
-              1  not found (domain, key, secret, vault, file), the file system refused the operation, or the
-                 PostgreSQL server is unreachable
+              1  not found (domain, key, schema, secret, vault, file), the file system refused the operation,
+                 the PostgreSQL server is unreachable, or `prefs check` found values the schema does not allow
               2  usage error: unknown command or option, missing argument, a value that does not parse
               3  authentication or integrity failure: wrong key, modified vault, an older copy of a vault or
                  another vault where one was seen before, damaged preferences file

@@ -1,10 +1,11 @@
 // The Prefs demo: an app-style settings model, typed keys, helpers, live observation, a secret in an
-// encrypted vault, and what ends up on disk. It runs in a temporary folder unless PREFS_DEMO_DIR is set.
+// encrypted vault, what ends up on disk, and the app's keys described to `prefs`. It runs in a temporary folder unless
+// PREFS_DEMO_DIR is set.
 import Foundation
 import Observation
 import Prefs
 
-enum Theme: String, Codable, Sendable {
+enum Theme: String, Codable, CaseIterable, Sendable {
     case light, dark, system
 }
 
@@ -14,14 +15,18 @@ struct EditorSettings: Codable, Sendable, Equatable {
 }
 
 extension PrefKey where Value == Bool {
-    static let sendsAnalytics = PrefKey("sendsAnalytics", default: false)
+    static let sendsAnalytics = PrefKey(
+        "sendsAnalytics", default: false, schema: "Whether anonymous usage statistics are sent")
 }
 
 @Observable
 final class Preferences {
     @ObservationIgnored @StoredValue(key: "hasHapticsEnabled") var hasHapticsEnabled = false
     @ObservationIgnored @StoredValue(key: "lastOpenedDate") var lastOpenedDate: Date? = nil
-    @ObservationIgnored @StoredValue(key: "currentTheme") var currentTheme: Theme = .light
+    @ObservationIgnored @StoredValue(key: "currentTheme", schema: "Colour scheme of the windows")
+    var currentTheme: Theme = .light
+    @ObservationIgnored @StoredValue(key: "fontSize", schema: .init("Editor font size, in points", range: 8...72))
+    var fontSize = 13
     @ObservationIgnored @StoredValue(key: "editor") var editor = EditorSettings()
     @ObservationIgnored @StoredValue(key: "favoriteTags") var favoriteTags: [String] = []
     @ObservationIgnored @StoredValue(key: "featureFlags") var featureFlags: [String: Bool] = [:]
@@ -56,6 +61,8 @@ let plist = UserDefaultsStore.standard.url
 let (vaultURL, keyURL) = EncryptedFileStore.defaultLocation(appIdentifier: PrefsConfig.appIdentifier)
 
 let prefs = Preferences()
+// The keys are declared: publish them, so that `prefs` can describe, check and safely edit them from outside.
+PrefsConfig.publishSchema()
 
 // The subscription starts when `values` is read, so read it before the changes are made. The observer collects
 // what it sees, and its lines are printed once it is done, under their own heading.
@@ -79,6 +86,7 @@ prefs.$favoriteTags.replace("swfit", with: "swift")
 prefs.$favoriteTags.togglePresence("linux")
 prefs.$featureFlags.update(key: "darkMode", value: true)
 prefs.sendsAnalytics = true
+prefs.fontSize = 15
 print("  theme=\(prefs.currentTheme) haptics=\(prefs.hasHapticsEnabled) editor=\(prefs.editor)")
 print("  tags=\(prefs.favoriteTags) flags=\(prefs.featureFlags) analytics=\(prefs.sendsAnalytics)")
 print("  lastOpenedDate keeps its fraction: \(prefs.lastOpenedDate!.timeIntervalSinceReferenceDate)")
@@ -109,6 +117,8 @@ print("  vault is \(vaultBytes.count) bytes; plaintext in file: \(leaked)")
 
 section("Bad input is an error, not a crash")
 do { _ = try UserDefaultsStore(suiteName: "../escape") } catch { print("  \(error)") }
+prefs.fontSize = 300
+print("  fontSize is still \(prefs.fontSize): 300 is outside the range its declaration allows (8 to 72)")
 
 section("On disk")
 print("  the files as they are now, at the end of the demo: after every step above (so currentTheme, reset, is absent")
@@ -125,5 +135,25 @@ let reread = try PropertyListSerialization.propertyList(from: Data(contentsOf: p
 if let values = reread as? [String: Any] {
     print("  the standard domain as Foundation reads it:")
     for key in values.keys.sorted() { print("    \(key) = \(values[key]!)") }
+}
+section("Described keys: what `prefs` sees from outside the app")
+// The `prefs` tool, built beside this demo (`make demo` builds it), run as another program would.
+let tool = URL(filePath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+    .appending(path: "prefs")
+if FileManager.default.isExecutableFile(atPath: tool.path) {
+    for arguments in [["list-keys", "com.example.demo"], ["describe", "com.example.demo", "fontSize"]] {
+        print("  $ prefs \(arguments.joined(separator: " "))")
+        let run = Process()
+        run.executableURL = tool
+        run.arguments = arguments
+        let output = Pipe()
+        run.standardOutput = output
+        try run.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        run.waitUntilExit()
+        for line in text.split(separator: "\n") { print("    \(line)") }
+    }
+} else {
+    print("  build the tool to see it here: swift build --product prefs (make demo does)")
 }
 print("\nDone. Remove the folder with: rm -rf \(root.path)")

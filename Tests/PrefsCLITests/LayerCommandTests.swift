@@ -11,6 +11,12 @@ import Testing
     import Darwin
 #endif
 
+/// The in-process tests that point forced values at a folder of their own (`ManagedLocation.useForTesting`, one
+/// setting for the whole process) take turns.
+enum ManagedHook {
+    static let turn = DispatchSemaphore(value: 1)
+}
+
 /// True when this process has private XDG folders (as `make test` runs it), so an in-process `prefs` command may
 /// open domains without touching the real ~/.config.
 private let privateXDGFolders: Bool = {
@@ -100,6 +106,8 @@ private let privateXDGFolders: Bool = {
     /// point an app elsewhere): forced keys are marked, explained and their writes refused.
     @Test(.enabled(if: privateXDGFolders, "opens a domain in this process's XDG_CONFIG_HOME"))
     func forcedKeysAreMarkedExplainedAndRefused() async throws {
+        ManagedHook.turn.wait()
+        defer { ManagedHook.turn.signal() }
         let folder = try TempDir()
         defer { folder.cleanup() }
         let managed = folder.file("managed-preferences")

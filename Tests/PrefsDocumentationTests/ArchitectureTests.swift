@@ -13,6 +13,7 @@ import Testing
         ("platform", ["Platform"]),
         ("internal mechanisms", ["Internal"]),
         ("crypto", ["Secure"]),
+        ("schema", ["Schema"]),
         ("stores", ["Stores"]),
         ("configuration", ["Configuration"]),
         ("wrappers", ["Wrappers"]),

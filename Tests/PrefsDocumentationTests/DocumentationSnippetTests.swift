@@ -45,6 +45,14 @@ import Testing
         )
     }
 
+    /// DescribingYourPreferences: the declarations with a schema, and the call that publishes it.
+    @Test func theDescribedSettingsCompileAsWritten() throws {
+        try Self.typecheck(
+            blocks(
+                in: "Sources/Prefs/Prefs.docc/DescribingYourPreferences.md",
+                containing: ["PrefsConfig.publishSchema()   // once at launch"]))
+    }
+
     /// For each of `markers`, the one ```swift block of `document` that contains it, joined into one source.
     func blocks(in document: String, containing markers: [String]) throws -> String {
         let blocks = try Self.swiftBlocks(in: document)

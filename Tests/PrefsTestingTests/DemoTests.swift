@@ -61,6 +61,7 @@ import Testing
                 "== A secret in the encrypted vault",
                 "== Bad input is an error, not a crash",
                 "== On disk",
+                "== Described keys: what `prefs` sees from outside the app",
             ])
         // Each line sits under its own heading.
         func section(of text: String) -> String? {
@@ -78,5 +79,17 @@ import Testing
         #expect(section(of: "plaintext in file: false") == "== A secret in the encrypted vault")
         #expect(section(of: "the files as they are now") == "== On disk")
         #expect(section(of: "the standard domain as Foundation reads it") == "== On disk")
+        // It ends with `prefs` (built beside it, as for `make demo`) describing the demo's keys from their published
+        // schema, the value the demo stored and the file it is in.
+        #expect(files.contains("data/prefs/schemas/com.example.demo.json"), "\(files)")
+        let described = "== Described keys: what `prefs` sees from outside the app"
+        #expect(section(of: "fontSize is still 15") == "== Bad input is an error, not a crash")
+        #expect(section(of: "$ prefs describe com.example.demo fontSize") == described)
+        #expect(lines.contains("    fontSize           int         13"), "\(output)")
+        #expect(lines.contains("    allowed: from 8 to 72") && lines.contains("    value: 15"), "\(output)")
+        #expect(
+            lines.contains { $0.hasPrefix("    set by: user (") && $0.hasSuffix("/config/com.example.demo.plist)") })
+        #expect(lines.last?.hasPrefix("Done.") == true)
+        #expect(section(of: "Done.") == described)
     }
 }

@@ -27,6 +27,15 @@ struct IsolationProbe {
         #expect(AppSettings.accent.wrappedValue == "color-\(index)")
         #expect(AppSettings.token.wrappedValue == "secret-\(index)")
         #expect(PrefsConfig.defaultStore === PrefsIsolation.current?.defaultStore)
+        // A described key, and one declared on a real suite of the preferences folder (opening and declaring write
+        // nothing): publishing inside the trait writes no schema anywhere.
+        let fontSize = StoredValue(key: "fontSize", default: 13, schema: .init("Font size", range: 8...72))
+        fontSize.wrappedValue = 300
+        #expect(fontSize.wrappedValue == 13)
+        _ = StoredValue(
+            key: "shared", default: 1, schema: "Declared on a real suite",
+            store: try UserDefaultsStore(suiteName: "probe"))
+        #expect(PrefsConfig.publishSchema().isEmpty)
     }
 
     /// A vault the test opens in its own folder: its rollback record must not reach `$XDG_STATE_HOME`.

@@ -22,10 +22,15 @@ struct Locations: Sendable, Equatable {
     /// `$XDG_CONFIG_DIRS` (colon-separated, most important first), or `/etc/xdg`: system-wide defaults (never forced
     /// values: see ``ManagedLocation``). Entries that are not absolute paths are ignored, as the specification says.
     let configDirs: [URL]
+    /// `$XDG_DATA_DIRS` (colon-separated, most important first), or `/usr/local/share` and `/usr/share`: the schemas
+    /// installed with apps (`<dir>/prefs/schemas`).
+    let dataDirs: [URL]
 
     /// The locations of this process, resolved on first use.
     static let current = Locations(
-        environment: variables(["HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_DIRS"]))
+        environment: variables([
+            "HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_DIRS", "XDG_DATA_DIRS",
+        ]))
 
     /// The values of `names` in this process's environment, read directly: `ProcessInfo`'s environment copies every
     /// variable into a dictionary, a measurable part of an app's first preference read.
@@ -48,8 +53,12 @@ struct Locations: Sendable, Equatable {
         configHome = folder("XDG_CONFIG_HOME", ".config")
         dataHome = folder("XDG_DATA_HOME", ".local/share")
         stateHome = folder("XDG_STATE_HOME", ".local/state")
-        let dirs = (environment["XDG_CONFIG_DIRS"] ?? "").split(separator: ":").filter { $0.hasPrefix("/") }
-        configDirs = (dirs.isEmpty ? ["/etc/xdg"] : dirs).map { URL(filePath: String($0), directoryHint: .isDirectory) }
+        func folders(_ variable: String, _ fallback: [Substring]) -> [URL] {
+            let dirs = (environment[variable] ?? "").split(separator: ":").filter { $0.hasPrefix("/") }
+            return (dirs.isEmpty ? fallback : dirs).map { URL(filePath: String($0), directoryHint: .isDirectory) }
+        }
+        configDirs = folders("XDG_CONFIG_DIRS", ["/etc/xdg"])
+        dataDirs = folders("XDG_DATA_DIRS", ["/usr/local/share", "/usr/share"])
     }
 
     /// `$HOME` when it is an absolute path, otherwise the home folder of the account running the process.

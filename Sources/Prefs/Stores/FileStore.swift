@@ -17,10 +17,12 @@ public final class FileStore: FileBackedStore, @unchecked Sendable {
     ///
     /// Stores opened on the same path in one process share their state.
     ///
+    /// - Parameters:
+    ///   - url: The JSON file.
+    ///   - onDamage: What the store does when its file does not decode: ``DamagedFilePolicy/refuse`` (leave it and
+    ///     refuse writes) unless told ``DamagedFilePolicy/keepAside``.
     /// - Throws: ``PrefsError/corruptFile(path:reason:)`` when the file exists but is not a Prefs JSON file (it is
     ///   left untouched), ``PrefsError/io(path:operation:errno:message:)`` when it cannot be read.
-    /// - Parameter onDamage: What the store does when its file does not decode: ``DamagedFilePolicy/refuse`` (leave it
-    ///   and refuse writes) unless told ``DamagedFilePolicy/keepAside``.
     public init(url: URL, onDamage: DamagedFilePolicy = .refuse) throws {
         let engine = try EngineRegistry.retainedEngine(at: url.fileSystemPath, kind: "json") {
             let engine = StoreEngine(path: url.fileSystemPath, codec: JSONSnapshotCodec(), onDamage: onDamage)

@@ -19,17 +19,20 @@ public import Foundation
 public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
     /// `store.suiteName` is the suite's name, or nil for ``standard``.
     public let suiteName: String?
+    /// The domain `prefs` knows this store by, when its file is in the preferences folder: the keys declared on it
+    /// are published in that domain's schema.
+    let schemaDomain: String?
 
     /// `try UserDefaultsStore(suiteName: "group.example")` opens a named suite.
     ///
     /// - Parameters:
     ///   - suiteName: The suite, as given to `UserDefaults(suiteName:)`.
     ///   - directory: The preferences folder; by default ``preferencesDirectory()``.
+    ///   - onDamage: What the store does when the suite's file does not decode: ``DamagedFilePolicy/refuse`` (leave it
+    ///     and refuse writes) unless told ``DamagedFilePolicy/keepAside``.
     /// - Throws: ``PrefsError/invalidSuiteName(_:reason:)`` for a name that is empty, contains `/`, `..` or NUL, or
     ///   is longer than 255 bytes with `.plist`; ``PrefsError/corruptFile(path:reason:)`` when the suite's file
     ///   exists but is not a property list (it is left untouched).
-    ///   - onDamage: What the store does when the suite's file does not decode: ``DamagedFilePolicy/refuse`` (leave it
-    ///     and refuse writes) unless told ``DamagedFilePolicy/keepAside``.
     public convenience init(suiteName: String, directory: URL? = nil, onDamage: DamagedFilePolicy = .refuse) throws {
         try Self.validate(suiteName: suiteName)
         let url = (directory ?? Self.preferencesDirectory()).appending(path: suiteName + ".plist")
@@ -56,6 +59,11 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
 
     private init(suiteName: String?, url: URL, engine: StoreEngine, retained: Bool) {
         self.suiteName = suiteName
+        let folder = url.deletingLastPathComponent().standardizedFileURL.path(percentEncoded: false)
+        let preferences = Self.preferencesDirectory().standardizedFileURL.path(percentEncoded: false)
+        schemaDomain =
+            folder.trimmingSuffix("/") == preferences.trimmingSuffix("/")
+            ? url.deletingPathExtension().lastPathComponent : nil
         super.init(url: url, engine: engine, retained: retained)
         // Layers hook: a domain resolves keys as Foundation's UserDefaults does, through the command line's
         // arguments, and through the system-wide defaults and managed values of `$XDG_CONFIG_DIRS`.
@@ -116,5 +124,12 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
         if let problem = Locations.fileNameProblem(suiteName, what: "a suite name", suffix: ".plist") {
             throw .invalidSuiteName(suiteName, reason: problem)
         }
+    }
+}
+
+extension String {
+    /// The string without one trailing `suffix`.
+    fileprivate func trimmingSuffix(_ suffix: String) -> String {
+        hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
     }
 }

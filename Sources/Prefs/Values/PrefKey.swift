@@ -15,9 +15,13 @@ public struct PrefKey<Value: Sendable & Equatable>: Sendable {
     public let name: String
     /// `key.defaultValue` is the value read when nothing is stored, or when what is stored cannot be decoded.
     public let defaultValue: Value
+    /// The codec of the declared type, checking what ``schema`` allows.
     let codec: ValueCodec<Value>
     /// Run when a wrapper declares the key on a store (see ``migrating(_:)``).
     var migrations: [PrefMigration<Value>] = []
+    let declaredSchema: Schema
+    /// The codec without the schema's checks, which describes the key in stored form.
+    let uncheckedCodec: ValueCodec<Value>
 
     /// `PrefKey("theme", default: Theme.light)` declares a key for any `Codable` value.
     ///
@@ -32,42 +36,49 @@ public struct PrefKey<Value: Sendable & Equatable>: Sendable {
     /// - Parameters:
     ///   - name: The name the value is stored under.
     ///   - defaultValue: The value read while nothing is stored.
-    public init(_ name: String, default defaultValue: Value) where Value: Codable {
+    ///   - schema: What the key means and which values it allows (see ``Schema``); nothing by default.
+    public init(_ name: String, default defaultValue: Value, schema: Schema = .init()) where Value: Codable {
         self.init(
-            name: name, defaultValue: defaultValue, codec: ValueCodec.codable.fillingMissingFields(from: defaultValue))
+            name: name, defaultValue: defaultValue, codec: ValueCodec.codable.fillingMissingFields(from: defaultValue),
+            schema: schema)
     }
 
     /// `PrefKey("version", default: Version(1, 0))` declares a key for a type that chooses its own stored form
     /// through ``PrefValueConvertible`` and need not be `Codable`.
-    public init(_ name: String, default defaultValue: Value) where Value: PrefValueConvertible {
-        self.init(name: name, defaultValue: defaultValue, codec: .native)
+    public init(_ name: String, default defaultValue: Value, schema: Schema = .init())
+    where Value: PrefValueConvertible {
+        self.init(name: name, defaultValue: defaultValue, codec: .native, schema: schema)
     }
 
     /// `PrefKey("count", default: 0)` for a type that is both `Codable` and ``PrefValueConvertible`` (every
     /// built-in type): its own stored form wins.
-    public init(_ name: String, default defaultValue: Value) where Value: PrefValueConvertible & Codable {
+    public init(_ name: String, default defaultValue: Value, schema: Schema = .init())
+    where Value: PrefValueConvertible & Codable {
         self.init(
-            name: name, defaultValue: defaultValue, codec: ValueCodec.native.readingForeignForms(hasNativeForm: true))
+            name: name, defaultValue: defaultValue, codec: ValueCodec.native.readingForeignForms(hasNativeForm: true),
+            schema: schema)
     }
 
     /// `PrefKey<User?>("owner")` declares an optional key for a ``PrefValueConvertible`` type: it reads nil until
     /// something is stored, and storing nil removes the key.
-    public init(_ name: String, default defaultValue: Value = nil)
+    public init(_ name: String, default defaultValue: Value = nil, schema: Schema = .init())
     where Value: _OptionalPrefValue, Value.Wrapped: PrefValueConvertible {
-        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(wrapping: .native))
+        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(wrapping: .native), schema: schema)
     }
 
     /// `PrefKey<Int?>("limit")` for an optional of a type that is both `Codable` and ``PrefValueConvertible``:
     /// its own stored form wins.
-    public init(_ name: String, default defaultValue: Value = nil)
+    public init(_ name: String, default defaultValue: Value = nil, schema: Schema = .init())
     where Value: _OptionalPrefValue & Codable, Value.Wrapped: PrefValueConvertible & Codable {
         let wrapped = ValueCodec<Value.Wrapped>.native.readingForeignForms(hasNativeForm: true)
-        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(wrapping: wrapped))
+        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(wrapping: wrapped), schema: schema)
     }
 
-    init(name: String, defaultValue: Value, codec: ValueCodec<Value>) {
+    init(name: String, defaultValue: Value, codec: ValueCodec<Value>, schema: Schema = .init()) {
         self.name = name
         self.defaultValue = defaultValue
-        self.codec = codec
+        self.codec = codec.checking(schema, default: defaultValue)
+        self.declaredSchema = schema
+        self.uncheckedCodec = codec
     }
 }

@@ -28,6 +28,10 @@ public enum PrefsError: Error, Sendable, Equatable {
     /// `.typeMismatch(key:expected:found:)`: a stored value that does not have the shape the declared type expects.
     /// Nothing was overwritten.
     case typeMismatch(key: String, expected: String, found: String)
+    /// `.notAllowed(key:value:allowed:)`: a value the key's declaration does not allow (outside its range, not one of
+    /// its choices: see ``PrefKey/Schema``). A write of it is refused and nothing is written; read from a file, it
+    /// reads as the declared default and is left as it is.
+    case notAllowed(key: String, value: String, allowed: String)
     /// `.encodingFailed(key:reason:)`: a value that could not be encoded for storage (for example a date at infinity
     /// inside JSON).
     case encodingFailed(key: String, reason: String)
@@ -87,6 +91,8 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
         case .invalidKey(let key, let reason): "invalid key \(String(reflecting: key)): \(reason)"
         case .typeMismatch(let key, let expected, let found):
             "value for \(String(reflecting: key)) is \(found), expected \(expected); left unchanged"
+        case .notAllowed(let key, let value, let allowed):
+            "\(value) is not an allowed value of \(String(reflecting: key)) (allowed: \(allowed)); left unchanged"
         case .encodingFailed(let key, let reason): "cannot encode value for \(String(reflecting: key)): \(reason)"
         case .decodingFailed(let key, let reason):
             "cannot decode value for \(String(reflecting: key)): \(reason); left unchanged"

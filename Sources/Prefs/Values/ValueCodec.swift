@@ -17,16 +17,23 @@ struct ValueCodec<Value: Sendable>: Sendable {
 
     /// Encodes, turning any failure into a `PrefsError` that names the key.
     func encode(_ value: Value, key: String) throws(PrefsError) -> PrefValue? {
-        do { return try encode(value) } catch { throw PrefsError.encodingFailed(key: key, reason: Self.reason(error)) }
+        do { return try encode(value) } catch {
+            if case .notAllowed(_, let value, let allowed)? = error as? PrefsError {
+                throw .notAllowed(key: key, value: value, allowed: allowed)
+            }
+            throw PrefsError.encodingFailed(key: key, reason: Self.reason(error))
+        }
     }
 
     /// Decodes, turning any failure into a `PrefsError` that names the key.
     func decode(_ stored: PrefValue, key: String) throws(PrefsError) -> Value {
         do { return try decode(stored) } catch let error as PrefsError {
-            if case .typeMismatch(_, let expected, let found) = error {
+            switch error {
+            case .typeMismatch(_, let expected, let found):
                 throw .typeMismatch(key: key, expected: expected, found: found)
+            case .notAllowed(_, let value, let allowed): throw .notAllowed(key: key, value: value, allowed: allowed)
+            default: throw error
             }
-            throw error
         } catch {
             throw .decodingFailed(key: key, reason: Self.reason(error))
         }

@@ -6,15 +6,17 @@ public import Foundation
 extension StoredValue where Value: RawRepresentable, Value.RawValue: PrefValueConvertible & Codable {
     /// `@StoredValue(key: "sort") var sort: SortOrder = .name` stores a `RawRepresentable` value, such as an enum with
     /// `String` or `Int` raw values, as its raw value; the type need not be `Codable` (as with `@AppStorage`).
-    public init(wrappedValue: Value, key: String, store: (any KeyValueStore)? = nil) {
-        self.init(PrefKey(name: key, defaultValue: wrappedValue, codec: .rawValue), store: store)
+    public init(
+        wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil
+    ) {
+        self.init(PrefKey(name: key, defaultValue: wrappedValue, codec: .rawValue, schema: schema), store: store)
     }
 
     /// `@StoredValue(key: "sort", storage: defaults) var sort: SortOrder = .name`: the same, in a `UserDefaults`
     /// instance.
-    public init(wrappedValue: Value, key: String, storage: UserDefaults) {
+    public init(wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults) {
         self.init(
-            PrefKey(name: key, defaultValue: wrappedValue, codec: .rawValue),
+            PrefKey(name: key, defaultValue: wrappedValue, codec: .rawValue, schema: schema),
             store: UserDefaultsStore.store(for: storage))
     }
 }
@@ -22,91 +24,105 @@ extension StoredValue where Value: RawRepresentable, Value.RawValue: PrefValueCo
 extension StoredValue where Value: RawRepresentable & Codable, Value.RawValue: PrefValueConvertible & Codable {
     /// `@StoredValue(key: "theme") var theme: Theme = .light` for a `RawRepresentable` type that is `Codable` too:
     /// stored as its raw value, and the forms other libraries wrote for it read too.
-    public init(wrappedValue: Value, key: String, store: (any KeyValueStore)? = nil) {
-        self.init(PrefKey(key, default: wrappedValue), store: store)
+    public init(
+        wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil
+    ) {
+        self.init(PrefKey(key, default: wrappedValue, schema: schema), store: store)
     }
 
     /// `@StoredValue(key: "theme", storage: defaults) var theme: Theme = .light`: the same, in a `UserDefaults`
     /// instance.
-    public init(wrappedValue: Value, key: String, storage: UserDefaults) {
-        self.init(PrefKey(key, default: wrappedValue), store: UserDefaultsStore.store(for: storage))
+    public init(wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults) {
+        self.init(PrefKey(key, default: wrappedValue, schema: schema), store: UserDefaultsStore.store(for: storage))
     }
 
     /// `StoredValue(key: "theme", default: Theme.light)` creates the wrapper without property syntax.
-    public init(key: String, default defaultValue: Value, store: (any KeyValueStore)? = nil) {
-        self.init(PrefKey(key, default: defaultValue), store: store)
+    public init(
+        key: String, default defaultValue: Value, schema: PrefKey<Value>.Schema = .init(),
+        store: (any KeyValueStore)? = nil
+    ) {
+        self.init(PrefKey(key, default: defaultValue, schema: schema), store: store)
     }
 
     /// `StoredValue(key: "theme", default: Theme.light, storage: defaults)`: the same, in a `UserDefaults` instance.
-    public init(key: String, default defaultValue: Value, storage: UserDefaults) {
-        self.init(PrefKey(key, default: defaultValue), store: UserDefaultsStore.store(for: storage))
+    public init(
+        key: String, default defaultValue: Value, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults
+    ) {
+        self.init(PrefKey(key, default: defaultValue, schema: schema), store: UserDefaultsStore.store(for: storage))
     }
 }
 
 extension StoredValue {
     /// `@StoredValue(key: "sort") var sort: SortOrder?` declares an optional `RawRepresentable` preference, nil until
     /// something is stored.
-    public init(key: String, store: (any KeyValueStore)? = nil)
+    public init(key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil)
     where
         Value: _OptionalPrefValue, Value.Wrapped: RawRepresentable & Sendable,
         Value.Wrapped.RawValue: PrefValueConvertible & Codable
     {
-        self.init(PrefKey(key), store: store)
+        self.init(PrefKey(key, schema: schema), store: store)
     }
 
     /// `@StoredValue(key: "theme") var theme: Theme?` for an optional `RawRepresentable` type that is `Codable` too.
-    public init(key: String, store: (any KeyValueStore)? = nil)
+    public init(key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil)
     where
         Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
         Value.Wrapped.RawValue: PrefValueConvertible & Codable
     {
-        self.init(PrefKey(key), store: store)
+        self.init(PrefKey(key, schema: schema), store: store)
     }
 
     /// `@StoredValue(key: "theme", storage: defaults) var theme: Theme?`: the same, in a `UserDefaults` instance.
-    public init(key: String, storage: UserDefaults)
+    public init(key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults)
     where
         Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
         Value.Wrapped.RawValue: PrefValueConvertible & Codable
     {
-        self.init(PrefKey(key), store: UserDefaultsStore.store(for: storage))
+        self.init(PrefKey(key, schema: schema), store: UserDefaultsStore.store(for: storage))
     }
 
     /// `@StoredValue(key: "theme") var theme: Theme? = nil`: an optional raw-value type, nil removing the key.
-    public init(wrappedValue: Value, key: String, store: (any KeyValueStore)? = nil)
+    public init(
+        wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil
+    )
     where
         Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
         Value.Wrapped.RawValue: PrefValueConvertible & Codable
     {
-        self.init(PrefKey(key, default: wrappedValue), store: store)
+        self.init(PrefKey(key, default: wrappedValue, schema: schema), store: store)
     }
 
     /// `@StoredValue(key: "theme", storage: defaults) var theme: Theme? = nil`: the same, in a `UserDefaults`
     /// instance.
-    public init(wrappedValue: Value, key: String, storage: UserDefaults)
+    public init(wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults)
     where
         Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
         Value.Wrapped.RawValue: PrefValueConvertible & Codable
     {
-        self.init(PrefKey(key, default: wrappedValue), store: UserDefaultsStore.store(for: storage))
+        self.init(PrefKey(key, default: wrappedValue, schema: schema), store: UserDefaultsStore.store(for: storage))
     }
 
     /// `StoredValue(key: "theme", default: Theme?.none)` creates the wrapper of an optional raw-value type without
     /// property syntax.
-    public init(key: String, default defaultValue: Value, store: (any KeyValueStore)? = nil)
+    public init(
+        key: String, default defaultValue: Value, schema: PrefKey<Value>.Schema = .init(),
+        store: (any KeyValueStore)? = nil
+    )
     where
         Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
         Value.Wrapped.RawValue: PrefValueConvertible & Codable
     {
-        self.init(PrefKey(key, default: defaultValue), store: store)
+        self.init(PrefKey(key, default: defaultValue, schema: schema), store: store)
     }
 
     /// `StoredValue(key: "theme", default: Theme?.none, storage: defaults)`: the same, in a `UserDefaults` instance.
-    public init(key: String, default defaultValue: Value, storage: UserDefaults)
+    public init(
+        key: String, default defaultValue: Value, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults
+    )
     where
         Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
         Value.Wrapped.RawValue: PrefValueConvertible & Codable
     {
-        self.init(PrefKey(key, default: defaultValue), store: UserDefaultsStore.store(for: storage))
+        self.init(PrefKey(key, default: defaultValue, schema: schema), store: UserDefaultsStore.store(for: storage))
     }
 }

@@ -52,9 +52,13 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     /// - Parameters:
     ///   - wrappedValue: The default, read while nothing is stored.
     ///   - key: The name the value is stored under.
+    ///   - schema: What the key means and which values it allows (see ``PrefKey/Schema``); nothing by default. Every
+    ///     initialiser that takes a `key:` takes it.
     ///   - store: Where to keep it; ``PrefsConfig/defaultStore`` when nil.
-    public init(wrappedValue: Value, key: String, store: (any KeyValueStore)? = nil) where Value: Codable {
-        self.init(PrefKey(key, default: wrappedValue), store: store)
+    public init(
+        wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil
+    ) where Value: Codable {
+        self.init(PrefKey(key, default: wrappedValue, schema: schema), store: store)
     }
 
     /// `@StoredValue(key: "shared", storage: UserDefaults(suiteName: "group.x")!) var shared = Shared()` stores in
@@ -64,31 +68,39 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     /// calls the instance directly sees the wrapper's writes at once, and the wrapper sees that code's writes at
     /// its next read. Wrappers given the same instance share one store. Under `.isolatedPreferences` the wrapper
     /// uses an in-memory stand-in for the instance instead, one per instance for the test.
-    public init(wrappedValue: Value, key: String, storage: UserDefaults) where Value: Codable {
-        self.init(PrefKey(key, default: wrappedValue), store: UserDefaultsStore.store(for: storage))
+    public init(wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults)
+    where Value: Codable {
+        self.init(PrefKey(key, default: wrappedValue, schema: schema), store: UserDefaultsStore.store(for: storage))
     }
 
     /// `@StoredValue(key: "profile", storage: defaults) var profile: Profile?` declares an optional preference kept
     /// in a `UserDefaults` instance, nil until something is stored.
-    public init(key: String, storage: UserDefaults) where Value: _OptionalPrefValue & Codable {
-        self.init(PrefKey(key, default: nil), store: UserDefaultsStore.store(for: storage))
+    public init(key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults)
+    where Value: _OptionalPrefValue & Codable {
+        self.init(PrefKey(key, default: nil, schema: schema), store: UserDefaultsStore.store(for: storage))
     }
 
     /// `StoredValue(key: "editor", default: EditorSettings(), storage: defaults)` creates a wrapper over a
     /// `UserDefaults` instance without property syntax.
-    public init(key: String, default defaultValue: Value, storage: UserDefaults) where Value: Codable {
-        self.init(PrefKey(key, default: defaultValue), store: UserDefaultsStore.store(for: storage))
+    public init(
+        key: String, default defaultValue: Value, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults
+    ) where Value: Codable {
+        self.init(PrefKey(key, default: defaultValue, schema: schema), store: UserDefaultsStore.store(for: storage))
     }
 
     /// `@StoredValue(key: "profile") var profile: Profile?` declares an optional preference without `= nil`: it reads
     /// nil until something is stored, as with `@AppStorage`.
-    public init(key: String, store: (any KeyValueStore)? = nil) where Value: _OptionalPrefValue & Codable {
-        self.init(PrefKey(key, default: nil), store: store)
+    public init(key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil)
+    where Value: _OptionalPrefValue & Codable {
+        self.init(PrefKey(key, default: nil, schema: schema), store: store)
     }
 
     /// `StoredValue(key: "editor", default: EditorSettings())` creates the wrapper without property syntax.
-    public init(key: String, default defaultValue: Value, store: (any KeyValueStore)? = nil) where Value: Codable {
-        self.init(PrefKey(key, default: defaultValue), store: store)
+    public init(
+        key: String, default defaultValue: Value, schema: PrefKey<Value>.Schema = .init(),
+        store: (any KeyValueStore)? = nil
+    ) where Value: Codable {
+        self.init(PrefKey(key, default: defaultValue, schema: schema), store: store)
     }
 
     /// `@StoredValue(.doTheThing) var doTheThing` uses a typed key that carries its name, type and default.
@@ -99,7 +111,7 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     public init(_ key: PrefKey<Value>, store: (any KeyValueStore)? = nil) {
         declared = StoredValueBox(
             key: key.name, defaultValue: key.defaultValue, codec: key.codec, store: store ?? DefaultStores.defaultStore,
-            migrations: key.migrations)
+            migrations: key.migrations, describe: key.describe)
         followsDefaultScope = store == nil
     }
 

@@ -10,6 +10,8 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     let codec: ValueCodec<Value>
     let store: any KeyValueStore
     let migrations: [PrefMigration<Value>]
+    /// The key as a published schema describes it, made only when one is published.
+    let describe: (@Sendable () -> KeyDescription)?
     let cell: KeyCell
 
     /// A `values` subscriber (yields each new value) or a `changes` subscriber (yields the old and new value).
@@ -52,13 +54,14 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
 
     init(
         key: String, defaultValue: Value, codec: ValueCodec<Value>, store: any KeyValueStore,
-        migrations: [PrefMigration<Value>] = []
+        migrations: [PrefMigration<Value>] = [], describe: (@Sendable () -> KeyDescription)? = nil
     ) {
         self.key = key
         self.defaultValue = defaultValue
         self.codec = codec
         self.store = store
         self.migrations = migrations
+        self.describe = describe
         self.cell = store.changes.cell(for: key)
         self.looksBeforeReading = store is FoundationUserDefaultsStore
         self.cachedValue = defaultValue
@@ -70,7 +73,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         // Before the default is registered, so that only stored values count as present.
         for migration in migrations { migration.run(key: key, codec: codec, in: store) }
         // Layers: a declaration registers its default with its store, for raw reads and other code.
-        store.registerDeclared(key, default: defaultValue, codec: codec)
+        store.registerDeclared(key, default: defaultValue, codec: codec, describe: describe)
     }
 
     /// The state a wrapper declared without `store:` uses now: inside a `withDefaultStore` scope of another store
@@ -85,7 +88,8 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         guard let scope, scope.store !== store else { return self }
         return scope.box(standingInFor: self) {
             StoredValueBox(
-                key: key, defaultValue: defaultValue, codec: codec, store: scope.store, migrations: migrations)
+                key: key, defaultValue: defaultValue, codec: codec, store: scope.store, migrations: migrations,
+                describe: describe)
         }
     }
 

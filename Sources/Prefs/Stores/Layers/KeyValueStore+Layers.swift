@@ -65,7 +65,7 @@ extension KeyValueStore {
 
     /// `store.register(.fontSize)` registers a typed key's default, as a wrapper declaring the key does.
     public func register<Value>(_ key: PrefKey<Value>) {
-        registerDeclared(key.name, default: key.defaultValue, codec: key.codec)
+        registerDeclared(key.name, default: key.defaultValue, codec: key.codec, describe: key.describe)
     }
 
     /// `store.layer(ofKey: "volume")` says which layer the key's value comes from (`.user`, `.arguments`,
@@ -80,8 +80,15 @@ extension KeyValueStore {
     /// ``PrefsError/forced(key:)``.
     public func isForced(_ key: String) -> Bool { layer(ofKey: key) == .managed }
 
-    /// Registers a declaration's default, keeping a default registered earlier (the first declaration wins).
-    func registerDeclared<Value>(_ key: String, default defaultValue: Value, codec: ValueCodec<Value>) {
+    /// Registers a declaration's default, keeping a default registered earlier (the first declaration wins), and in a
+    /// domain of the preferences folder records the key for its published schema (`describe` runs only then).
+    func registerDeclared<Value>(
+        _ key: String, default defaultValue: Value, codec: ValueCodec<Value>,
+        describe: (@Sendable () -> KeyDescription)? = nil
+    ) {
+        if let describe, let domain = (self as? UserDefaultsStore)?.schemaDomain {
+            DeclaredKeys.record(key, in: domain, describe)
+        }
         guard let encoded = (try? codec.encode(defaultValue, key: key)) ?? nil else { return }
         if let layers = ownLayers {
             layers.register([key: encoded], keepingExisting: true)

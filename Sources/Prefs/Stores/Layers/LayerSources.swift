@@ -8,7 +8,7 @@ import Foundation
 
 /// The readers of the layers that come from outside the store: the command line, the environment and the
 /// system-wide files under `$XDG_CONFIG_DIRS`. Each turns its source into plain values; ``LayerStack`` merges them.
-enum LayerSources {
+package enum LayerSources {
     // MARK: Command-line arguments
 
     /// This process's argument layer, parsed once.
@@ -17,7 +17,7 @@ enum LayerSources {
     /// The argument layer of `arguments` (program name first), read as Foundation's UserDefaults reads it: each
     /// `-key value` pair whose value does not itself start with `-` sets `key` to the value
     /// (``FoundationBridge/argumentValue(_:)``).
-    static func arguments(_ arguments: [String]) -> [String: PrefValue] {
+    package static func arguments(_ arguments: [String]) -> [String: PrefValue] {
         var values: [String: PrefValue] = [:]
         var index = 0
         while index + 1 < arguments.count {
@@ -39,7 +39,7 @@ enum LayerSources {
     /// The variable that sets `key` under `prefix`: the prefix, then the key in upper case with a `_` before each
     /// upper-case letter that follows a lower-case letter or digit, and every character other than an ASCII letter
     /// or digit replaced by `_`. `fontSize` → `MYAPP_FONT_SIZE`, `ui.theme` → `MYAPP_UI_THEME`.
-    static func environmentName(forKey key: String, prefix: String) -> String {
+    package static func environmentName(forKey key: String, prefix: String) -> String {
         var name = prefix
         var previous: Character?
         for character in key {
@@ -56,7 +56,7 @@ enum LayerSources {
     /// The environment layer for `keys`: each key whose variable is set takes the variable's text, read as an
     /// argument's value is. A variable that several of the keys map to is refused for all of them and returned in
     /// `ambiguous` with those keys.
-    static func environment(
+    package static func environment(
         _ environment: [String: String], prefix: String, keys: some Sequence<String>
     ) -> (values: [String: PrefValue], ambiguous: [String: [String]]) {
         var byName: [String: [String]] = [:]

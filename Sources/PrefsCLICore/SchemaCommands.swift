@@ -1,0 +1,265 @@
+import Foundation
+import Prefs
+
+/// The commands that use a domain's published schema (the keys its app declared): `list-keys`, `describe`, `range`,
+/// `check`, `reset`, `schema`, and the checks of `write` and `export --non-default`.
+enum SchemaCommands {
+    static let ignoreSchemaFlag = Option.flag("--ignore-schema", "write without the schema's type and checks")
+    static let nonDefaultFlag = Option.flag("--non-default", "only the values that differ from the schema's defaults")
+    static let jsonSchemaFlag = Option.flag("--json-schema", "print a JSON Schema (2020-12) of `prefs export` JSON")
+    static let installOption = Option.value(
+        "--install", "DATADIR", "write the schema to DATADIR/prefs/schemas/DOMAIN.json (DATADIR: /usr/share, …)")
+    static let allFlag = Option.flag("--all", "reset every key of the domain")
+
+    /// The schema of `domain` found in the schema folders; problems with its files are said on standard error, once
+    /// each, and never stop the command.
+    static func load(_ domain: String, _ invocation: Invocation) -> DomainSchema? {
+        let (schema, problems, _) = SchemaFiles.load(domain: domain)
+        for problem in problems { invocation.console.printError("prefs: warning: \(problem)") }
+        return schema
+    }
+
+    /// The schema of `domain`, or "not found" saying where schemas are looked for and how one gets there.
+    static func require(_ domain: String, _ invocation: Invocation) throws -> DomainSchema {
+        try DomainCommands.checkName(domain)
+        guard let schema = load(domain, invocation) else {
+            let folders = ([SchemaFiles.userFolder] + SchemaFiles.systemFolders).map { $0.path(percentEncoded: false) }
+            throw Failure.notFound(
+                "\(invocation.command): no schema for domain \(String(reflecting: domain)) in "
+                    + folders.joined(separator: ", ")
+                    + "; the app publishes one with PrefsConfig.publishSchema(), or its package installs one")
+        }
+        return schema
+    }
+
+    /// The key's entry, or "not found" suggesting the closest declared key.
+    static func entry(_ key: String, of schema: DomainSchema, _ invocation: Invocation) throws -> KeyDescription {
+        guard let entry = schema.keys[key] else {
+            throw Failure.notFound(
+                "\(invocation.command): domain \(String(reflecting: schema.domain)) declares no key "
+                    + "\(String(reflecting: key))\(Hints.didYouMean(key, among: schema.keys.keys)); run "
+                    + "`prefs list-keys \(Hints.shellQuoted(schema.domain))` to list them")
+        }
+        return entry
+    }
+
+    // MARK: list-keys, describe, range
+
+    static func listKeys(_ invocation: Invocation) throws {
+        let schema = try require(invocation.positionals[0], invocation)
+        let rows = schema.keys.keys.sorted().map { name -> (String, String, String) in
+            let entry = schema.keys[name]!
+            return (
+                ValueText.visible(name), entry.type ?? "?", entry.defaultValue.map(ValueText.formatInline) ?? "(none)"
+            )
+        }
+        let nameWidth = rows.map(\.0.count).max() ?? 0
+        let typeWidth = rows.map(\.1.count).max() ?? 0
+        for (name, type, value) in rows {
+            invocation.console.print(
+                name.padding(toLength: nameWidth, withPad: " ", startingAt: 0) + "  "
+                    + type.padding(toLength: typeWidth, withPad: " ", startingAt: 0) + "  " + value)
+        }
+    }
+
+    static func describe(_ invocation: Invocation) throws {
+        let (domain, key) = (invocation.positionals[0], invocation.positionals[1])
+        let schema = try require(domain, invocation)
+        let entry = try entry(key, of: schema, invocation)
+        let console = invocation.console
+        console.print("key: \(ValueText.visible(key))")
+        console.print("type: \(entry.type ?? "not declared")")
+        console.print(
+            "default: \(entry.defaultValue.map(ValueText.formatInline) ?? "none (nothing stored reads as nil)")")
+        console.print("allowed: \(entry.allowed.map { ValueText.visible($0.text) } ?? "any \(entry.type ?? "value")")")
+        if !entry.summary.isEmpty { console.print("description: \(ValueText.visible(entry.summary))") }
+        let store = try UserDefaultsStore(suiteName: domain)
+        let arguments = Array(invocation.positionals.dropFirst(2))
+        guard let (value, layer) = currentValue(key, entry, store, schema: schema, appArguments: arguments) else {
+            console.print("value: \(entry.defaultValue.map(ValueText.formatInline) ?? "nil")")
+            console.print("set by: default (the app's declaration)")
+            return
+        }
+        if let problem = entry.problem(with: value) {
+            let fallback = entry.defaultValue.map(ValueText.formatInline) ?? "nil"
+            console.print(
+                "value: \(fallback) (the default, read in place of \(ValueText.formatInline(value)), which \(problem))")
+        } else {
+            console.print("value: \(ValueText.formatInline(value))")
+        }
+        console.print("set by: \(layer)")
+    }
+
+    /// The value the app reads for `key` and the layer it comes from, strongest first: managed, the app's command
+    /// line (given after `--`), its environment variable (when the schema names the app's prefix and the variable
+    /// is set here), the user's file, a system-wide default. Nil when none holds it: the declared default.
+    static func currentValue(
+        _ key: String, _ entry: KeyDescription, _ store: UserDefaultsStore, schema: DomainSchema,
+        appArguments: [String]
+    ) -> (PrefValue, String)? {
+        if let forced = store.values(in: .managed)[key] { return (forced, "managed (forced by the administrator)") }
+        if let text = LayerSources.arguments(["app"] + appArguments)[key] {
+            return (typed(text, entry), "argument (the command line after --)")
+        }
+        if let prefix = schema.environmentPrefix {
+            let name = LayerSources.environmentName(forKey: key, prefix: prefix)
+            let found = LayerSources.environment(ProcessInfo.processInfo.environment, prefix: prefix, keys: [key])
+            if let value = found.values[key] { return (typed(value, entry), "environment (\(name))") }
+        }
+        if let own = store.values(in: .user)[key] {
+            return (own, "user (\(store.url.path(percentEncoded: false)))")
+        }
+        if let system = store.values(in: .systemDefaults)[key] {
+            return (system, "system-wide default ($XDG_CONFIG_DIRS)")
+        }
+        return nil
+    }
+
+    /// Text from the command line or the environment as the declared type, when it reads as one.
+    private static func typed(_ value: PrefValue, _ entry: KeyDescription) -> PrefValue {
+        guard case .string(let text) = value, let type = valueType(of: entry), type != .string else { return value }
+        return ValueText.parse(text.trimmingCharacters(in: .whitespaces), as: type) ?? value
+    }
+
+    /// The type `prefs write` parses a value of the key as.
+    static func valueType(of entry: KeyDescription) -> ValueType? {
+        switch entry.type {
+        case "bool": .bool
+        case "int": .int
+        case "double": .float
+        case "float": .singleFloat
+        case "string": .string
+        case "date": .date
+        case "data": .data
+        case "array", "dictionary": .json
+        default: nil
+        }
+    }
+
+    /// As `gsettings range`: `range int 8 72`, `enum` then one choice a line, or `type int` when any value of the
+    /// type goes.
+    static func range(_ invocation: Invocation) throws {
+        let (domain, key) = (invocation.positionals[0], invocation.positionals[1])
+        let entry = try entry(key, of: try require(domain, invocation), invocation)
+        let type = entry.type ?? "any"
+        switch entry.allowed {
+        case .range(let lower, let upper)?:
+            invocation.console.print("range \(type) \(ValueText.formatInline(lower)) \(ValueText.formatInline(upper))")
+        case .choices(let choices)?:
+            invocation.console.print("enum")
+            for choice in choices { invocation.console.print(quoted(choice)) }
+        case nil:
+            invocation.console.print("type \(type)")
+        }
+    }
+
+    /// A choice as `gsettings range` prints one: text in single quotes (a quote inside escaped), others bare.
+    private static func quoted(_ value: PrefValue) -> String {
+        guard case .string(let text) = value else { return ValueText.formatInline(value) }
+        return "'" + ValueText.visible(text).replacingOccurrences(of: "'", with: "\\'") + "'"
+    }
+
+    // MARK: write, check, reset, export
+
+    /// Before `write` changes `key`: the schema's entry of the key, which gives the type of a value written without
+    /// `--type` and is checked against the value written. Nil without a schema, for a key it does not declare, and
+    /// with `--ignore-schema` or `--postgres-env`.
+    static func entryForWrite(_ domain: String, _ key: String, _ invocation: Invocation) -> KeyDescription? {
+        guard !invocation.has("--ignore-schema"), !PostgresDomain.isRequested(invocation) else { return nil }
+        return load(domain, invocation)?.keys[key]
+    }
+
+    /// Refuses a value the schema does not allow, naming what it allows.
+    static func check(_ value: PrefValue, _ entry: KeyDescription?, key: String, _ invocation: Invocation) throws {
+        guard let entry, let problem = entry.problem(with: value) else { return }
+        throw Failure.usage(
+            "\(invocation.command): \(ValueText.visible(AllowedValueText.shown(value))) for \(String(reflecting: key)) "
+                + "\(problem) in the app's schema; nothing was changed (--ignore-schema writes it anyway)")
+    }
+
+    /// Every value of the user's file, the system-wide defaults and the managed values that does not fit the schema,
+    /// one line each; fails when there is any.
+    static func checkDomain(_ invocation: Invocation) throws {
+        let domain = invocation.positionals[0]
+        let schema = try require(domain, invocation)
+        let store = try UserDefaultsStore(suiteName: domain)
+        let user = try store.allValues()
+        var problems = 0
+        for (layer, name) in [(PreferenceLayer.user, "user"), (.systemDefaults, "system-wide"), (.managed, "managed")] {
+            let values = layer == .user ? user : store.values(in: layer)
+            for key in values.keys.sorted() {
+                guard let entry = schema.keys[key], let problem = entry.problem(with: values[key]!) else { continue }
+                problems += 1
+                invocation.console.print(
+                    "\(name): \(ValueText.visible(key)) = \(ValueText.formatInline(values[key]!)) \(problem)")
+            }
+        }
+        if problems > 0 {
+            throw Failure.notFound(
+                "\(invocation.command): \(problems) value\(problems == 1 ? "" : "s") of domain "
+                    + "\(String(reflecting: domain)) do\(problems == 1 ? "es" : "") not fit the schema; the app reads "
+                    + "the default in their place")
+        }
+    }
+
+    static func reset(_ invocation: Invocation) throws {
+        let domain = invocation.positionals[0]
+        try DomainCommands.checkName(domain)
+        let key = invocation.positionals.count == 2 ? invocation.positionals[1] : nil
+        guard (key == nil) == invocation.has("--all") else {
+            throw Failure.usage("\(invocation.command): give a KEY or --all, not both; usage: prefs reset DOMAIN KEY")
+        }
+        let store = try UserDefaultsStore(suiteName: domain)
+        guard let key else {
+            let keys = try store.allValues().keys.filter { !store.isForced($0) }
+            try store.removeValues(forKeys: keys)
+            return
+        }
+        if try store.value(forKey: key) == nil, load(domain, invocation)?.keys[key] == nil {
+            throw DomainCommands.notFound(key: key, domain: domain, keys: try store.allValues().keys, invocation)
+        }
+        try store.removeValue(forKey: key)
+    }
+
+    /// Of `values`, those that differ from the schema's defaults (keys it does not declare are kept).
+    static func nonDefault(_ values: [String: PrefValue], domain: String, _ invocation: Invocation) throws
+        -> [String: PrefValue]
+    {
+        let schema = try require(domain, invocation)
+        return values.filter { key, value in schema.keys[key]?.defaultValue != value }
+    }
+
+    // MARK: schema
+
+    static func schema(_ invocation: Invocation) throws {
+        let domain = invocation.positionals[0]
+        let schema = try require(domain, invocation)
+        if let dataFolder = invocation["--install"] {
+            let folder = SchemaFiles.folder(in: URL(filePath: dataFolder, directoryHint: .isDirectory))
+            let url = folder.appending(path: domain + ".json")
+            do {
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+                try schema.jsonDocument().write(to: url, options: .atomic)
+            } catch {
+                throw Failure.notFound(
+                    "\(invocation.command): cannot write \(url.path(percentEncoded: false)): "
+                        + (error as NSError).localizedDescription)
+            }
+            invocation.console.print("installed \(url.path(percentEncoded: false))")
+            return
+        }
+        if invocation.has("--json-schema") {
+            invocation.console.writeData(try JSONSchemaDocument.data(for: schema))
+            return
+        }
+        invocation.console.writeData(try schema.jsonDocument())
+    }
+}
+
+/// How a value is named in a message: text quoted, anything else as `prefs read` prints it.
+enum AllowedValueText {
+    static func shown(_ value: PrefValue) -> String {
+        if case .string(let text) = value { return String(reflecting: text) }
+        return ValueText.format(value)
+    }
+}
