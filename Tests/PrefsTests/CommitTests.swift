@@ -344,6 +344,22 @@ import Testing
         #expect(try FileStore(url: directory.file("settings.json")).value(forKey: "launches") == .int(1))
     }
 
+    /// A suite's commits also replace the copy beside it (`.<suite>.plist.commit`); a writer killed while writing
+    /// that copy leaves its temporary file, which the next first write sweeps like the suite's own.
+    @Test func aFirstWriteToASuiteSweepsTheLeftoverTemporaryFileOfItsCommitCopy() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        try UserDefaultsStore(suiteName: "swept", directory: directory.url).setValue(.int(1), forKey: "launches")
+        let copy = StoreEngine.commitCopyPath(of: directory.path("swept.plist"))
+        #expect(FileManager.default.fileExists(atPath: copy), "a suite's commit keeps a copy")
+        let leftover = directory.path(POSIXFileSystem.temporaryPrefix(of: copy) + "5eed")
+        #expect(FileManager.default.createFile(atPath: leftover, contents: Data("old".utf8)))
+        let store = try UserDefaultsStore(suiteName: "swept", directory: directory.url)
+        try store.setValue(.int(2), forKey: "launches")
+        #expect(!FileManager.default.fileExists(atPath: leftover), "the copy's leftover temporary file stayed")
+        #expect(try directory.contents().filter { $0.contains(".tmp-") }.isEmpty)
+    }
+
     @Test func theTemporaryPrefixOfALongNameKeepsTwoNamesApart() {
         let shared = String(repeating: "n", count: 200)
         for (mine, theirs) in [

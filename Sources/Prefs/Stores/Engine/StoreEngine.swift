@@ -631,7 +631,10 @@ final class StoreEngine: Sendable {
         }
         record.contentSize = UInt64(data.count)
         record.contentHash = StableHash.ofContents(data)
-        if sweep, base != nil { fileSystem.removeStaleTemporaries(beside: file.path) }
+        if sweep, base != nil {
+            fileSystem.removeStaleTemporaries(beside: file.path)
+            fileSystem.removeStaleTemporaries(beside: Self.commitCopyPath(of: file.path))
+        }
         let temporary = try prefsIO { () throws(SystemCallError) in
             try fileSystem.writeTemporary(
                 beside: file.path, data: data, record: record.encoded(), mode: 0o600, durable: true)
