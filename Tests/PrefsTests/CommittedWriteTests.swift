@@ -55,4 +55,60 @@ import Testing
         // Other readers are told, as for any write.
         #expect(try await first(1, of: changes) == [key])
     }
+
+    /// Before the commit point nothing took effect: a batch whose rename fails throws, and the store and the file
+    /// hold what they held before the batch, with nothing announced; the next write works.
+    @Test func aBatchWhoseRenameFailsLeavesTheStoreAndTheFileAsBeforeIt() async throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let fileSystem = SteppingFileSystem()
+        let url = directory.file("store.json")
+        let store = try FileStore(url: url, fileSystem: fileSystem, clock: .system)
+        try store.setValue(.int(1), forKey: "a")
+        let changes = store.changes.keys(["a", "b"])
+        fileSystem.fail(at: .beforeRename, with: SystemCallError(path: url.path, operation: "rename", errno: EIO))
+        let error = #expect(throws: PrefsError.self) {
+            try store.batch {
+                try store.setValue(.int(2), forKey: "a")
+                try store.setValue(.string("new"), forKey: "b")
+            }
+        }
+        #expect(error?.description.contains("rename") == true, "\(String(describing: error))")
+        #expect(try store.value(forKey: "a") == .int(1))
+        #expect(try store.value(forKey: "b") == nil)
+        #expect(try onDisk(url) == ["a": 1])
+        try store.setValue(.int(3), forKey: "a")
+        #expect(try onDisk(url) == ["a": 3])
+        // The first change announced is the write that took effect.
+        #expect(try await first(1, of: changes) == ["a"])
+        #expect(try store.value(forKey: "a") == .int(3))
+    }
+
+    /// A batch's commit that found the file changed by another writer reads it and tries again; when that attempt
+    /// fails, memory holds the other writer's values, not the batch's nor the older ones from before it.
+    @Test func aBatchWhoseRetriedRenameFailsKeepsWhatAnotherWriterWroteMeanwhile() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let fileSystem = SteppingFileSystem()
+        let url = directory.file("store.json")
+        let store = try FileStore(url: url, fileSystem: fileSystem, clock: .system)
+        try store.setValue(.int(1), forKey: "a")
+        fileSystem.fail(at: .beforeRename, with: SystemCallError(path: url.path, operation: "rename", errno: EIO))
+        #expect(throws: PrefsError.self) {
+            try store.batch {
+                // Another writer, between this batch's read of the file and its commit.
+                try replaceFile(at: url, with: Data(#"{"a":1,"c":9}"#.utf8))
+                try store.setValue(.int(2), forKey: "a")
+            }
+        }
+        #expect(try store.allValues() == ["a": .int(1), "c": .int(9)])
+        #expect(try onDisk(url) == ["a": 1, "c": 9])
+        try store.setValue(.int(3), forKey: "a")
+        #expect(try onDisk(url) == ["a": 3, "c": 9])
+    }
+
+    /// The file's values as Foundation reads them, whatever the store holds in memory.
+    private func onDisk(_ url: URL) throws -> [String: Int]? {
+        try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Int]
+    }
 }

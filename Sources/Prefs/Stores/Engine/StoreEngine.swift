@@ -181,7 +181,7 @@ final class StoreEngine: Sendable {
                 }
                 return (result, .keep)
             }
-            return (result, .batch)
+            return (result, .batch(from: start))
         }
         if deferred, let window { scheduleCommit(within: window) }
         return result
@@ -251,8 +251,8 @@ final class StoreEngine: Sendable {
         case set(String, PrefValue?)
         case replace([String: PrefValue])
         case remove([String])
-        /// The values a batch left in memory.
-        case batch
+        /// The values a batch left in memory; `from`: memory when it began, to go back to if its commit fails.
+        case batch(from: StoreState.BatchStart)
         /// The values in memory, written again whatever changed (a new vault key).
         case rewrite
         /// The file, moved to this name; nil: deleted.
@@ -308,54 +308,64 @@ final class StoreEngine: Sendable {
         /// How many of this run's commits found the file changed under the lock: after three, a fourth commit
         /// writes without checking, so that a writer that takes no lock and never stops cannot hold it up for good.
         var foundChanged = 0
-        // The one retry loop: a file being rewritten in place is read again a millisecond later, and a commit that
-        // finds the file changed since it was read (by a writer that takes no lock) reads it again and applies this
-        // run's change on top: a transform runs again, a batch's writes are applied again (its body never runs
-        // twice). Inside a batch the file is neither read nor written.
-        while true {
-            if writes, !inBatch, lock == nil, guarded.withLock({ $0.heldLock == nil }) {
-                let taken = try file.fileSystem.lock(
-                    file.path, timeout: LockWait.timeout, clock: file.clock, creatingWith: Self.emptyFileRecord)
-                lock = taken
-                guarded.withLock { $0.heldLock = taken }
-            }
-            if !inBatch {
-                switch try look(at: file, access: access, through: lock) {
-                case .suspect:
-                    file.clock.pause(.milliseconds(1))
-                    continue
-                case .damaged(let error):
-                    if access == .moveAside, outcome == nil { break }
-                    guard writes, file.damagePolicy == .keepAside, case .corruptFile? = error as? PrefsError else {
-                        throw error
-                    }
-                    // The store's policy: keep the damaged file aside and go on from no values, under the lock.
-                    try keepAside(file, damagedBy: error)
-                    releaseLock(&lock)
-                    continue
-                case .ready:
-                    break
+        do {
+            // The one retry loop: a file being rewritten in place is read again a millisecond later, and a commit that
+            // finds the file changed since it was read (by a writer that takes no lock) reads it again and applies this
+            // run's change on top: a transform runs again, a batch's writes are applied again (its body never runs
+            // twice). Inside a batch the file is neither read nor written.
+            while true {
+                if writes, !inBatch, lock == nil, guarded.withLock({ $0.heldLock == nil }) {
+                    let taken = try file.fileSystem.lock(
+                        file.path, timeout: LockWait.timeout, clock: file.clock, creatingWith: Self.emptyFileRecord)
+                    lock = taken
+                    guarded.withLock { $0.heldLock = taken }
                 }
+                if !inBatch {
+                    switch try look(at: file, access: access, through: lock) {
+                    case .suspect:
+                        file.clock.pause(.milliseconds(1))
+                        continue
+                    case .damaged(let error):
+                        if access == .moveAside, outcome == nil { break }
+                        guard writes, file.damagePolicy == .keepAside, case .corruptFile? = error as? PrefsError else {
+                            throw error
+                        }
+                        // The store's policy: keep the damaged file aside and go on from no values, under the lock.
+                        try keepAside(file, damagedBy: error)
+                        releaseLock(&lock)
+                        continue
+                    case .ready:
+                        break
+                    }
+                }
+                if outcome == nil {
+                    outcome = try apply()
+                    planned = nil
+                }
+                guard let (result, edit) = outcome else { continue }
+                if inBatch {
+                    applyInBatch(edit)
+                    return result
+                }
+                guard writes else { return result }
+                if planned == nil { planned = .some(draft(for: edit)) }
+                guard case .some(.some(var draft)) = planned else { return result }
+                if readAgain { draft.rebase(onto: guarded.withLock { $0.store.values }) }
+                if try commit(draft, in: file, checking: foundChanged < 3, renamed: &committed) { return result }
+                foundChanged += 1
+                // The file is read again: a transform runs again on what it holds then (its result was computed from
+                // what it held before); other changes are applied again on top of it.
+                if case .set = edit { outcome = nil } else { readAgain = true }
+                releaseLock(&lock)
             }
-            if outcome == nil {
-                outcome = try apply()
-                planned = nil
+        } catch {
+            // A batch's values are in memory before its commit: one that fails before its rename goes back to where
+            // the batch began, and the file, which a retry may have read since, is read again.
+            if !committed, case .batch(let start)? = outcome?.edit {
+                guarded.withLock { changes.invalidate($0.store.batchCommitFailed(from: start)) }
+                _ = try? look(at: file, access: .look, through: lock)
             }
-            guard let (result, edit) = outcome else { continue }
-            if inBatch {
-                applyInBatch(edit)
-                return result
-            }
-            guard writes else { return result }
-            if planned == nil { planned = .some(draft(for: edit)) }
-            guard case .some(.some(var draft)) = planned else { return result }
-            if readAgain { draft.rebase(onto: guarded.withLock { $0.store.values }) }
-            if try commit(draft, in: file, checking: foundChanged < 3, renamed: &committed) { return result }
-            foundChanged += 1
-            // The file is read again: a transform runs again on what it holds then (its result was computed from
-            // what it held before); other changes are applied again on top of it.
-            if case .set = edit { outcome = nil } else { readAgain = true }
-            releaseLock(&lock)
+            throw error
         }
     }
 
@@ -650,6 +660,8 @@ final class StoreEngine: Sendable {
             identity = try fileSystem.commit(temporary, to: file.path)
         } catch is CommitRace {
             return false
+        } catch let error as SystemCallError {
+            throw error.prefsError
         }
         renamed = true
         // Past the rename the values are in the file even if the folder sync fails: memory, the codec and the

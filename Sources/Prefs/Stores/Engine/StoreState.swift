@@ -356,8 +356,11 @@ struct StoreState: Sendable {
     /// How deep the write in progress is nested (a transform or a batch writing through the same store); only the
     /// thread holding the engine's writer lock changes it.
     private(set) var depth = 0
-    /// The values and unwritten changes when the current batch began; nil when no batch runs.
-    private(set) var batchStart: (values: [String: PrefValue], unwritten: [String: Unwritten])?
+    /// Memory when a batch began: its values and the changes not written yet.
+    typealias BatchStart = (values: [String: PrefValue], unwritten: [String: Unwritten])
+
+    /// Memory when the current batch began; nil when no batch runs.
+    private(set) var batchStart: BatchStart?
 
     /// A write begins on the thread holding the writer lock; true for the outermost one.
     mutating func beginWrite() -> Bool {
@@ -375,9 +378,7 @@ struct StoreState: Sendable {
 
     /// A batch begins (inside a write); returns what to go back to if its body throws, and whether it is the
     /// outermost.
-    mutating func beginBatch() -> (
-        restore: (values: [String: PrefValue], unwritten: [String: Unwritten]), outermost: Bool
-    ) {
+    mutating func beginBatch() -> (restore: BatchStart, outermost: Bool) {
         let now = (values, file?.unwritten ?? [:])
         if batchStart != nil { return (now, false) }
         batchStart = now
@@ -392,13 +393,20 @@ struct StoreState: Sendable {
 
     /// A batch's body, or the commit of values already in memory, failed: memory goes back to `start`. Returns the
     /// keys whose values move back.
-    mutating func rollBack(to start: (values: [String: PrefValue], unwritten: [String: Unwritten]), endingBatch: Bool)
-        -> Set<String>
-    {
+    mutating func rollBack(to start: BatchStart, endingBatch: Bool) -> Set<String> {
         if endingBatch { batchStart = nil }
         let changed = Self.diff(values, start.values)
         values = start.values
         file?.unwritten = start.unwritten
+        return changed
+    }
+
+    /// The commit of a batch that ended failed before its rename: memory goes back to `start`, and as a retry may
+    /// have read a newer file since the batch began, the next look reads the file again. Returns the keys whose
+    /// values move back.
+    mutating func batchCommitFailed(from start: BatchStart) -> Set<String> {
+        let changed = rollBack(to: start, endingBatch: false)
+        changedInPlace()
         return changed
     }
 
