@@ -123,6 +123,11 @@ do {
     case "set-string":
         try store.set(arguments[3], for: PrefKey(arguments[2], default: ""))
         emit("ok")
+    case "fill":
+        // fill SPEC COUNT: one replaceAll of COUNT keys, key0 = 0 … (an import of a large domain).
+        let count = Int(arguments[2])!
+        try store.replaceAll(Dictionary(uniqueKeysWithValues: (0..<count).map { ("key\($0)", .int(Int64($0))) }))
+        emit("ok")
     case "set-int":
         try store.set(Int(arguments[3])!, for: PrefKey(arguments[2], default: 0))
         emit("ok")

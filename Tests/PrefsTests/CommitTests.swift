@@ -318,6 +318,22 @@ import Testing
         #expect(clock.pendingTimers == 0)
     }
 
+    /// A commit that changes a great many keys of a suite at once (an import, `replaceAll`) keeps its record under
+    /// the limit in one pass over them: dropping the oldest entries one search at a time took hours for a million.
+    /// The write runs in a child process, so that a return of that hang fails at the child's time limit.
+    @Test func aSuiteCommitOfAHundredThousandKeysIsWrittenWithASmallRecord() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let fill = try ChildProcess.run(["fill", "plist:\(directory.path):many", "100000"], timeLimit: .seconds(60))
+        #expect(fill.succeeded, "\(fill.description)")
+        let contents = try #require(try POSIXFileSystem().read(directory.path("many.plist"), through: nil))
+        let record = try #require(contents.record.flatMap(CommitRecord.init))
+        #expect(record.encoded().count <= CommitRecord.sizeLimit)
+        #expect(record.describes(contents.data))
+        let read = try PropertyListSerialization.propertyList(from: contents.data, format: nil) as? [String: Int]
+        #expect(read?.count == 100_000 && read?["key99999"] == 99_999)
+    }
+
     // MARK: Temporary files
 
     /// The sweep of temporary files left by killed writers reads every name whole (a normal `~/.config` holds

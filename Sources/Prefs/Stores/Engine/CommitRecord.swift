@@ -106,8 +106,10 @@ struct CommitRecord: Equatable, Sendable {
         guard encodedSize > Self.sizeLimit else { return }
         let recentSize = encodedSize - Self.headerSize - changed.count * Self.changedEntrySize
         evictChanged(keeping: max(32, (Self.sizeLimit - Self.headerSize - recentSize) / Self.changedEntrySize))
-        while encodedSize > Self.sizeLimit, let oldest = recent.min(by: { $0.value.time < $1.value.time }) {
-            recent[oldest.key] = nil
+        var size = encodedSize
+        for (key, entry) in recent.sorted(by: { $0.value.time < $1.value.time }) where size > Self.sizeLimit {
+            recent[key] = nil
+            size -= Self.encodedSize(of: entry)
         }
         if encodedSize > Self.sizeLimit {
             evictChanged(
@@ -143,8 +145,10 @@ struct CommitRecord: Equatable, Sendable {
 
     private var encodedSize: Int {
         Self.headerSize + changed.count * Self.changedEntrySize
-            + recent.values.reduce(0) { $0 + 26 + 8 * $1.earlier.count }
+            + recent.values.reduce(0) { $0 + Self.encodedSize(of: $1) }
     }
+
+    private static func encodedSize(of entry: Recent) -> Int { 26 + 8 * entry.earlier.count }
 
     /// The record as kept with the file: little-endian, keys in order.
     func encoded() -> Data {
