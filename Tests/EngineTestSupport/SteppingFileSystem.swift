@@ -137,6 +137,10 @@ package final class SteppingFileSystem: FileSystem {
 
     package func discard(_ temporary: TemporaryFile) { base.discard(temporary) }
 
+    package func overwrite(_ path: String, with data: Data, mode: mode_t) throws(SystemCallError) {
+        try base.overwrite(path, with: data, mode: mode)
+    }
+
     package func syncFolder(of path: String) throws(SystemCallError) {
         if let error = reach(.beforeFolderSync) { throw error }
         try base.syncFolder(of: path)

@@ -48,6 +48,30 @@ import Testing
         #expect(saved == ["theme": "light"])
     }
 
+    /// Stores of one file in one process share one state, and with it the policy of the first one opened while
+    /// it is open: a second store asking for another policy gets the first one's.
+    @Test func aSecondStoreOfAnOpenFileTakesThePolicyOfTheFirst() throws {
+        Reports.install()
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("prefs.json")
+        let refusing = try FileStore(url: url)
+        try refusing.setValue(.int(1), forKey: "k")
+        let keeping = try FileStore(url: url, onDamage: .keepAside)
+        _ = try replaceFile(at: url, with: Data("not json".utf8))
+        keeping.engine.lookAtFile()
+        #expect(keeping.damage != nil, "refused, as the first store's policy says")
+        #expect(try Self.keptAside("prefs.json", in: directory).isEmpty)
+        #expect(throws: PrefsError.self) { try keeping.setValue(.int(2), forKey: "k") }
+        refusing.close()
+        keeping.close()
+        // Once every store of the file has closed, the next one opened sets the policy.
+        let reopened = try FileStore(url: url, onDamage: .keepAside)
+        defer { reopened.close() }
+        #expect(reopened.damage == nil)
+        #expect(try Self.keptAside("prefs.json", in: directory).count == 1)
+    }
+
     @Test func aFileDamagedWhileOpenIsKeptAsideAtTheNextLook() throws {
         Reports.install()
         let directory = try TempDir()

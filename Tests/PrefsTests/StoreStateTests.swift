@@ -170,7 +170,7 @@ struct StoreStateTests {
         var state = Self.loaded(["a": .int(3)], record: Self.threeCommits, restoring: true)
         _ = state.load(
             ["a": .int(2)], identity: nil, record: record, intact: false, now: Self.now, keyHash: Self.hash,
-            lastCommit: { ["a": .int(4)] })
+            lastCommit: ["a": .int(4)])
         #expect(state.values == ["a": .int(4)], "restored to the later commit, not this process's 3")
         var without = Self.loaded(["a": .int(3)], record: Self.threeCommits, restoring: true)
         _ = without.load(

@@ -44,6 +44,10 @@ package protocol FileSystem: Sendable {
     /// Removes a temporary file that is not to be committed.
     func discard(_ temporary: TemporaryFile)
 
+    /// Writes `data` over the file at `path` in place (created `mode` if missing, cut to its length), not synced and
+    /// not atomic: for a copy whose readers check what they read.
+    func overwrite(_ path: String, with data: Data, mode: mode_t) throws(SystemCallError)
+
     /// Flushes the folder of `path`, so that a rename or removal in it survives a crash.
     func syncFolder(of path: String) throws(SystemCallError)
 

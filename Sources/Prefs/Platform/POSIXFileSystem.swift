@@ -206,6 +206,22 @@ package struct POSIXFileSystem: FileSystem {
         return FileIdentity(info)
     }
 
+    package func overwrite(_ path: String, with data: Data, mode: mode_t) throws(SystemCallError) {
+        let fd = POSIX.retrying { open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, mode) }
+        guard fd >= 0 else { throw SystemCallError(path: path, operation: "open") }
+        defer { close(fd) }
+        let failure = data.withUnsafeBytes { bytes -> SystemCallError? in
+            do throws(SystemCallError) {
+                try POSIX.writeAll(fd, bytes, path: path)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let failure { throw failure }
+        guard ftruncate(fd, off_t(data.count)) == 0 else { throw SystemCallError(path: path, operation: "truncate") }
+    }
+
     package func discard(_ temporary: TemporaryFile) {
         close(temporary.descriptor)
         unlink(temporary.path)

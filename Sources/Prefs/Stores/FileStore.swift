@@ -15,7 +15,8 @@ public import Foundation
 public final class FileStore: FileBackedStore, @unchecked Sendable {
     /// `try FileStore(url: url)` opens (or, on the first write, creates) the JSON file at `url`.
     ///
-    /// Stores opened on the same path in one process share their state.
+    /// Stores opened on the same path in one process share their state, and the `onDamage` policy of the first of
+    /// them while any is open.
     ///
     /// - Parameters:
     ///   - url: The JSON file.

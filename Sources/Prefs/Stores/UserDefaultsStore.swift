@@ -25,6 +25,9 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
 
     /// `try UserDefaultsStore(suiteName: "group.example")` opens a named suite.
     ///
+    /// Stores opened on the same suite in one process share their state, and the `onDamage` policy of the first of
+    /// them while any is open (the standard domain's is ``PrefsConfig/damagedStandardDomain``).
+    ///
     /// - Parameters:
     ///   - suiteName: The suite, as given to `UserDefaults(suiteName:)`.
     ///   - directory: The preferences folder; by default ``preferencesDirectory()``.

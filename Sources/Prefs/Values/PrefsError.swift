@@ -60,8 +60,8 @@ public enum PrefsError: Error, Sendable, Equatable {
     /// a store file may have (the same limit every open applies). Nothing was written; the stored values are as
     /// they were.
     case tooLarge(path: String, size: Int, limit: Int)
-    /// `.lockTimedOut(path:holder:waited:)`: a write that gave up after waiting `waited` for the lock file at `path`,
-    /// which another process held all along (`holder`, its process id, where the system can tell): a stopped
+    /// `.lockTimedOut(path:holder:waited:)`: a write that gave up after waiting `waited` for the lock of the file at
+    /// `path`, which another process held all along (`holder`, its process id, where the system can tell): a stopped
     /// process (Ctrl-Z, a debugger) or a wedged one. Nothing was written; the stored values are as they were. The
     /// limit is ``PrefsConfig/lockTimeout``.
     case lockTimedOut(path: String, holder: Int32?, waited: Duration)

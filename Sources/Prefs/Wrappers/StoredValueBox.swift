@@ -1,4 +1,4 @@
-// ThreadSanitizer builds lock with Prefs' own annotated Mutex (Internal/Concurrency/TSanMutex.swift), which shadows
+// ThreadSanitizer builds lock with Prefs' own annotated Mutex (Platform/TSanMutex.swift), which shadows
 // this module's.
 import Synchronization
 

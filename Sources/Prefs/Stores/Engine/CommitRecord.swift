@@ -42,7 +42,7 @@ struct CommitRecord: Equatable, Sendable {
     /// and its rewrite (its read retries for up to 450 ms on a file it cannot parse).
     static let restoreWindow: Duration = .seconds(5)
     /// The most earlier values remembered per key.
-    static let earlierLimit = 64
+    static let earlierLimit = 256
     /// The most bytes a record takes: ext4 keeps an extended attribute of up to one block (4 KiB).
     static let sizeLimit = 3 * 1024
     /// The hash standing for "no value".

@@ -554,6 +554,7 @@ final class StoreEngine: Sendable {
     /// after the grace (reported once, and told to `damageUpdates()`).
     private func unreadable(_ error: any Error, in file: BoundFile, access: Access) -> Look {
         let now = file.clock.now()
+        let seen = access == .load ? try? file.fileSystem.identity(at: file.path) : nil
         let verdict = guarded.withLock { guarded -> StoreState.Unreadable in
             // At the first load a file that has not changed for a while is not being rewritten: damaged at once.
             guard access == .load, let grace = guarded.store.file?.grace, grace > .zero else {
@@ -561,7 +562,6 @@ final class StoreEngine: Sendable {
             }
             // The first load of a suite: a file that keeps changing is being rewritten, and is waited for (up to
             // the lock's timeout); one that is not empty and has stopped changing for a while is damaged at once.
-            let seen = try? file.fileSystem.identity(at: file.path)
             if guarded.firstLoadSeen == nil || seen != guarded.firstLoadSeen?.identity {
                 guarded.firstLoadSeen = (seen, now)
             }
@@ -588,12 +588,14 @@ final class StoreEngine: Sendable {
         let record = contents?.record.flatMap(CommitRecord.init)
         let intact = contents.map { record?.describes($0.data) ?? false } ?? true
         let now = file.clock.now()
+        // A suite rewritten in place since its record: the committer's copy, read before the state's lock is taken.
+        let restores = guarded.withLock { $0.store.file?.restoresStaleRewrites ?? false }
+        let lastCommit = restores && record != nil && !intact ? readCommitCopy(of: file) : nil
         let recovered = guarded.withLock { guarded -> Bool in
             let recovered = guarded.store.damage != nil
             let changed = guarded.store.load(
                 values, identity: contents?.identity, contentHash: contents.map { StableHash.ofContents($0.data) },
-                record: record, intact: intact, now: now,
-                keyHash: file.codec.recordHash, lastCommit: { self.readCommitCopy(of: file) })
+                record: record, intact: intact, now: now, keyHash: file.codec.recordHash, lastCommit: lastCommit)
             if announcing { announce(changed, of: guarded.store.values) }
             return recovered
         }
@@ -694,15 +696,11 @@ final class StoreEngine: Sendable {
 
     /// Keeps a copy of the bytes a suite's commit wrote, for every Prefs process to restore from when a lock-less
     /// in-place rewrite puts back older values (``StoreState/load(_:identity:record:intact:now:keyHash:lastCommit:)``).
-    /// Replaced atomically, under the file's lock, not synced: a copy lost in a crash is one commit behind, and its
-    /// values then do not match the record, so nothing is restored from it.
+    /// Written in place under the file's lock, neither synced nor atomic: a copy lost in a crash is one commit
+    /// behind, and one read halfway through being written does not decode or holds other values; the record's
+    /// fingerprints then do not match it, and nothing is restored from it.
     private func keepCommitCopy(_ data: Data, of file: BoundFile) {
-        let path = Self.commitCopyPath(of: file.path)
-        guard
-            let temporary = try? file.fileSystem.writeTemporary(
-                beside: path, data: data, record: nil, mode: 0o600, durable: false)
-        else { return }
-        _ = try? file.fileSystem.commit(temporary, to: path)
+        try? file.fileSystem.overwrite(Self.commitCopyPath(of: file.path), with: data, mode: 0o600)
     }
 
     /// The values of the copy the last commit of a suite kept; nil when there is none that decodes.

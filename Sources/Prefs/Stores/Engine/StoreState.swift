@@ -1,9 +1,10 @@
 import Foundation
 
 /// Everything a store knows, in one value: its values, the file they came from and that file's health and commit
-/// record, the changes in memory that are not in the file yet, the write in progress, its lifetime and who listens
-/// for damage. `StoreEngine` holds it under one lock and performs what its transitions return; the transitions
-/// touch no file and no clock (they are given the time), so `StoreStateTests` checks them without files.
+/// record, the changes in memory that are not in the file yet, the write in progress and its lifetime.
+/// `StoreEngine` holds it under one lock, beside its own plumbing (the lock object a write holds, the looks and
+/// commits it has queued, the damage listeners), and performs what its transitions return; the transitions touch no
+/// file and no clock (they are given the time and what was read), so `StoreStateTests` checks them without files.
 struct StoreState: Sendable {
     /// The values reads are served from: the file's, with the changes not written yet.
     private(set) var values: [String: PrefValue]
@@ -113,7 +114,7 @@ struct StoreState: Sendable {
     /// Clears damage and suspicion. Returns the keys whose values in memory changed.
     mutating func load(
         _ newValues: [String: PrefValue], identity: FileIdentity?, contentHash: UInt64? = nil, record: CommitRecord?,
-        intact: Bool, now: Duration, keyHash: (String) -> UInt64, lastCommit: () -> [String: PrefValue]? = { nil }
+        intact: Bool, now: Duration, keyHash: (String) -> UInt64, lastCommit: [String: PrefValue]? = nil
     ) -> Set<String> {
         guard var file else { return [] }
         // The values this process knows Prefs committed last: memory, but for changes not committed yet (a value
@@ -124,7 +125,7 @@ struct StoreState: Sendable {
         var unwritten: [String: Unwritten] = [:]
         let stamp = intact ? record.map(\.stamp) : nil
         if file.restoresStaleRewrites, let record, !intact {
-            let committed = lastCommit() ?? [:]
+            let committed = lastCommit ?? [:]
             for key in Set(known.keys).union(newValues.keys).union(committed.keys)
             where record.recent[keyHash(key)] != nil {
                 let latest = record.staleValue(keyHash(key), found: newValues[key].recordHash, now: now)
