@@ -14,7 +14,8 @@ struct FoundationInTheSameProcessTests {
         let store = try UserDefaultsStore(suiteName: suite)
         defer {
             try? FileManager.default.removeItem(at: store.url)
-            try? FileManager.default.removeItem(at: store.url.deletingPathExtension().appendingPathExtension("lock"))
+            let copy = StoreEngine.commitCopyPath(of: store.url.path(percentEncoded: false))
+            try? FileManager.default.removeItem(atPath: copy)
         }
         #expect(defaults.object(forKey: "fromPrefs") == nil)
         try store.setValue(.int(1), forKey: "fromPrefs")

@@ -112,7 +112,8 @@ struct FoundationWriterTests {
         let store = try UserDefaultsStore(suiteName: suite)
         defer {
             try? FileManager.default.removeItem(at: store.url)
-            try? FileManager.default.removeItem(at: store.url.deletingPathExtension().appendingPathExtension("lock"))
+            let copy = StoreEngine.commitCopyPath(of: store.url.path(percentEncoded: false))
+            try? FileManager.default.removeItem(atPath: copy)
         }
         let counter = StoredValue(key: "pc", default: 0, store: store)
         let stop = Atomic<Bool>(false)
