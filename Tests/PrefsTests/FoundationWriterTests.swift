@@ -34,6 +34,16 @@ struct FoundationWriterTests {
         }
     }
 
+    /// Foundation takes no lock, so its last rewrite can land between a Prefs write's check of the file and its
+    /// rename and be replaced (StoresAndBackends, "What this cannot decide"): whether its last value was kept is a
+    /// figure. What must hold is that the file keeps one of Foundation's own values of the key.
+    private static func checkFoundationsValue(_ found: Int?, last: Int) {
+        print("FIGURE Foundation's last value \(found == last ? "kept" : "written over (\(found ?? -1) of \(last))")")
+        #expect(
+            found.map { (1...last).contains($0) } == true,
+            "Foundation's value of its key is gone: \(String(describing: found))")
+    }
+
     /// A child process running `foundation-loop` on `suite` in `directory` until its standard input closes.
     private struct FoundationChild {
         let child: ChildProcess
@@ -73,7 +83,7 @@ struct FoundationWriterTests {
         let outcome = try await Self.settle(store, updates: updates, last: last)
         print("FIGURE foundation-process pause=\(pauseMicroseconds)us: pc kept \(outcome.pc ?? -1) of \(updates)")
         #expect(outcome.pc == updates, "Prefs updates lost")
-        #expect(outcome.fk == last, "Foundation's last value lost")
+        Self.checkFoundationsValue(outcome.fk, last: last)
         #expect(counter.wrappedValue == updates)
         let reports = Reports.everything().filter { "\($0.error)".contains(directory.path) }
         #expect(reports.isEmpty, "\(reports.prefix(2).map(\.description))")
@@ -101,7 +111,7 @@ struct FoundationWriterTests {
         let outcome = try await Self.settle(store, updates: updates, last: last)
         print("FIGURE foundation-process deferred: pc kept \(outcome.pc ?? -1) of \(updates)")
         #expect(outcome.pc == updates, "a flushed deferred value was taken back")
-        #expect(outcome.fk == last, "Foundation's last value lost")
+        Self.checkFoundationsValue(outcome.fk, last: last)
         #expect(counter.wrappedValue == updates)
         let reports = Reports.everything().filter { "\($0.error)".contains(directory.path) }
         #expect(reports.isEmpty, "\(reports.prefix(2).map(\.description))")
@@ -142,7 +152,7 @@ struct FoundationWriterTests {
         let outcome = try await Self.settle(store, updates: updates, last: expectedLast)
         print("FIGURE foundation-thread: pc kept \(outcome.pc ?? -1) of \(updates)")
         #expect(outcome.pc == updates, "Prefs updates lost")
-        #expect(outcome.fk == expectedLast, "Foundation's last value lost")
+        Self.checkFoundationsValue(outcome.fk, last: expectedLast)
     }
 
     /// Opens the suite in `directory` again and again while `isRunning`; returns the failures and the count.
