@@ -128,10 +128,10 @@ package final class SteppingFileSystem: FileSystem {
     package func commit(_ temporary: TemporaryFile, to path: String) throws -> FileIdentity {
         if let error = reach(.beforeRename) {
             base.discard(temporary)
-            throw error
+            throw error.prefsError
         }
         let identity = try base.commit(temporary, to: path)
-        if let error = reach(.afterRename) { throw error }
+        if let error = reach(.afterRename) { throw error.prefsError }
         return shown(identity)
     }
 

@@ -61,12 +61,8 @@ import Testing
     @Test func aBatchWhoseRenameFailsLeavesTheStoreAndTheFileAsBeforeIt() async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let fileSystem = SteppingFileSystem()
-        let url = directory.file("store.json")
-        let store = try FileStore(url: url, fileSystem: fileSystem, clock: .system)
-        try store.setValue(.int(1), forKey: "a")
+        let (store, url) = try Self.storeWhoseNextRenameFails(in: directory)
         let changes = store.changes.keys(["a", "b"])
-        fileSystem.fail(at: .beforeRename, with: SystemCallError(path: url.path, operation: "rename", errno: EIO))
         let error = #expect(throws: PrefsError.self) {
             try store.batch {
                 try store.setValue(.int(2), forKey: "a")
@@ -89,11 +85,7 @@ import Testing
     @Test func aBatchWhoseRetriedRenameFailsKeepsWhatAnotherWriterWroteMeanwhile() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let fileSystem = SteppingFileSystem()
-        let url = directory.file("store.json")
-        let store = try FileStore(url: url, fileSystem: fileSystem, clock: .system)
-        try store.setValue(.int(1), forKey: "a")
-        fileSystem.fail(at: .beforeRename, with: SystemCallError(path: url.path, operation: "rename", errno: EIO))
+        let (store, url) = try Self.storeWhoseNextRenameFails(in: directory)
         #expect(throws: PrefsError.self) {
             try store.batch {
                 // Another writer, between this batch's read of the file and its commit.
@@ -105,6 +97,16 @@ import Testing
         #expect(try onDisk(url) == ["a": 1, "c": 9])
         try store.setValue(.int(3), forKey: "a")
         #expect(try onDisk(url) == ["a": 3, "c": 9])
+    }
+
+    /// A file store holding `a = 1` in `directory`, whose next commit fails at its rename.
+    private static func storeWhoseNextRenameFails(in directory: TempDir) throws -> (FileStore, URL) {
+        let fileSystem = SteppingFileSystem()
+        let url = directory.file("store.json")
+        let store = try FileStore(url: url, fileSystem: fileSystem, clock: .system)
+        try store.setValue(.int(1), forKey: "a")
+        fileSystem.fail(at: .beforeRename, with: SystemCallError(path: url.path, operation: "rename", errno: EIO))
+        return (store, url)
     }
 
     /// The file's values as Foundation reads them, whatever the store holds in memory.

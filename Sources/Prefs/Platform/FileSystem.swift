@@ -38,7 +38,8 @@ package protocol FileSystem: Sendable {
 
     /// Renames `temporary` over the file at `path`: the commit point. Returns the identity of the file it put there,
     /// from its own descriptor, since the name may already hold a newer file by then. Throws ``CommitRace`` when
-    /// the temporary file is gone (swept by another writer: nothing was written).
+    /// the temporary file is gone (swept by another writer: nothing was written), and a `PrefsError` when the rename
+    /// fails otherwise.
     func commit(_ temporary: TemporaryFile, to path: String) throws -> FileIdentity
 
     /// Removes a temporary file that is not to be committed.

@@ -171,6 +171,19 @@ enum POSIX {
         if written < bytes.count { throw SystemCallError(path: path, operation: "write", errno: ENOSPC) }
     }
 
+    /// Writes all of `data` to `fd`, as ``writeAll(_:_:path:)`` does.
+    static func writeAll(_ fd: Int32, _ data: Data, path: String) throws(SystemCallError) {
+        let failure = data.withUnsafeBytes { bytes -> SystemCallError? in
+            do throws(SystemCallError) {
+                try writeAll(fd, bytes, path: path)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let failure { throw failure }
+    }
+
     /// Calls `transfer(offset, remaining)` (a `read` or `write`) until `count` bytes have moved or it moves none,
     /// retrying on `EINTR`; returns how many moved.
     private static func transferAll(

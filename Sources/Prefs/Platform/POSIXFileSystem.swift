@@ -125,15 +125,7 @@ package struct POSIXFileSystem: FileSystem {
         Self.ignoreFileSizeSignal()
         var temporary = try Self.createTemporary(beside: path, mode: mode)
         do throws(SystemCallError) {
-            let failure = data.withUnsafeBytes { bytes -> SystemCallError? in
-                do throws(SystemCallError) {
-                    try POSIX.writeAll(temporary.descriptor, bytes, path: temporary.path)
-                    return nil
-                } catch {
-                    return error
-                }
-            }
-            if let failure { throw failure }
+            try POSIX.writeAll(temporary.descriptor, data, path: temporary.path)
             // The umask (or a folder's default ACL) may have taken bits from `mode`: set it again only then, since
             // a change of permissions is one more event for every watcher of the folder.
             var created = stat()
@@ -210,15 +202,7 @@ package struct POSIXFileSystem: FileSystem {
         let fd = POSIX.retrying { open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, mode) }
         guard fd >= 0 else { throw SystemCallError(path: path, operation: "open") }
         defer { close(fd) }
-        let failure = data.withUnsafeBytes { bytes -> SystemCallError? in
-            do throws(SystemCallError) {
-                try POSIX.writeAll(fd, bytes, path: path)
-                return nil
-            } catch {
-                return error
-            }
-        }
-        if let failure { throw failure }
+        try POSIX.writeAll(fd, data, path: path)
         guard ftruncate(fd, off_t(data.count)) == 0 else { throw SystemCallError(path: path, operation: "truncate") }
     }
 

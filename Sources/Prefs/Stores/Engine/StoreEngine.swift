@@ -662,8 +662,6 @@ final class StoreEngine: Sendable {
             identity = try fileSystem.commit(temporary, to: file.path)
         } catch is CommitRace {
             return false
-        } catch let error as SystemCallError {
-            throw error.prefsError
         }
         renamed = true
         // Past the rename the values are in the file even if the folder sync fails: memory, the codec and the
