@@ -104,13 +104,6 @@ public final class EncryptedFileStore: FileBackedStore, @unchecked Sendable {
                 // Moved but not known durable: the old key must stay, as moveKey(to:) leaves it.
                 if case .durabilityNotConfirmed? = error as? PrefsError { throw error }
                 moveError = error
-                // Another process's move may still be under way: its commit holds the vault's lock, so once the
-                // lock is free the vault is under `key` (or untouched), and opening it reports nothing spurious.
-                if let lock = try? POSIXFileSystem().lock(
-                    url.fileSystemPath, timeout: LockWait.timeout, clock: .system, creatingWith: nil)
-                {
-                    lock.release()
-                }
             }
         }
         do {
