@@ -104,25 +104,31 @@ package final class SteppingFileSystem: FileSystem {
         try base.identity(at: path).map(shown)
     }
 
-    package func lock(_ path: String, timeout: Duration, clock: EngineClock, creatingWith record: Data?) throws
-        -> FileLock
-    {
-        let lock = try base.lock(path, timeout: timeout, clock: clock, creatingWith: record)
+    package func lock(_ path: String, timeout: Duration, clock: EngineClock) throws -> FileLock {
+        let lock = try base.lock(path, timeout: timeout, clock: clock)
         if let error = reach(.afterLock) { throw error }
         return lock
     }
 
+    package func lockShared(_ path: String) throws(SystemCallError) -> FileLock? {
+        try base.lockShared(path)
+    }
+
+    /// With `hidingTimes`, every file is racy: only its bytes tell whether it changed.
+    package func isRacy(_ identity: FileIdentity) -> Bool { hidesTimes || base.isRacy(identity) }
+
     package func read(_ path: String, through lock: FileLock?) throws(SystemCallError) -> FileContents? {
         var contents = try base.read(path, through: lock)
-        if let error = reach(.afterRead) { throw error }
+        // The step is the store file's read; the commit file beside it is read after, when the file changed.
+        if !path.hasSuffix(".commit"), let error = reach(.afterRead) { throw error }
         if let identity = contents?.identity { contents?.identity = shown(identity) }
         return contents
     }
 
-    package func writeTemporary(beside path: String, data: Data, record: Data?, mode: mode_t, durable: Bool)
+    package func writeTemporary(beside path: String, data: Data, mode: mode_t, durable: Bool)
         throws(SystemCallError) -> TemporaryFile
     {
-        try base.writeTemporary(beside: path, data: data, record: record, mode: mode, durable: durable)
+        try base.writeTemporary(beside: path, data: data, mode: mode, durable: durable)
     }
 
     package func commit(_ temporary: TemporaryFile, to path: String) throws -> FileIdentity {
@@ -211,7 +217,7 @@ package final class Gate: @unchecked Sendable {
 package func replaceFile(at url: URL, with data: Data, mode: mode_t = 0o600) throws -> FileIdentity {
     let fileSystem = POSIXFileSystem()
     let path = url.path(percentEncoded: false)
-    let temporary = try fileSystem.writeTemporary(beside: path, data: data, record: nil, mode: mode, durable: true)
+    let temporary = try fileSystem.writeTemporary(beside: path, data: data, mode: mode, durable: true)
     let identity = try fileSystem.commit(temporary, to: path)
     try fileSystem.syncFolder(of: path)
     return identity

@@ -9,13 +9,13 @@ import Testing
 /// the XDG variables, the app identifier), when that is decided, and a damaged file at launch. Each runs in a fresh
 /// child process, as an app would.
 @Suite(.ownThreads) struct DefaultStoresProcessTests {
-    /// The damaged standard plists an app can find at launch (a torn Foundation write leaves it empty).
+    /// The damaged standard plists an app can find at launch. (An empty one is no values: see
+    /// ``anEmptyStandardPlistIsNoValuesAndNothingIsKeptAside()``.)
     enum Damage: String, CaseIterable, Sendable {
-        case empty, garbage, json, directory
+        case garbage, json, directory
 
         func make(at url: URL) throws {
             switch self {
-            case .empty: try Data().write(to: url)
             case .garbage: try Data([0x00, 0xFF, 0x13, 0x37, 0x62, 0x70]).write(to: url)
             case .json: try Data(#"{"zoom": 3}"#.utf8).write(to: url)
             case .directory: try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
@@ -67,6 +67,23 @@ import Testing
         #expect(
             try UserDefaultsStore(suiteName: "PrefsTestHelper", directory: directory.file("config"))
                 .value(forKey: "zoom") == .double(2))
+    }
+
+    /// An empty standard plist (a torn Foundation write, `touch`) holds no values: the app starts from its defaults
+    /// and saves, nothing is kept aside and nothing is reported.
+    @Test func anEmptyStandardPlistIsNoValuesAndNothingIsKeptAside() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let plist = directory.file("config/PrefsTestHelper.plist")
+        try directory.createFolders(["config"])
+        try Data().write(to: plist)
+        let result = try ChildProcess.run(["launch"], environment: Self.environment(directory))
+        #expect(result.status == 0, "stderr: \(result.error)")
+        #expect(result.lines.contains("zoom=1.0 theme=light lastExport=nil"))
+        #expect(result.lines.contains("after-set zoom=2.0"), "\(result.lines)")
+        #expect(result.lines.filter { $0.hasPrefix("report: ") }.isEmpty, "\(result.lines)")
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path("config"))
+        #expect(!names.contains { $0.contains(".damaged-") }, "\(names)")
     }
 
     /// With `PrefsConfig.damagedStandardDomain = .refuse` the damaged file stays where it is and writes are refused.

@@ -20,6 +20,50 @@ struct SharedFileStressTests {
         return (try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any]) ?? [:]
     }
 
+    /// Two and three Prefs processes appending to one array of a suite while another process rewrites it in place
+    /// from what it read 2 to 20 ms before (a slow Foundation `synchronize()`, without a lock): every acknowledged
+    /// append survives. (345 of 4 400 were lost in 6 of 9 runs with two or three processes when a look loaded the
+    /// file without a lock.)
+    @Test(arguments: [2, 3])
+    func prefsProcessesBesideAStaleInPlaceRewriterKeepEveryAcknowledgedAppend(processes: Int) async throws {
+        let runs = Reliability.scaled(3)
+        let each = 100
+        var kept: [Int] = []
+        for _ in 0..<runs {
+            let directory = try TempDir()
+            defer { directory.cleanup() }
+            let spec = "plist:" + directory.path + ":shared"
+            let plist = directory.path("shared.plist")
+            #expect(try ChildProcess.run(["set-int", spec, "seed", "1"]).lines == ["ok"])
+            let rewriter = try ChildProcess.start(
+                ["stale-rewrite", plist, "fk", "2", "20"], input: .pipe, timeLimit: Reliability.timeLimit)
+            defer { rewriter.kill() }
+            #expect(rewriter.readLine() == "started")
+            let appenders = try (0..<processes).map { index in
+                try ChildProcess.start(
+                    ["append-and-stay", spec, "tags", String(each), "p\(index)"], input: .pipe,
+                    timeLimit: Reliability.timeLimit)
+            }
+            defer { for appender in appenders { appender.kill() } }
+            let appended = try await onThread { appenders.map { $0.readLine() } }
+            #expect(appended == Array(repeating: "appended", count: processes))
+            rewriter.closeInput()
+            _ = rewriter.remainingLines()
+            var tags: [String] = []
+            try? await eventually("every append in the file", within: .seconds(60)) {
+                tags = Self.suiteValues(plist)["tags"] as? [String] ?? []
+                return tags.count == processes * each
+            }
+            for appender in appenders { appender.closeInput() }
+            _ = try await onThread { appenders.map { $0.wait() } }
+            kept.append(tags.count)
+            #expect(tags.count == processes * each && Set(tags).count == tags.count)
+        }
+        Reliability.report(
+            "beside a stale in-place rewriter (2–20 ms gaps): \(runs) runs of \(processes) processes × \(each) "
+                + "appends: kept \(kept.map(String.init).joined(separator: ", ")) of \(processes * each)")
+    }
+
     /// Two Prefs processes appending 150 items each to one array of a suite, and a deferred writer counting up
     /// another key, while Foundation in a fourth process rewrites the suite after every change of a third key:
     /// every acknowledged append survives, run after run.

@@ -18,6 +18,13 @@ enum CompatibilityCommands {
             rewriteInPlace(
                 path: arguments[1], key: arguments[2], count: Int(arguments[3])!, pauseMilliseconds: Int(arguments[4])!)
             emit("done")
+        case "stale-rewrite":
+            // stale-rewrite PLIST KEY MIN_MS MAX_MS: until standard input closes, reads the property list, pauses a
+            // random MIN_MS…MAX_MS, then writes what it read back in place (truncate, write, no lock) with KEY set to
+            // the round's number, as Foundation's synchronize() does with a slow gap between its read and its
+            // write. Prints "started" after the first round and "last N" at the end.
+            staleRewrite(
+                path: arguments[1], key: arguments[2], minimum: Int(arguments[3])!, maximum: Int(arguments[4])!)
         case "foundation-count":
             // foundation-count SUITE KEY COUNT: sets KEY to 1…COUNT through Foundation's UserDefaults, with a
             // synchronize() after each, so Foundation rewrites the suite's file in place COUNT times.
@@ -53,6 +60,38 @@ enum CompatibilityCommands {
             defaults.synchronize()
             if round == 1 { emit("started") }
             if pauseMicroseconds > 0 { usleep(useconds_t(pauseMicroseconds)) }
+        } while !stop.load(ordering: .sequentiallyConsistent)
+        emit("last \(round)")
+    }
+
+    private static func staleRewrite(path: String, key: String, minimum: Int, maximum: Int) {
+        let stop = Atomic<Bool>(false)
+        let reader = Thread {
+            _ = FileHandle.standardInput.readDataToEndOfFile()
+            stop.store(true, ordering: .sequentiallyConsistent)
+        }
+        reader.start()
+        var round = 0
+        repeat {
+            round += 1
+            var values: [String: Any] = [:]
+            if let data = FileManager.default.contents(atPath: path), !data.isEmpty {
+                guard let read = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any]
+                else {
+                    round -= 1
+                    continue  // a Prefs commit is never torn; this is our own half-written file: read again
+                }
+                values = read
+            }
+            usleep(useconds_t(Int.random(in: minimum...maximum) * 1000))
+            values[key] = round
+            guard let bytes = try? PropertyListSerialization.data(fromPropertyList: values, format: .xml, options: 0)
+            else { fail("cannot encode") }
+            let fd = open(path, O_WRONLY | O_TRUNC | O_CREAT, 0o600)
+            guard fd >= 0 else { fail("cannot open \(path)") }
+            writeAll(bytes, to: fd)
+            close(fd)
+            if round == 1 { emit("started") }
         } while !stop.load(ordering: .sequentiallyConsistent)
         emit("last \(round)")
     }

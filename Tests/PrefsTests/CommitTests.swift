@@ -41,6 +41,7 @@ import Testing
     /// Process A appends `a1`, process B (which saw it) appends `b1`, then Foundation writes back the copy it read
     /// before either: A, which never saw `b1`, must restore B's later value, not its own older one. (A restored its
     /// own `[a1]`, and B then took that for an intended change: 17 to 174 of 300 appends lost with real processes.)
+    /// Foundation was seen rewriting the suite once before, so every commit since keeps a copy of its bytes.
     @Test(arguments: [false, true])
     func aStaleRewriteIsRestoredToTheLatestPrefsCommitEvenByAProcessThatMissedIt(committerClosed: Bool) throws {
         let directory = try TempDir()
@@ -52,7 +53,12 @@ import Testing
         let b = try UserDefaultsStore(
             suiteName: "shared", directory: directory.url, fileSystem: SteppingFileSystem(watching: false),
             clock: .system)
+        try a.setValue(.int(0), forKey: "warm")
+        try Self.foundationRewrite(url, from: Self.foundationRead(url), fk: 0)
+        a.engine.lookAtFile()  // A sees Foundation's rewrite: from its next commit on, commits keep a copy
         try a.set(["start"], for: PrefKey("tags", default: [String]()))
+        let commitPath = CommitFile.path(of: url.path(percentEncoded: false))
+        #expect(try CommitFile.decode(Data(contentsOf: URL(filePath: commitPath)))?.copy != nil)
         let stale = try Self.foundationRead(url)  // Foundation reads
         try a.updateValue(forKey: "tags") { _ in .array([.string("start"), .string("a1")]) }
         try b.updateValue(forKey: "tags") { old in
@@ -86,11 +92,82 @@ import Testing
         let stale = try Self.foundationRead(url)
         try b.setValue(.int(2), forKey: "n")
         b.close()
-        try FileManager.default.removeItem(atPath: StoreEngine.commitCopyPath(of: url.path(percentEncoded: false)))
+        try FileManager.default.removeItem(atPath: CommitFile.path(of: url.path(percentEncoded: false)))
         try Self.foundationRewrite(url, from: stale, fk: 1)
         a.engine.lookAtFile()
         #expect(try a.value(forKey: "n") == .int(1), "what the file holds")
         #expect(try Self.foundationRead(url)["n"] as? Int == 1, "A wrote nothing over it")
+    }
+
+    /// A look never loads a file whose writer holds its lock. Process A is restoring what Foundation's stale rewrite
+    /// put back (its commit file written, its rename not yet made) when process B's watcher looks: B keeps the values
+    /// it had instead of loading the stale file, looks again after A's commit, and B's next append lands on the
+    /// restored list. (B loaded the stale file without a lock, took it as up to date, and appended to it: 345 of
+    /// 4 400 acknowledged appends lost with two or three processes beside an in-place rewriter.)
+    @Test func aLookWhileAnotherProcessCommitsLoadsNothingUntilThatCommitEnds() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("shared.plist")
+        let fileSystemA = SteppingFileSystem(watching: false)
+        let a = try UserDefaultsStore(
+            suiteName: "shared", directory: directory.url, fileSystem: fileSystemA, clock: .system)
+        let b = try UserDefaultsStore(
+            suiteName: "shared", directory: directory.url, fileSystem: SteppingFileSystem(watching: false),
+            clock: .system)
+        try a.set(["start"], for: PrefKey("tags", default: [String]()))
+        let stale = try Self.foundationRead(url)
+        try a.updateValue(forKey: "tags") { _ in .array([.string("start"), .string("a1")]) }
+        b.engine.lookAtFile()
+        #expect(try Self.tags(in: b) == ["start", "a1"])
+        try Self.foundationRewrite(url, from: stale, fk: 1)
+        let inCommit = fileSystemA.pause(at: .beforeRename)
+        let restoring = Thread { a.engine.lookAtFile() }
+        restoring.start()
+        #expect(inCommit.waitUntilReached(), "A restores its commit")
+        b.engine.lookAtFile()
+        #expect(try Self.tags(in: b) == ["start", "a1"], "B loaded the file A holds the lock of")
+        inCommit.open()
+        try eventually("A's restoring commit to end") {
+            (try? Self.foundationRead(url)["tags"] as? [String]) == ["start", "a1"]
+        }
+        b.engine.lookAtFile()
+        try b.updateValue(forKey: "tags") { old in
+            guard case .array(let items)? = old else { return nil }
+            return .array(items + [.string("b1")])
+        }
+        let values = try Self.foundationRead(url)
+        #expect(values["tags"] as? [String] == ["start", "a1", "b1"], "the file: \(values)")
+        #expect(values["fk"] as? Int == 1, "Foundation's own write stays")
+    }
+
+    /// Before any in-place rewrite of a suite was seen, its commits keep no copy of their bytes: the first stale
+    /// rewrite is restored by the process that made the latest commit (it knows the value), while it runs; a
+    /// process that missed that commit restores nothing, and never its own older value.
+    @Test func theFirstStaleRewriteIsRestoredByTheCommitterWhileItRuns() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("shared.plist")
+        let a = try UserDefaultsStore(
+            suiteName: "shared", directory: directory.url, fileSystem: SteppingFileSystem(watching: false),
+            clock: .system)
+        let b = try UserDefaultsStore(
+            suiteName: "shared", directory: directory.url, fileSystem: SteppingFileSystem(watching: false),
+            clock: .system)
+        try a.set(["start"], for: PrefKey("tags", default: [String]()))
+        let stale = try Self.foundationRead(url)
+        try a.updateValue(forKey: "tags") { _ in .array([.string("start"), .string("a1")]) }
+        try b.updateValue(forKey: "tags") { old in
+            guard case .array(let items)? = old else { return nil }
+            return .array(items + [.string("b1")])
+        }
+        try Self.foundationRewrite(url, from: stale, fk: 1)
+        a.engine.lookAtFile()
+        #expect(try Self.foundationRead(url)["tags"] as? [String] == ["start"], "A wrote nothing over it")
+        b.engine.lookAtFile()
+        #expect(try Self.foundationRead(url)["tags"] as? [String] == ["start", "a1", "b1"], "B restored its commit")
+        #expect(try Self.foundationRead(url)["fk"] as? Int == 1, "Foundation's own write stays")
+        a.engine.lookAtFile()
+        #expect(try Self.tags(in: a) == ["start", "a1", "b1"])
     }
 
     /// Foundation setting a key Prefs wrote to a value it never had is taken as it is.
@@ -327,7 +404,9 @@ import Testing
         let fill = try ChildProcess.run(["fill", "plist:\(directory.path):many", "100000"], timeLimit: .seconds(60))
         #expect(fill.succeeded, "\(fill.description)")
         let contents = try #require(try POSIXFileSystem().read(directory.path("many.plist"), through: nil))
-        let record = try #require(contents.record.flatMap(CommitRecord.init))
+        let commitFile = try #require(
+            try POSIXFileSystem().read(CommitFile.path(of: directory.path("many.plist")), through: nil))
+        let record = try #require(CommitFile.decode(commitFile.data)?.record)
         #expect(record.encoded().count <= CommitRecord.sizeLimit)
         #expect(record.describes(contents.data))
         let read = try PropertyListSerialization.propertyList(from: contents.data, format: nil) as? [String: Int]
@@ -356,24 +435,25 @@ import Testing
         try store.setValue(.int(1), forKey: "launches")
         #expect(!FileManager.default.fileExists(atPath: leftover.path(percentEncoded: false)))
         #expect(FileManager.default.fileExists(atPath: others.path(percentEncoded: false)), "another file's was swept")
-        #expect(try directory.contents().count == 1_002, "the thousand files, the store, the other's temporary file")
+        #expect(
+            try directory.contents().count == 1_003,
+            "the thousand files, the store, its commit file, the other's temporary file")
         #expect(try FileStore(url: directory.file("settings.json")).value(forKey: "launches") == .int(1))
     }
 
-    /// A suite's commits also replace the copy beside it (`.<suite>.plist.commit`); a writer killed while writing
-    /// that copy leaves its temporary file, which the next first write sweeps like the suite's own.
-    @Test func aFirstWriteToASuiteSweepsTheLeftoverTemporaryFileOfItsCommitCopy() throws {
+    /// A commit leaves the store file and its commit file (`.<name>.commit`, the record of the commit, written in
+    /// place) and nothing else: no temporary file, and no copy of the bytes while no in-place rewriter was seen.
+    @Test func aCommitLeavesTheFileAndItsCommitFileAndNothingElse() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        try UserDefaultsStore(suiteName: "swept", directory: directory.url).setValue(.int(1), forKey: "launches")
-        let copy = StoreEngine.commitCopyPath(of: directory.path("swept.plist"))
-        #expect(FileManager.default.fileExists(atPath: copy), "a suite's commit keeps a copy")
-        let leftover = directory.path(POSIXFileSystem.temporaryPrefix(of: copy) + "5eed")
-        #expect(FileManager.default.createFile(atPath: leftover, contents: Data("old".utf8)))
-        let store = try UserDefaultsStore(suiteName: "swept", directory: directory.url)
-        try store.setValue(.int(2), forKey: "launches")
-        #expect(!FileManager.default.fileExists(atPath: leftover), "the copy's leftover temporary file stayed")
-        #expect(try directory.contents().filter { $0.contains(".tmp-") }.isEmpty)
+        let store = try UserDefaultsStore(suiteName: "plain", directory: directory.url)
+        for value: Int64 in 1...3 { try store.setValue(.int(value), forKey: "launches") }
+        #expect(try directory.contents().sorted() == [".plain.plist.commit", "plain.plist"])
+        let data = try Data(contentsOf: directory.file("plain.plist"))
+        let commitPath = CommitFile.path(of: directory.path("plain.plist"))
+        let commitFile = try #require(CommitFile.decode(Data(contentsOf: URL(filePath: commitPath))))
+        #expect(commitFile.record.describes(data))
+        #expect(commitFile.copy == nil, "a copy is kept only once an in-place rewrite was seen")
     }
 
     @Test func theTemporaryPrefixOfALongNameKeepsTwoNamesApart() {

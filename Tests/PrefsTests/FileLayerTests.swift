@@ -94,7 +94,7 @@ struct FileLayerTests {
         #expect(try fileSystem.identity(at: path) == written)
 
         // Read through the file's lock: the same bytes.
-        let lock = try fileSystem.lock(path, timeout: .seconds(5), clock: .system, creatingWith: nil)
+        let lock = try fileSystem.lock(path, timeout: .seconds(5), clock: .system)
         #expect(!lock.createdEmpty)
         #expect(try fileSystem.read(path, through: lock)?.data == bytes)
         lock.release()
@@ -121,7 +121,7 @@ struct FileLayerTests {
         defer { directory.cleanup() }
         let fileSystem = POSIXFileSystem()
         let path = directory.file("sub/prefs.json").path(percentEncoded: false)
-        let first = try fileSystem.lock(path, timeout: .seconds(5), clock: .system, creatingWith: nil)
+        let first = try fileSystem.lock(path, timeout: .seconds(5), clock: .system)
         #expect(first.createdEmpty)
         #expect(try fileSystem.read(path, through: first)?.data == Data())
         #expect(permissions(of: directory.file("sub/prefs.json")) == 0o600)
@@ -130,7 +130,7 @@ struct FileLayerTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path("sub")) == ["prefs.json"])
         let taken = Atomic<Bool>(false)
         let other = Thread {
-            guard let second = try? fileSystem.lock(path, timeout: .seconds(30), clock: .system, creatingWith: nil)
+            guard let second = try? fileSystem.lock(path, timeout: .seconds(30), clock: .system)
             else { return }
             taken.store(!second.createdEmpty, ordering: .relaxed)
             second.release()
@@ -206,7 +206,7 @@ struct FileLayerTests {
         #expect(result.lines == ["refused write \(EFBIG)", "kept 1", "small ok"])
 
         // The refused write left nothing behind; the small one that followed kept the old value.
-        #expect(try directory.contents() == ["prefs.json"])
+        #expect(try directory.contents().sorted() == [".prefs.json.commit", "prefs.json"])
         let after = try #require(try fileSystem.read(url.path(percentEncoded: false), through: nil))
         #expect(after.identity != before.identity)
         let store = try JSONFormat.decode(after.data, path: "prefs.json")
@@ -247,7 +247,7 @@ struct FileLayerTests {
                 defer { group.leave() }
                 do {
                     for _ in 0..<200 {
-                        let lock = try fileSystem.lock(path, timeout: .seconds(60), clock: .system, creatingWith: nil)
+                        let lock = try fileSystem.lock(path, timeout: .seconds(60), clock: .system)
                         defer { lock.release() }
                         let current = try fileSystem.read(path, through: lock).map {
                             Int(String(decoding: $0.data, as: UTF8.self)) ?? -1

@@ -14,7 +14,7 @@ struct FoundationInTheSameProcessTests {
         let store = try UserDefaultsStore(suiteName: suite)
         defer {
             try? FileManager.default.removeItem(at: store.url)
-            let copy = StoreEngine.commitCopyPath(of: store.url.path(percentEncoded: false))
+            let copy = CommitFile.path(of: store.url.path(percentEncoded: false))
             try? FileManager.default.removeItem(atPath: copy)
         }
         #expect(defaults.object(forKey: "fromPrefs") == nil)

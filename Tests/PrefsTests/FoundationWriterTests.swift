@@ -122,7 +122,7 @@ struct FoundationWriterTests {
         let store = try UserDefaultsStore(suiteName: suite)
         defer {
             try? FileManager.default.removeItem(at: store.url)
-            let copy = StoreEngine.commitCopyPath(of: store.url.path(percentEncoded: false))
+            let copy = CommitFile.path(of: store.url.path(percentEncoded: false))
             try? FileManager.default.removeItem(atPath: copy)
         }
         let counter = StoredValue(key: "pc", default: 0, store: store)

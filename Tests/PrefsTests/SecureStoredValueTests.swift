@@ -254,15 +254,24 @@ struct SecureStoredValueTests {
 @Suite(.ownThreads)
 struct VaultTamperingTests {
     /// Every single-bit flip and every truncation of a real vault file is refused by `EncryptedFileStore`, and the
-    /// refused file is left exactly as it was.
+    /// refused file is left exactly as it was. Cut to nothing, a vault whose record remembers it is refused too; an
+    /// empty file that no vault was ever written to is no values, as a missing one is.
     @Test func everyBitFlipAndTruncationIsRefusedUntouched() throws {
         let vault = try Vault()
         defer { vault.directory.cleanup() }
         try SecureStoredValue<String>(key: "pin", store: vault.store).set("1234")
         let original = try Data(contentsOf: vault.url)
+        vault.store.close()
+        try Data().write(to: vault.url)
+        #expect(throws: VaultError.self, "a remembered vault cut to nothing") {
+            try EncryptedFileStore(url: vault.url, key: .keyFile(vault.keyFile))
+        }
+        #expect(try Data(contentsOf: vault.url).isEmpty)
         let probe = vault.directory.file("probe.vault")
+        try Data().write(to: probe)
+        #expect(try EncryptedFileStore(url: probe, key: .keyFile(vault.keyFile)).allValues().isEmpty)
         var refusals = 0
-        var variants: [Data] = (0..<original.count).map { Data(original.prefix($0)) }
+        var variants: [Data] = (1..<original.count).map { Data(original.prefix($0)) }
         for bit in 0..<(original.count * 8) {
             var flipped = original
             flipped[bit / 8] ^= UInt8(1) << UInt8(bit % 8)
@@ -278,6 +287,6 @@ struct VaultTamperingTests {
             }
             #expect(try Data(contentsOf: probe) == variant)
         }
-        #expect(refusals == original.count + original.count * 8)
+        #expect(refusals == original.count - 1 + original.count * 8)
     }
 }

@@ -18,22 +18,30 @@ package protocol FileSystem: Sendable {
     func identity(at path: String) throws(SystemCallError) -> FileIdentity?
 
     /// Takes the exclusive lock of the store file at `path`, the file itself (`flock`), waiting at most `timeout`
-    /// on `clock` for another process to release it. When there is no file, an empty one is created, with `record`,
-    /// and locked, if nothing appears at its name meanwhile (``FileLock/createdEmpty``): a file that does not exist
-    /// has nothing to lock. The folder is created (mode 0700) if it is missing. The lock lasts until
-    /// ``FileLock/release()``.
+    /// on `clock` for another process to release it. When there is no file, an empty one is created and locked, if
+    /// nothing appears at its name meanwhile (``FileLock/createdEmpty``): a file that does not exist has nothing to
+    /// lock. The folder is created (mode 0700) if it is missing. The lock lasts until ``FileLock/release()``.
     ///
     /// - Throws: ``PrefsError/lockTimedOut(path:holder:waited:)`` past the limit, naming the holder.
-    func lock(_ path: String, timeout: Duration, clock: EngineClock, creatingWith record: Data?) throws -> FileLock
+    func lock(_ path: String, timeout: Duration, clock: EngineClock) throws -> FileLock
 
-    /// The whole file at `path`, the identity of the bytes read and the commit record kept with them; nil when
-    /// there is no file. Read through `lock` when one is held, so the bytes are those of the locked file.
+    /// Takes a shared lock of the store file at `path` without waiting: nil when there is no file, or when a writer
+    /// holds its exclusive lock (it is in the middle of a commit, whose rename will be seen). A look reads under it,
+    /// so that the file, its commit file and what it decides from them belong to one commit.
+    func lockShared(_ path: String) throws(SystemCallError) -> FileLock?
+
+    /// Whether a file with `identity` may still change without its identity showing it: its modification time is
+    /// within one tick of the file system's clock of now (git's "racily clean"). Only then are its bytes compared.
+    func isRacy(_ identity: FileIdentity) -> Bool
+
+    /// The whole file at `path` and the identity of the bytes read; nil when there is no file. Read through `lock`
+    /// when one is held, so the bytes are those of the locked file.
     func read(_ path: String, through lock: FileLock?) throws(SystemCallError) -> FileContents?
 
-    /// A new private file beside `path` holding `data`, with `record` kept with it (an extended attribute, where
-    /// the file system keeps them), flushed to the disk when `durable`. The folder is created (mode 0700) if it
-    /// is missing.
-    func writeTemporary(beside path: String, data: Data, record: Data?, mode: mode_t, durable: Bool)
+    /// A new private file beside `path` holding `data`, flushed to the disk when `durable`, its modification time
+    /// set back past the file system's clock tick, so that any later write in place changes its identity (see
+    /// ``isRacy(_:)``). The folder is created (mode 0700) if it is missing.
+    func writeTemporary(beside path: String, data: Data, mode: mode_t, durable: Bool)
         throws(SystemCallError) -> TemporaryFile
 
     /// Renames `temporary` over the file at `path`: the commit point. Returns the identity of the file it put there,
@@ -97,16 +105,14 @@ package struct TemporaryFile: Sendable {
     }
 }
 
-/// A store file as read: its bytes, their identity and the commit record kept with them (nil: none).
+/// A store file as read: its bytes and their identity.
 package struct FileContents: Sendable {
     package var data: Data
     package var identity: FileIdentity
-    package var record: Data?
 
-    package init(data: Data, identity: FileIdentity, record: Data?) {
+    package init(data: Data, identity: FileIdentity) {
         self.data = data
         self.identity = identity
-        self.record = record
     }
 }
 

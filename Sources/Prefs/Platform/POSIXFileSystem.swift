@@ -13,13 +13,17 @@ package import Foundation
 ///   name holds another file and locks that one. There is no lock file to delete, and no lock shared by two files.
 /// - A commit writes a private temporary file beside the store file (mode 0600 whatever the umask), flushes it,
 ///   renames it over the file and flushes the folder: a crash at any moment leaves the old file or the new one.
-/// - The commit record rides along as the extended attribute `user.prefs.commit` of the file it describes, so it is
-///   replaced with it by the same rename. Where extended attributes cannot be kept, there is none.
+/// - A committed file's modification time is set two seconds back (``backdating``), so that a later write in place
+///   (Foundation's `synchronize()`) always changes it, whatever the tick of the file system's clock: a file this
+///   process committed is known unchanged from a `stat` alone, and only a file another program wrote within the
+///   last second (``racyWindow``) needs its bytes compared. Nothing here needs extended attributes or any other
+///   optional feature of the file system.
 package struct POSIXFileSystem: FileSystem {
-    /// The extended attribute holding a file's commit record.
-    static let recordAttribute = "user.prefs.commit"
-    /// The largest record read; a record is written well below it.
-    static let recordLimit = 4096
+    /// How recent a modification time must be for the file to be "racily clean" (see ``isRacy(_:)``): longer than
+    /// the tick of any Linux file system's clock that keeps times finer than a second.
+    static let racyWindow: Duration = .seconds(1)
+    /// How far back a commit sets its file's modification time: past ``racyWindow``.
+    static let backdating: Duration = .seconds(2)
 
     package init() {}
 
@@ -27,9 +31,7 @@ package struct POSIXFileSystem: FileSystem {
         try FileIdentity.of(path: path)
     }
 
-    package func lock(_ path: String, timeout: Duration, clock: EngineClock, creatingWith record: Data?) throws
-        -> FileLock
-    {
+    package func lock(_ path: String, timeout: Duration, clock: EngineClock) throws -> FileLock {
         let start = clock.now()
         var pause = Duration.microseconds(100)
         var held: (lock: FileLock, info: stat)?
@@ -42,7 +44,7 @@ package struct POSIXFileSystem: FileSystem {
                 if fd < 0 {
                     guard errno == ENOENT else { throw SystemCallError(path: path, operation: "open").prefsError }
                     if let created = try prefsIO({ () throws(SystemCallError) in
-                        try Self.createLocked(path, record: record)
+                        try Self.createLocked(path)
                     }) {
                         return created
                     }
@@ -77,13 +79,12 @@ package struct POSIXFileSystem: FileSystem {
         }
     }
 
-    /// Creates `path` empty, with `record`, and locked: a temporary file, locked before it is linked at `path` (so
-    /// nobody can lock it first), linked there only if nothing is. Nil when something is.
-    private static func createLocked(_ path: String, record: Data?) throws(SystemCallError) -> FileLock? {
+    /// Creates `path` empty and locked: a temporary file, locked before it is linked at `path` (so nobody can lock
+    /// it first), linked there only if nothing is. Nil when something is.
+    private static func createLocked(_ path: String) throws(SystemCallError) -> FileLock? {
         let temporary = try createTemporary(beside: path, mode: 0o600)
         defer { unlink(temporary.path) }
         let lock = FileLock(descriptor: temporary.descriptor, createdEmpty: true)
-        if let record { setRecord(record, on: temporary.descriptor) }
         guard flock(lock.descriptor, LOCK_EX | LOCK_NB) == 0 else {
             throw SystemCallError(path: temporary.path, operation: "lock")
         }
@@ -93,6 +94,30 @@ package struct POSIXFileSystem: FileSystem {
             throw SystemCallError(path: path, operation: "create")
         }
         return lock
+    }
+
+    package func lockShared(_ path: String) throws(SystemCallError) -> FileLock? {
+        guard let (fd, info) = try POSIX.openRegularFile(atPath: path) else { return nil }
+        let lock = FileLock(descriptor: fd)
+        guard POSIX.retrying({ flock(fd, LOCK_SH | LOCK_NB) }) == 0 else {
+            if errno == EWOULDBLOCK { return nil }
+            throw SystemCallError(path: path, operation: "lock")
+        }
+        // The name may hold a newer file by now; its commit raised an event of its own.
+        var current = stat()
+        guard stat(path, &current) == 0, current.st_dev == info.st_dev, current.st_ino == info.st_ino else {
+            return nil
+        }
+        return lock
+    }
+
+    package func isRacy(_ identity: FileIdentity) -> Bool {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let age =
+            Duration.seconds(Int64(now.tv_sec) - identity.modificationSeconds)
+            + .nanoseconds(Int64(now.tv_nsec) - identity.modificationNanoseconds)
+        return age < Self.racyWindow
     }
 
     package func read(_ path: String, through lock: FileLock?) throws(SystemCallError) -> FileContents? {
@@ -108,18 +133,10 @@ package struct POSIXFileSystem: FileSystem {
         }
         defer { if lock == nil { close(fd) } }
         let data = try POSIX.readAll(fd, path: path, expectedSize: Int(info.st_size))
-        return FileContents(data: data, identity: FileIdentity(info), record: Self.record(of: fd))
+        return FileContents(data: data, identity: FileIdentity(info))
     }
 
-    /// The commit record kept with the open file `fd`, if any.
-    private static func record(of fd: Int32) -> Data? {
-        guard let get = ExtendedAttributes.get else { return nil }
-        var buffer = [UInt8](repeating: 0, count: recordLimit)
-        let count = buffer.withUnsafeMutableBytes { get(fd, recordAttribute, $0.baseAddress, $0.count) }
-        return count > 0 ? Data(buffer[..<count]) : nil
-    }
-
-    package func writeTemporary(beside path: String, data: Data, record: Data?, mode: mode_t, durable: Bool)
+    package func writeTemporary(beside path: String, data: Data, mode: mode_t, durable: Bool)
         throws(SystemCallError) -> TemporaryFile
     {
         Self.ignoreFileSizeSignal()
@@ -134,7 +151,7 @@ package struct POSIXFileSystem: FileSystem {
             {
                 throw SystemCallError(path: temporary.path, operation: "set permissions of")
             }
-            if let record { Self.setRecord(record, on: temporary.descriptor) }
+            Self.backdate(temporary.descriptor)
             if durable { try POSIX.sync(temporary.descriptor, path: temporary.path) }
             // Kept open read-only for the identity after the rename: closing the descriptor written through after
             // the rename would tell every watcher of the folder of one more change.
@@ -160,11 +177,14 @@ package struct POSIXFileSystem: FileSystem {
         return reader >= 0 ? reader : POSIX.retrying { open(temporary.path, flags | O_NOFOLLOW) }
     }
 
-    /// Keeps `record` with the open file `fd`. A file system without extended attributes keeps no record; the store
-    /// works without one.
-    private static func setRecord(_ record: Data, on fd: Int32) {
-        guard let set = ExtendedAttributes.set else { return }
-        _ = record.withUnsafeBytes { set(fd, recordAttribute, $0.baseAddress, $0.count, 0) }
+    /// Sets the modification time of the open file `fd` ``backdating`` back from now (its access time untouched).
+    /// Where the file system refuses, the file keeps its time and is merely racy for a second.
+    private static func backdate(_ fd: Int32) {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        now.tv_sec -= Int(backdating.components.seconds)
+        var times = [timespec(tv_sec: 0, tv_nsec: (1 << 30) - 2), now]  // UTIME_OMIT: the access time stays
+        _ = futimens(fd, &times)
     }
 
     /// Creates `.<name>.tmp-<random hex>` beside `path`, creating the folder (0700) when it is missing.
@@ -285,25 +305,6 @@ package struct POSIXFileSystem: FileSystem {
     /// the process.
     static func ignoreFileSizeSignal() {
         _ = fileSizeSignalIgnored
-    }
-}
-
-/// `fgetxattr` and `fsetxattr`, which the C library has but the `Glibc` module does not import
-/// (`sys/xattr.h`): looked up once by name. Where they are missing, files keep no commit record.
-private enum ExtendedAttributes {
-    typealias Get = @convention(c) (Int32, UnsafePointer<CChar>, UnsafeMutableRawPointer?, Int) -> Int
-    typealias Set = @convention(c) (Int32, UnsafePointer<CChar>, UnsafeRawPointer?, Int, Int32) -> Int32
-
-    static let get = unsafeBitCast(dlsym(defaultHandle, "fgetxattr"), to: Get?.self)
-    static let set = unsafeBitCast(dlsym(defaultHandle, "fsetxattr"), to: Set?.self)
-
-    /// `RTLD_DEFAULT`: every library loaded.
-    private static var defaultHandle: UnsafeMutableRawPointer? {
-        #if canImport(Glibc)
-            UnsafeMutableRawPointer(bitPattern: 0)
-        #else
-            UnsafeMutableRawPointer(bitPattern: -2)
-        #endif
     }
 }
 

@@ -204,7 +204,7 @@ enum VaultRecord {
     static func remember(_ identity: VaultIdentity, in record: Location, replacing: Bool) -> String? {
         do {
             // The record is locked by `flock` on itself, as a store file is (a missing one is created empty).
-            let lock = try fileSystem.lock(record.path, timeout: LockWait.timeout, clock: .system, creatingWith: nil)
+            let lock = try fileSystem.lock(record.path, timeout: LockWait.timeout, clock: .system)
             defer { lock.release() }
             return try rememberLocked(identity, in: record, replacing: replacing)
         } catch let error as SystemCallError {
@@ -275,7 +275,7 @@ enum VaultRecord {
                 let text = "\(header)\n\(record.canonicalVaultPath)\n\(identity.idText)\n\(identity.generation)\n"
                 // Not synced: a record lost in a crash only lags behind its vault, which is safe.
                 let temporary = try fileSystem.writeTemporary(
-                    beside: record.path, data: Data(text.utf8), record: nil, mode: 0o600, durable: false)
+                    beside: record.path, data: Data(text.utf8), mode: 0o600, durable: false)
                 _ = try fileSystem.commit(temporary, to: record.path)
                 return nil
             }()

@@ -1,7 +1,7 @@
 import Foundation
 
-/// What the Prefs commits of one file changed, kept with the file itself (an extended attribute, replaced with the
-/// file by the same rename: see `POSIXFileSystem`), so that every process writing the file can tell:
+/// What the Prefs commits of one file changed, kept beside the file in its commit file (``CommitFile``, written
+/// under the file's lock just before the rename), so that every process writing the file can tell:
 ///
 /// - whether a key changed since a commit it knew (``changed(_:since:)``): a deferred change gives way to a later
 ///   write of its key by another process, even one that put back the very value the change replaced;
@@ -23,6 +23,13 @@ struct CommitRecord: Equatable, Sendable {
     /// The size and hash of the bytes committed with this record; bytes that differ were rewritten since.
     var contentSize: UInt64 = 0
     var contentHash: UInt64 = 0
+    /// The size and hash of the bytes the commit before this one left: a file that still holds them is a commit
+    /// whose record was written and whose rename never happened (a writer killed between the two).
+    var previousSize: UInt64 = 0
+    var previousHash: UInt64 = 0
+    /// Whether a Prefs process has seen the file rewritten in place (a suite beside Foundation): from then on, each
+    /// commit keeps a copy of its bytes in the commit file, for processes that missed it to restore from.
+    var rewriterSeen = false
     /// The generation at which each key (by hash) last changed.
     var changed: [UInt64: UInt64] = [:]
     /// For a suite: the keys changed within ``restoreWindow``.
@@ -43,7 +50,7 @@ struct CommitRecord: Equatable, Sendable {
     static let restoreWindow: Duration = .seconds(5)
     /// The most earlier values remembered per key.
     static let earlierLimit = 256
-    /// The most bytes a record takes: ext4 keeps an extended attribute of up to one block (4 KiB).
+    /// The most bytes a record takes: it is read whenever another writer changed the file.
     static let sizeLimit = 3 * 1024
     /// The hash standing for "no value".
     static let absentHash: UInt64 = 0
@@ -53,6 +60,11 @@ struct CommitRecord: Equatable, Sendable {
     /// Whether these are the bytes this record was committed with (not rewritten in place since).
     func describes(_ data: Data) -> Bool {
         contentSize == UInt64(data.count) && contentHash == StableHash.ofContents(data)
+    }
+
+    /// Whether these are the bytes of the commit before this record's: this record's commit never reached the file.
+    func describesPrevious(_ data: Data) -> Bool {
+        generation > 0 && previousSize == UInt64(data.count) && previousHash == StableHash.ofContents(data)
     }
 
     /// Whether the key with hash `key` changed after generation `base`; nil when the record cannot tell.
@@ -80,6 +92,8 @@ struct CommitRecord: Equatable, Sendable {
         changing changes: [(key: UInt64, old: UInt64, new: UInt64)], intact: Bool, keepsRecent: Bool, now: Duration
     ) -> CommitRecord {
         var next = self
+        next.previousSize = intact ? contentSize : 0
+        next.previousHash = intact ? contentHash : 0
         if !intact { next.floor = generation }
         next.generation = generation + 1
         let time = Self.milliseconds(now)
@@ -139,8 +153,8 @@ struct CommitRecord: Equatable, Sendable {
 
     // MARK: Encoding
 
-    private static let magic: [UInt8] = Array("PRC1".utf8)
-    private static let headerSize = 4 + 5 * 8 + 4 + 4
+    private static let magic: [UInt8] = Array("PRC2".utf8)
+    private static let headerSize = 4 + 7 * 8 + 1 + 4 + 4
     private static let changedEntrySize = 16
 
     private var encodedSize: Int {
@@ -154,7 +168,10 @@ struct CommitRecord: Equatable, Sendable {
     func encoded() -> Data {
         var bytes = Self.magic
         bytes.reserveCapacity(encodedSize)
-        for value in [lineage, generation, floor, contentSize, contentHash] { bytes.appendLittleEndian(value) }
+        for value in [lineage, generation, floor, contentSize, contentHash, previousSize, previousHash] {
+            bytes.appendLittleEndian(value)
+        }
+        bytes.append(rewriterSeen ? 1 : 0)
         bytes.appendLittleEndian(UInt32(changed.count))
         for (key, at) in changed.sorted(by: { $0.key < $1.key }) {
             bytes.appendLittleEndian(key)
@@ -183,6 +200,9 @@ struct CommitRecord: Equatable, Sendable {
                 record.floor = try reader.integer(UInt64.self)
                 record.contentSize = try reader.integer(UInt64.self)
                 record.contentHash = try reader.integer(UInt64.self)
+                record.previousSize = try reader.integer(UInt64.self)
+                record.previousHash = try reader.integer(UInt64.self)
+                record.rewriterSeen = try reader.integer(UInt8.self) != 0
                 for _ in 0..<(try reader.integer(UInt32.self)) {
                     let key = try reader.integer(UInt64.self)
                     record.changed[key] = try reader.integer(UInt64.self)
@@ -208,6 +228,41 @@ struct CommitRecord: Equatable, Sendable {
 
     /// The record a file without one starts with.
     init(lineage: UInt64) { self.lineage = lineage }
+}
+
+/// The file beside a store file that holds its latest commit's ``CommitRecord`` and, once a lock-less rewriter of the
+/// file was seen, a copy of the bytes that commit wrote: `.<name>.commit`. Written in place under the file's lock just
+/// before the rename, not synced: after a crash it may describe the commit before, or one that never reached the file
+/// (``CommitRecord/describesPrevious(_:)``), or not decode; the engine then decides by comparing values, as without
+/// one. Nothing in it is needed to read or write the store.
+enum CommitFile {
+    private static let magic: [UInt8] = Array("PRF1".utf8)
+
+    /// Where the commit file of the store file at `path` is.
+    static func path(of path: String) -> String {
+        POSIX.parentPath(of: path) + "/." + POSIX.lastComponent(of: path) + ".commit"
+    }
+
+    static func encode(_ record: CommitRecord, copy: Data?) -> Data {
+        let recordBytes = record.encoded()
+        var bytes = magic
+        bytes.appendLittleEndian(UInt32(recordBytes.count))
+        var data = Data(bytes)
+        data.append(recordBytes)
+        if let copy { data.append(copy) }
+        return data
+    }
+
+    /// The record and the copy (nil: none) in a commit file; nil when `data` is not one.
+    static func decode(_ data: Data) -> (record: CommitRecord, copy: Data?)? {
+        guard data.count >= 8, data.prefix(4).elementsEqual(magic) else { return nil }
+        let length = data.dropFirst(4).prefix(4).reversed().reduce(0) { $0 << 8 | Int($1) }
+        guard data.count - 8 >= length else { return nil }
+        let start = data.startIndex + 8
+        guard let record = CommitRecord(Data(data[start..<(start + length)])) else { return nil }
+        let rest = data[(start + length)...]
+        return (record, rest.isEmpty ? nil : Data(rest))
+    }
 }
 
 extension Optional where Wrapped == PrefValue {

@@ -9,10 +9,14 @@ protocol SnapshotCodec: Sendable {
     func didCommit()
     /// A key's hash in the file's commit record: the same in every process that opens the file.
     func recordHash(_ key: String) -> UInt64
+    /// The values of an empty file at `path`: none, unless the format says an empty file cannot be (a vault once
+    /// written).
+    func decodeEmpty(path: String) throws -> [String: PrefValue]
 }
 
 extension SnapshotCodec {
     func didCommit() {}
+    func decodeEmpty(path: String) throws -> [String: PrefValue] { [:] }
     func recordHash(_ key: String) -> UInt64 { StableHash.of(key.utf8) }
 }
 

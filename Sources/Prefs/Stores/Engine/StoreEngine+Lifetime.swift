@@ -67,8 +67,9 @@ extension StoreEngine {
             operation = .write
             try perform(.write) { ((), .none) }
         } catch {
-            // Closed meanwhile: nobody is left to tell.
+            // Closed meanwhile: nobody is left to tell, and nothing reports once `close()` has returned.
             if case .storeClosed? = error as? PrefsError { return }
+            if isShut { return }
             ErrorReporter.reportOnce(error, key: "", operation: operation, source: changes, file: path)
         }
     }

@@ -315,13 +315,15 @@ final class StoreEngine: Sendable {
             // twice). Inside a batch the file is neither read nor written.
             while true {
                 if writes, !inBatch, lock == nil, guarded.withLock({ $0.heldLock == nil }) {
-                    let taken = try file.fileSystem.lock(
-                        file.path, timeout: LockWait.timeout, clock: file.clock, creatingWith: Self.emptyFileRecord)
+                    let taken = try file.fileSystem.lock(file.path, timeout: LockWait.timeout, clock: file.clock)
                     lock = taken
                     guarded.withLock { $0.heldLock = taken }
                 }
                 if !inBatch {
                     switch try look(at: file, access: access, through: lock) {
+                    case .busy:
+                        // A writer is in the middle of a commit: its rename raises an event, or the next look sees it.
+                        scheduleLook(after: Self.busyRetry)
                     case .suspect:
                         file.clock.pause(.milliseconds(1))
                         continue
@@ -488,57 +490,117 @@ final class StoreEngine: Sendable {
         /// It does not decode, and may be halfway through another writer's in-place rewrite.
         case suspect
         case damaged(any Error)
+        /// A look found the file changed while a writer holds its lock: it looks again after that commit.
+        case busy
     }
 
+    /// How soon a look that found a writer in the middle of a commit looks again.
+    static let busyRetry: Duration = .milliseconds(2)
+
     /// Looks at the file and loads it when it changed; announces what changed unless this is the first load.
+    ///
+    /// A `stat` decides in the common case: the file is the one the values came from (this process's own commit
+    /// among them, whose modification time was set back) and nothing is read. A file changed by another writer is
+    /// read holding a lock of it (the write's, or a shared one for a look), so that what is loaded, restored and
+    /// reported rests on one commit's file and commit file; the first load of a file whose writer is in the middle
+    /// of a commit reads it without, and the next write reads it again under its lock.
     private func look(at file: BoundFile, access: Access, through lock: FileLock?) throws -> Look {
         let fileSystem = file.fileSystem
         let current = try prefsIO { () throws(SystemCallError) in try fileSystem.identity(at: file.path) }
-        var contents: FileContents?
-        switch guarded.withLock({ $0.store.refresh(currentIdentity: current) }) {
-        case .upToDate:
-            // A watcher's event about a file whose identity did not change: an in-place rewrite at the same size
-            // within one tick of the file system's clock; the bytes tell.
-            guard access == .look, let known = guarded.withLock({ $0.store.file?.contentHash }),
-                let now = try? fileSystem.read(file.path, through: lock),
-                StableHash.ofContents(now.data) != known
-            else { return .ready }
-            contents = now
-        case .cleared:
+        let refresh = guarded.withLock { $0.store.refresh(currentIdentity: current, writing: lock != nil) }
+        if refresh == .upToDate { return .ready }
+        if refresh == .cleared {
             load([:], contents: nil, in: file, announcing: access != .load)
             return .ready
-        case .read:
-            break
         }
-        let values: [String: PrefValue]
+        var reader = lock
+        var shared: FileLock?
+        defer { shared?.release() }
+        if reader == nil {
+            shared = try prefsIO { () throws(SystemCallError) in try fileSystem.lockShared(file.path) }
+            if shared == nil, access == .look { return .busy }
+            if shared == nil { shared = waitForSharedLock(of: file) }
+            reader = shared
+        }
+        let contents: FileContents?
         do throws(any Error) {
             // A file that cannot even be read (a folder in its place, no permission) is unreadable like one that
             // cannot be decoded: never overwritten, reported, and recovered from once it reads again.
-            if contents == nil {
-                contents = try prefsIO { () throws(SystemCallError) in try fileSystem.read(file.path, through: lock) }
-            }
-            if let contents, contents.data.isEmpty,
-                contents.record.flatMap(CommitRecord.init)?.describes(Data()) == true
-            {
-                // The empty file a write's lock creates before its first commit (or left by a writer that stopped
-                // there), which its record tells apart from a file emptied by anything else: no values.
-                values = [:]
-            } else {
-                values = try contents.map { try file.codec.decode($0.data, path: file.path) } ?? [:]
-            }
+            contents = try prefsIO { () throws(SystemCallError) in try fileSystem.read(file.path, through: reader) }
         } catch {
             return unreadable(Self.namingTheWayOut(error), in: file, access: access)
         }
-        load(values, contents: contents, in: file, announcing: access != .load)
+        guard let contents else {
+            load([:], contents: nil, in: file, announcing: access != .load)
+            return .ready
+        }
+        let hash = StableHash.ofContents(contents.data)
+        if refresh == .compareBytes, guarded.withLock({ $0.store.file?.contentHash }) == hash {
+            let racy = fileSystem.isRacy(contents.identity)
+            guarded.withLock { $0.store.bytesUnchanged(racy: racy) }
+            return .ready
+        }
+        // The commit file, read under the same lock as the file; a look lets go of its shared lock at once, so that
+        // writers waiting for the file are held up by two reads at most, never by decoding.
+        let commitFile = try? fileSystem.read(CommitFile.path(of: file.path), through: nil)
+        shared?.release()
+        let values: [String: PrefValue]
+        if contents.data.isEmpty {
+            // An empty file holds no values: the one a write's lock creates, or one emptied by anyone. A suite's
+            // that was emptied within the last tick may be Foundation's in-place rewrite halfway: waited for.
+            let mayBeRewriting =
+                guarded.withLock { ($0.store.file?.grace ?? .zero) > .zero } && lock?.createdEmpty != true
+                && fileSystem.isRacy(contents.identity)
+            if mayBeRewriting {
+                let verdict = unreadable(Self.emptyFile(file), in: file, access: access, emptyFile: true)
+                if case .damaged = verdict {} else { return verdict }
+            }
+            do throws(any Error) {
+                values = lock?.createdEmpty == true ? [:] : try file.codec.decodeEmpty(path: file.path)
+            } catch {
+                return unreadable(Self.namingTheWayOut(error), in: file, access: access)
+            }
+        } else {
+            do throws(any Error) {
+                values = try file.codec.decode(contents.data, path: file.path)
+            } catch {
+                return unreadable(Self.namingTheWayOut(error), in: file, access: access)
+            }
+        }
+        load(
+            values, contents: contents, commitFile: commitFile?.data, hash: hash, in: file,
+            announcing: access != .load, verified: reader != nil)
         return .ready
     }
 
+    /// The first load of a file whose writer is in the middle of a commit waits for that commit (a few
+    /// milliseconds), at most the lock's timeout (a writer stopped with its lock held): nil then, and the file is
+    /// read without a lock, for the next write to read again under its own.
+    private func waitForSharedLock(of file: BoundFile) -> FileLock? {
+        let start = file.clock.now()
+        var pause = Duration.microseconds(100)
+        while file.clock.now() - start < LockWait.timeout {
+            file.clock.pause(pause)
+            pause = min(pause * 2, .milliseconds(5))
+            guard (try? file.fileSystem.identity(at: file.path)) != nil else { return nil }
+            if let lock = try? file.fileSystem.lockShared(file.path) { return lock }
+        }
+        return nil
+    }
+
+    /// What an empty suite is while it may be halfway through an in-place rewrite.
+    private static func emptyFile(_ file: BoundFile) -> any Error {
+        PrefsError.corruptFile(path: file.path, reason: "the file is empty")
+    }
+
     /// Whether the file is still the one the values came from, checked under its lock just before a commit's
-    /// rename: the same identity, and, as an in-place rewrite within one tick of the file system's clock keeps
-    /// that, the same bytes. When only the bytes differ, the next look reads the file again.
+    /// rename: the same identity, and, when that identity may hide an in-place rewrite (``StoreState/Refresh``),
+    /// the same bytes. When only the bytes differ, the next look reads the file again.
     private func fileIsAsRead(_ file: BoundFile, base: FileIdentity?) -> Bool {
         guard (try? file.fileSystem.identity(at: file.path)) == base else { return false }
-        guard base != nil, let known = guarded.withLock({ $0.store.file?.contentHash }) else { return true }
+        guard base != nil, let (known, racy) = guarded.withLock({ $0.store.file.map { ($0.contentHash, $0.racy) } }),
+            racy, let known
+        else { return true }
         if let now = try? file.fileSystem.read(file.path, through: nil), StableHash.ofContents(now.data) == known {
             return true
         }
@@ -552,7 +614,9 @@ final class StoreEngine: Sendable {
 
     /// A file that could not be decoded: suspect while it may be another writer's rewrite in progress, damaged
     /// after the grace (reported once, and told to `damageUpdates()`).
-    private func unreadable(_ error: any Error, in file: BoundFile, access: Access) -> Look {
+    /// `emptyFile`: the file is empty; past the grace it holds no values rather than being damaged (the caller
+    /// loads it), and nothing is published.
+    private func unreadable(_ error: any Error, in file: BoundFile, access: Access, emptyFile: Bool = false) -> Look {
         let now = file.clock.now()
         let seen = access == .load ? try? file.fileSystem.identity(at: file.path) : nil
         let verdict = guarded.withLock { guarded -> StoreState.Unreadable in
@@ -572,7 +636,7 @@ final class StoreEngine: Sendable {
         }
         switch verdict {
         case .damaged:
-            publishDamage()
+            if !emptyFile { publishDamage() }
             return .damaged(error)
         case .suspect(let recheck, let schedule):
             if access == .look {
@@ -583,19 +647,34 @@ final class StoreEngine: Sendable {
         }
     }
 
-    /// Takes newly read values (nil contents: no file).
-    private func load(_ values: [String: PrefValue], contents: FileContents?, in file: BoundFile, announcing: Bool) {
-        let record = contents?.record.flatMap(CommitRecord.init)
-        let intact = contents.map { record?.describes($0.data) ?? false } ?? true
+    /// Takes newly read values (nil contents: no file), with the bytes of the commit file beside it, read with the
+    /// file: only when another writer changed it. `verified`: both were read under a lock of the file.
+    private func load(
+        _ values: [String: PrefValue], contents: FileContents?, commitFile commitFileData: Data? = nil,
+        hash: UInt64? = nil, in file: BoundFile, announcing: Bool, verified: Bool = true
+    ) {
+        var record: CommitRecord?
+        var lastCommit: [String: PrefValue]?
+        var intact = true
+        if let contents {
+            let commitFile = commitFileData.flatMap(CommitFile.decode)
+            intact = commitFile?.record.describes(contents.data) ?? false
+            // A record whose commit never reached the file (its writer stopped before the rename) tells nothing.
+            if let commitFile, intact || !commitFile.record.describesPrevious(contents.data) {
+                record = commitFile.record
+                if !intact, let copy = commitFile.copy {
+                    lastCommit = try? file.codec.decode(copy, path: CommitFile.path(of: file.path))
+                }
+            }
+        }
         let now = file.clock.now()
-        // A suite rewritten in place since its record: the committer's copy, read before the state's lock is taken.
-        let restores = guarded.withLock { $0.store.file?.restoresStaleRewrites ?? false }
-        let lastCommit = restores && record != nil && !intact ? readCommitCopy(of: file) : nil
+        let racy = contents.map { file.fileSystem.isRacy($0.identity) } ?? false
         let recovered = guarded.withLock { guarded -> Bool in
             let recovered = guarded.store.damage != nil
             let changed = guarded.store.load(
-                values, identity: contents?.identity, contentHash: contents.map { StableHash.ofContents($0.data) },
-                record: record, intact: intact, now: now, keyHash: file.codec.recordHash, lastCommit: lastCommit)
+                values, identity: contents?.identity,
+                contentHash: contents.map { hash ?? StableHash.ofContents($0.data) }, record: record, intact: intact,
+                now: now, keyHash: file.codec.recordHash, lastCommit: lastCommit, racy: racy, verified: verified)
             if announcing { announce(changed, of: guarded.store.values) }
             return recovered
         }
@@ -604,13 +683,6 @@ final class StoreEngine: Sendable {
             publishDamage()
         }
     }
-
-    /// The record of the empty file a write's lock creates: no commit yet, and the bytes of an empty file.
-    private static let emptyFileRecord: Data = {
-        var record = CommitRecord(lineage: .random(in: 1 ... .max))
-        record.contentHash = StableHash.ofContents(Data())
-        return record.encoded()
-    }()
 
     /// A store file that cannot be decoded, with what to do about it in the one report the app gets.
     private static func namingTheWayOut(_ error: any Error) -> any Error {
@@ -643,13 +715,9 @@ final class StoreEngine: Sendable {
         }
         record.contentSize = UInt64(data.count)
         record.contentHash = StableHash.ofContents(data)
-        if sweep, base != nil {
-            fileSystem.removeStaleTemporaries(beside: file.path)
-            fileSystem.removeStaleTemporaries(beside: Self.commitCopyPath(of: file.path))
-        }
+        if sweep, base != nil { fileSystem.removeStaleTemporaries(beside: file.path) }
         let temporary = try prefsIO { () throws(SystemCallError) in
-            try fileSystem.writeTemporary(
-                beside: file.path, data: data, record: record.encoded(), mode: 0o600, durable: true)
+            try fileSystem.writeTemporary(beside: file.path, data: data, mode: 0o600, durable: true)
         }
         // Under the lock only a writer that takes none (Foundation rewriting a suite in place, someone deleting the
         // file) changes the file: its change is read, and this one applied on top.
@@ -657,6 +725,12 @@ final class StoreEngine: Sendable {
             fileSystem.discard(temporary)
             return false
         }
+        // The commit file, in place, before the rename and under the lock: a process that reads the new file under
+        // its lock finds the record of it. A suite whose in-place rewriter was seen keeps a copy of the bytes too.
+        let keepsCopy = record.rewriterSeen && guarded.withLock { $0.store.file?.restoresStaleRewrites ?? false }
+        try? fileSystem.overwrite(
+            CommitFile.path(of: file.path), with: CommitFile.encode(record, copy: keepsCopy ? data : nil),
+            mode: 0o600)
         let identity: FileIdentity
         do {
             identity = try fileSystem.commit(temporary, to: file.path)
@@ -675,37 +749,16 @@ final class StoreEngine: Sendable {
                 message: error.message)
         }
         ErrorReporter.writeReachedTheFile(of: changes)
-        if guarded.withLock({ $0.store.file?.restoresStaleRewrites ?? false }) { keepCommitCopy(data, of: file) }
+        let racy = fileSystem.isRacy(identity)
         guarded.withLock { guarded in
             let changed = guarded.store.committed(
                 draft.values, identity: identity, record: record, announcedFrom: draft.announcedFrom,
-                changedKeys: draft.changedKeys)
+                changedKeys: draft.changedKeys, racy: racy)
             announce(changed, of: guarded.store.values)
         }
         file.codec.didCommit()
         if let committedError { throw committedError }
         return true
-    }
-
-    /// Where a suite's commits leave a copy of what they wrote: `.<name>.commit` beside it.
-    static func commitCopyPath(of path: String) -> String {
-        POSIX.parentPath(of: path) + "/." + POSIX.lastComponent(of: path) + ".commit"
-    }
-
-    /// Keeps a copy of the bytes a suite's commit wrote, for every Prefs process to restore from when a lock-less
-    /// in-place rewrite puts back older values (``StoreState/load(_:identity:record:intact:now:keyHash:lastCommit:)``).
-    /// Written in place under the file's lock, neither synced nor atomic: a copy lost in a crash is one commit
-    /// behind, and one read halfway through being written does not decode or holds other values; the record's
-    /// fingerprints then do not match it, and nothing is restored from it.
-    private func keepCommitCopy(_ data: Data, of file: BoundFile) {
-        try? file.fileSystem.overwrite(Self.commitCopyPath(of: file.path), with: data, mode: 0o600)
-    }
-
-    /// The values of the copy the last commit of a suite kept; nil when there is none that decodes.
-    private func readCommitCopy(of file: BoundFile) -> [String: PrefValue]? {
-        let path = Self.commitCopyPath(of: file.path)
-        guard let contents = try? file.fileSystem.read(path, through: nil) else { return nil }
-        return try? file.codec.decode(contents.data, path: path)
     }
 
     /// Moves the damaged file to a free `<name>.damaged-<UTC date and time>` beside it, empties the store and leaves
@@ -741,7 +794,7 @@ final class StoreEngine: Sendable {
                 try file.fileSystem.move(file.path, to: destination)
             } else {
                 try file.fileSystem.remove(file.path)
-                try? file.fileSystem.remove(Self.commitCopyPath(of: file.path))
+                try? file.fileSystem.remove(CommitFile.path(of: file.path))
             }
         }
         try? file.fileSystem.syncFolder(of: file.path)

@@ -23,6 +23,12 @@ struct StoreState: Sendable {
         /// A hash of that file's bytes: an in-place rewrite at the same size within one tick of the file system's
         /// clock keeps the identity, and only the bytes tell.
         var contentHash: UInt64?
+        /// Whether the identity may hide such a rewrite (the file was modified within a tick of being read: see
+        /// `FileSystem.isRacy`): then its bytes are compared before anything is written on top of it.
+        var racy = false
+        /// Whether the values were read holding a lock of the file, or committed by this process: a write relies on
+        /// them only then, and reads the file again under its lock otherwise.
+        var verified = true
         /// The commit record kept with that file, and whether the file's bytes are still the ones it describes.
         var record: CommitRecord?
         var recordIntact = false
@@ -87,18 +93,28 @@ struct StoreState: Sendable {
     enum Refresh: Equatable {
         /// The file is the one the values came from: nothing to read.
         case upToDate
+        /// The file has the identity the values came from, but that identity may hide an in-place rewrite: its
+        /// bytes tell.
+        case compareBytes
         /// The file is gone: the store is empty now.
         case cleared
         /// The file changed, or the last read failed: read and decode it again.
         case read
     }
 
-    /// A damaged or suspect store re-reads even an unchanged file, so a repaired or finished file is noticed.
-    func refresh(currentIdentity current: FileIdentity?) -> Refresh {
+    /// A damaged or suspect store re-reads even an unchanged file, so a repaired or finished file is noticed; a
+    /// write (`writing`) re-reads a file whose values were not read under a lock.
+    func refresh(currentIdentity current: FileIdentity?, writing: Bool = false) -> Refresh {
         guard let file else { return .upToDate }
-        if case .healthy = file.health, current == file.identity { return .upToDate }
+        if case .healthy = file.health, current == file.identity, file.verified || !writing {
+            return file.racy && current != nil ? .compareBytes : .upToDate
+        }
         return current == nil ? .cleared : .read
     }
+
+    /// The file's bytes were compared with those the values came from and found the same; `racy`: whether its
+    /// identity may still hide a rewrite.
+    mutating func bytesUnchanged(racy: Bool) { file?.racy = racy }
 
     /// A file read as `newValues`, with its identity and commit record (`intact`: the file's bytes are the ones the
     /// record was committed with), at `now`.
@@ -114,7 +130,8 @@ struct StoreState: Sendable {
     /// Clears damage and suspicion. Returns the keys whose values in memory changed.
     mutating func load(
         _ newValues: [String: PrefValue], identity: FileIdentity?, contentHash: UInt64? = nil, record: CommitRecord?,
-        intact: Bool, now: Duration, keyHash: (String) -> UInt64, lastCommit: [String: PrefValue]? = nil
+        intact: Bool, now: Duration, keyHash: (String) -> UInt64, lastCommit: [String: PrefValue]? = nil,
+        racy: Bool = false, verified: Bool = true
     ) -> Set<String> {
         guard var file else { return [] }
         // The values this process knows Prefs committed last: memory, but for changes not committed yet (a value
@@ -124,7 +141,8 @@ struct StoreState: Sendable {
         var merged = newValues
         var unwritten: [String: Unwritten] = [:]
         let stamp = intact ? record.map(\.stamp) : nil
-        if file.restoresStaleRewrites, let record, !intact {
+        // Restoring is decided only from a file and a commit file read under the file's lock (one commit's).
+        if file.restoresStaleRewrites, verified, let record, !intact {
             let committed = lastCommit ?? [:]
             for key in Set(known.keys).union(newValues.keys).union(committed.keys)
             where record.recent[keyHash(key)] != nil {
@@ -165,7 +183,11 @@ struct StoreState: Sendable {
         file.unwritten = unwritten
         file.identity = identity
         file.contentHash = contentHash
+        file.racy = racy
+        file.verified = verified
         file.record = record
+        // A suite rewritten in place since its record: from now on each commit keeps a copy of what it wrote.
+        if file.restoresStaleRewrites, record != nil, !intact { file.record?.rewriterSeen = true }
         file.recordIntact = intact
         file.health = .healthy
         self.file = file
@@ -311,11 +333,13 @@ struct StoreState: Sendable {
     /// changes observers have not heard of yet).
     mutating func committed(
         _ newValues: [String: PrefValue], identity: FileIdentity?, record: CommitRecord?,
-        announcedFrom: [String: PrefValue]? = nil, changedKeys: Set<String>? = nil
+        announcedFrom: [String: PrefValue]? = nil, changedKeys: Set<String>? = nil, racy: Bool = false
     ) -> Set<String> {
         let old = announcedFrom ?? values
         if var file {
             file.identity = identity
+            file.racy = racy
+            file.verified = true
             file.contentHash = record?.contentHash
             file.record = record
             file.recordIntact = record != nil

@@ -39,6 +39,13 @@ final class VaultSnapshotCodec: SnapshotCodec {
         self.vaultPath = vaultPath
     }
 
+    /// An empty vault is no values (a writer stopped before its first commit left it), unless this vault's record
+    /// remembers a version of it: then it was cut, and it is refused as truncated.
+    func decodeEmpty(path: String) throws -> [String: PrefValue] {
+        guard case .identity = VaultRecord.read(record).reading else { return [:] }
+        return try decode(Data(), path: path)
+    }
+
     func decode(_ data: Data, path: String) throws -> [String: PrefValue] {
         let header = try VaultFormat.parseHeader(data)
         let key = try resolvedKey(for: header).key
