@@ -88,7 +88,7 @@ if command == "fleet" {
         stores[instance] = store
         let keys = store.changes.keys()
         watchers.append(
-            Task {
+            Task.detached {
                 for await key in keys {
                     let value = (try? store.value(forKey: key)).flatMap { $0 }.map { "\($0)" } ?? "nil"
                     emit("seen \(instance) \(key) \(value) \(monotonicNanos())")
