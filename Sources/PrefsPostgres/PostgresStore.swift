@@ -456,7 +456,7 @@ public final class PostgresStore: KeyValueStore {
         let rows: [[String?]]
         do {
             rows = try connection.execute(
-                text == nil ? snapshot.schema.remove : snapshot.schema.upsert,
+                snapshot.schema.write,
                 [namespace, key, text, hints.hint(key: key), writer?.uuidString, lockTimeout], deadline: deadline)
         } catch {
             // 22P05: text jsonb cannot hold (NUL); 22P02: JSON it does not accept.
@@ -472,8 +472,8 @@ public final class PostgresStore: KeyValueStore {
         return reading
     }
 
-    /// `lock_timeout` in milliseconds, as a single write sets it for its own transaction.
-    private var lockTimeout: String { String(server.limits.lockTimeout.wholeMilliseconds) }
+    /// `lock_timeout`, as a single write sets it for its own transaction (`4000ms`).
+    private var lockTimeout: String { String(server.limits.lockTimeout.wholeMilliseconds) + "ms" }
 
     private func checkOpen() throws {
         if closed.load(ordering: .acquiring) { throw PostgresStoreError.closed }

@@ -12,16 +12,15 @@ struct Schema: Sendable {
     let name: String
     /// `name` quoted as an identifier and followed by a dot: the prefix of every table and function name.
     let prefix: String
-    /// A write of a value: `$1` the namespace, `$2` the key, `$3` the value's JSON text, `$4` its hint, `$5` the
-    /// writing transaction's id (NULL for a single `set`), `$6` the lock timeout in milliseconds. Returns the row's
-    /// version and sends the hint.
+    /// A write of a value, or a removal when `$3` is NULL: `$1` the namespace, `$2` the key, `$3` the value's JSON text,
+    /// `$4` its hint, `$5` the writing transaction's id (NULL for a single `set`), `$6` the lock timeout
+    /// (`4000ms`). Returns the row's version (NULL for a removal of a key without a value) and sends the hint.
     ///
-    /// The row to insert comes from a subquery that first sets, for this transaction only, `lock_timeout` and
-    /// `prefs.notify_inline`: the statement needs no session state, so it runs as it is through a pooler in
-    /// transaction mode, and the row lock it may wait for is bounded.
-    let upsert: String
-    /// A removal, with the parameters of ``upsert`` (`$3` NULL); returns no row when the key had no value.
-    let remove: String
+    /// It calls `prefs_values_write`, whose statements PL/pgSQL plans once per server connection: the statement sent
+    /// is parsed where it runs (no prepared statement outlives a transaction, so it works through a pooler in
+    /// transaction mode) and is short to parse, while planning the upsert itself each time cost three times the
+    /// upsert. The function sets `lock_timeout` and `prefs.notify_inline` for its own transaction only.
+    let write: String
     /// One row, locked: `$1` the namespace, `$2` the largest value sent, `$3` the key; value, version and size.
     let selectKeyForUpdate: String
     /// Makes sure a row exists to lock, so two instances updating an absent key serialise on it.
@@ -38,31 +37,7 @@ struct Schema: Sendable {
         // Built once: a write does not form its text again.
         selectKeyForUpdate =
             "SELECT \(Self.valueVersionSize) FROM \(prefix)prefs_values WHERE namespace = $1 AND key = $3 FOR UPDATE"
-        let settings = """
-            (SELECT pg_catalog.set_config('prefs.notify_inline', 'on', true) AS inline,
-                    pg_catalog.set_config('lock_timeout', $6::text || 'ms', true) AS locking) AS settings
-            """
-        upsert = """
-            WITH written AS (
-                INSERT INTO \(prefix)prefs_values (namespace, key, value, version, writer, changed)
-                SELECT $1, $2, $3::jsonb, 1, $5::uuid, pg_catalog.pg_current_xact_id() FROM \(settings)
-                WHERE settings.inline IS NOT NULL AND settings.locking IS NOT NULL
-                ON CONFLICT (namespace, key) DO UPDATE
-                    SET value = EXCLUDED.value, writer = EXCLUDED.writer, changed = EXCLUDED.changed,
-                        version = LEAST(\(prefix)prefs_values.version, 9223372036854775806) + 1
-                RETURNING version
-            )
-            """ + Self.notifyWritten
-        remove = """
-            WITH written AS (
-                UPDATE \(prefix)prefs_values SET value = NULL, writer = $5::uuid,
-                    changed = pg_catalog.pg_current_xact_id(), version = LEAST(version, 9223372036854775806) + 1
-                FROM \(settings)
-                WHERE namespace = $1 AND key = $2 AND value IS NOT NULL AND $3::text IS NULL
-                    AND settings.inline IS NOT NULL AND settings.locking IS NOT NULL
-                RETURNING version
-            )
-            """ + Self.notifyWritten
+        write = "SELECT \(prefix)prefs_values_write($1, $2, $3::jsonb, $4, $5::uuid, $6)"
         placeholder = """
             INSERT INTO \(prefix)prefs_values (namespace, key, value, version) VALUES ($1, $2, NULL, 0)
             ON CONFLICT (namespace, key) DO NOTHING
@@ -98,6 +73,35 @@ struct Schema: Sendable {
         [
             // Versions grow by one and stop at Int64.max instead of overflowing: a row set to the largest version by
             // hand stays writable. Instances never trust a version they did not read, so a stuck version is harmless.
+            """
+            CREATE OR REPLACE FUNCTION \(prefix)prefs_values_write(
+                ns text, k text, v jsonb, hint text, w uuid, lock_wait text
+            ) RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+            DECLARE
+                written bigint;
+            BEGIN
+                PERFORM set_config('prefs.notify_inline', 'on', true), set_config('lock_timeout', lock_wait, true);
+                IF v IS NULL THEN
+                    UPDATE \(prefix)prefs_values AS r
+                        SET value = NULL, writer = w, changed = pg_current_xact_id(),
+                            version = LEAST(r.version, 9223372036854775806) + 1
+                        WHERE r.namespace = ns AND r.key = k AND r.value IS NOT NULL
+                        RETURNING r.version INTO written;
+                ELSE
+                    INSERT INTO \(prefix)prefs_values AS r (namespace, key, value, version, writer, changed)
+                        VALUES (ns, k, v, 1, w, pg_current_xact_id())
+                        ON CONFLICT (namespace, key) DO UPDATE
+                            SET value = EXCLUDED.value, writer = EXCLUDED.writer, changed = EXCLUDED.changed,
+                                version = LEAST(r.version, 9223372036854775806) + 1
+                        RETURNING r.version INTO written;
+                END IF;
+                IF written IS NOT NULL THEN
+                    PERFORM pg_notify('prefs_values', hint);
+                END IF;
+                RETURN written;
+            END
+            $$
+            """,
             // A write that does not move the change stamp (anyone's SQL) gets its transaction's id, so pollers see it.
             """
             CREATE OR REPLACE FUNCTION \(prefix)prefs_values_bump() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -181,7 +185,7 @@ struct Schema: Sendable {
             CREATE TRIGGER prefs_values_notify AFTER INSERT OR UPDATE OR DELETE ON \(prefix)prefs_values
                 FOR EACH ROW WHEN (current_setting('prefs.notify_inline', true) IS DISTINCT FROM 'on')
                 EXECUTE FUNCTION \(prefix)prefs_values_notify()
-            """,
+            """
         ]
     }
 
@@ -331,11 +335,6 @@ struct Schema: Sendable {
     var selectWriterForUpdate: String {
         "SELECT version, writer::text FROM \(prefix)prefs_values WHERE namespace = $1 AND key = $2 FOR UPDATE"
     }
-    /// Returns each written row's version and sends its hint (parameter `$4`, from ``Hints``).
-    private static let notifyWritten = """
-        SELECT version, pg_notify('prefs_values', $4) FROM written
-        """
-
     var lockNamespace: String { "SELECT key FROM \(prefix)prefs_values WHERE namespace = $1 FOR UPDATE" }
 }
 

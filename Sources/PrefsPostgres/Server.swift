@@ -121,7 +121,8 @@ final class Server: Sendable {
         var primary: Connection? = nil
         var hears = false
         do {
-            (primary, hears) = try Self.connectAndListen(secrets: secrets, limits: limits, schema: schema, source: source)
+            (primary, hears) = try Self.connectAndListen(
+                secrets: secrets, limits: limits, schema: schema, source: source)
         } catch let error as PostgresStoreError where mayStartAway && error.meansAway {
             // Without a primary, the listener thread connects as soon as the server answers.
         }
@@ -173,7 +174,8 @@ final class Server: Sendable {
             // The second connection failed as the first did not: not a question of hearing.
             throw error.meansAway ? error : .connectionLost(reason: "\(error)")
         }
-        let hears = connection.hears(channel: channel, until: ContinuousClock.now + PostgresStore.ChangeSource.probeBound)
+        let hears = connection.hears(
+            channel: channel, until: ContinuousClock.now + PostgresStore.ChangeSource.probeBound)
         try connection.execute(hears ? "UNLISTEN \(channel)" : "UNLISTEN *", deadline: deadline)
         return hears
     }
@@ -301,7 +303,9 @@ final class Server: Sendable {
     /// notifications handed over by writers, a read of the feed due (`due`), or a broken connection to replace.
     /// Returns nil when it was not taken, marking a due read pending when a writer holds it; moves `lastHeard` to the
     /// last answer a writer saw.
-    private func takePrimary(readable: Bool, lastHeard: inout ContinuousClock.Instant, lastRead: ContinuousClock.Instant)
+    private func takePrimary(
+        readable: Bool, lastHeard: inout ContinuousClock.Instant, lastRead: ContinuousClock.Instant
+    )
         -> Work?
     {
         state.withLock { state in
@@ -356,7 +360,9 @@ final class Server: Sendable {
                     continue
                 }
                 var notified = !work.handedOver.isEmpty
-                if primary.consumeInput() { notified = !primary.takeNotifications(skippingOwn: true).isEmpty || notified }
+                if primary.consumeInput() {
+                    notified = !primary.takeNotifications(skippingOwn: true).isEmpty || notified
+                }
                 var due = isDue(polling: work.polling, lastHeard: lastHeard, lastRead: lastRead)
                 // Reading can receive more notifications (libpq queues them while it reads a result): read again for
                 // them before sleeping, or they would wait for the next packet.

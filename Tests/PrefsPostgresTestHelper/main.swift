@@ -65,7 +65,9 @@ if command == "open-report" {
 }
 if command == "fleet" {
     // fleet NAMESPACE COUNT FIRST POLL_MS: opens COUNT stores (instances FIRST, FIRST + 1, …), each on a client
-    // connection of its own (its own application_name), reading changes with .poll(every: POLL_MS ms). Prints
+    // connection of its own (a connection string of its own, made distinct by a `fallback_application_name`, which
+    // libpq does not send when `application_name` is set: a pooler hands every instance's transactions the same
+    // server settings), reading changes with .poll(every: POLL_MS ms). Prints
     // "ready", then "seen INSTANCE KEY VALUE NANOS" each time a store announces a key (NANOS on the monotonic clock,
     // which every process shares). Reads commands from standard input: "set INSTANCE KEY VALUE" writes through
     // that instance, retrying while the server or pooler is away, and prints "set KEY STARTNANOS" once it returned;
@@ -80,7 +82,8 @@ if command == "fleet" {
         let store: PostgresStore
         do {
             store = try PostgresStore(
-                connection: connection + separator + "application_name=prefs-fleet-\(instance)", namespace: arguments[1],
+                connection: connection + separator + "fallback_application_name=prefs-fleet-\(instance)",
+                namespace: arguments[1],
                 changeSource: .poll(every: interval))
         } catch {
             fail("open \(instance): \(error)")
@@ -99,7 +102,9 @@ if command == "fleet" {
     while let line = readLine() {
         let words = line.split(separator: " ").map(String.init)
         if words.first == "quit" { break }
-        guard words.count == 4, words[0] == "set", let store = stores[Int(words[1])!] else { fail("bad command \(line)") }
+        guard words.count == 4, words[0] == "set", let store = stores[Int(words[1])!] else {
+            fail("bad command \(line)")
+        }
         let start = monotonicNanos()
         let deadline = ContinuousClock.now + .seconds(60)
         while true {

@@ -118,7 +118,9 @@ struct FleetTests {
                     return count == instances ? nil : "c-\(change): \(count)"
                 }
             }
-            Issue.record("changes that did not reach every instance: \(missing.prefix(5)); \(problems.withLock { $0.prefix(20) }); sets: \(started.withLock { $0.count })")
+            Issue.record(
+                "changes that did not reach every instance: \(missing.prefix(5)); \(problems.withLock { $0.prefix(20) }); sets: \(started.withLock { $0.count })"
+            )
             throw error
         }
         // Anything repeated would have arrived by now: one more poll interval and a margin.

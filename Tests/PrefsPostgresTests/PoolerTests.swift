@@ -58,9 +58,13 @@ struct PoolerTests {
         #expect(Self.deafnessReports - reportsBefore == (mode == .transaction ? 1 : 0))
 
         try automatic.setValue(.string("dark"), forKey: "theme")
-        try await eventually("the polling store to see the set") { try polling.value(forKey: "theme") == .string("dark") }
+        try await eventually("the polling store to see the set") {
+            try polling.value(forKey: "theme") == .string("dark")
+        }
         try polling.updateValue(forKey: "count") { _ in .int(1) }
-        try await eventually("the automatic store to see the update") { try automatic.value(forKey: "count") == .int(1) }
+        try await eventually("the automatic store to see the update") {
+            try automatic.value(forKey: "count") == .int(1)
+        }
         try polling.replaceAll(["theme": .string("light"), "size": .int(3)])
         try await eventually("the automatic store to see replaceAll") {
             try automatic.allValues() == ["theme": .string("light"), "size": .int(3)]

@@ -109,7 +109,8 @@ struct SchemaEdgeTests {
             UPDATE prefs_schema SET version = 3
             """)
         let upgraded = try PostgresStore(
-            connection: database.connection, namespace: "com.example.app", changeSource: .poll(every: .milliseconds(20)))
+            connection: database.connection, namespace: "com.example.app", changeSource: .poll(every: .milliseconds(20))
+        )
         #expect(try upgraded.value(forKey: "k") == .string("kept"))
         #expect(try database.sql("SELECT version FROM prefs_schema") == [["4"]])
         try database.sql("UPDATE prefs_values SET value = '\"by SQL\"' WHERE key = 'k'")
