@@ -320,6 +320,7 @@ final class Server: Sendable {
             guard readable || due || !state.hints.isEmpty || primary.isBroken else { return nil }
             state.primaryBusy = true
             state.listenerHoldsPrimary = true
+            state.readPending = false
             defer { state.hints = [] }
             return Work(primary: primary, handedOver: state.hints, polling: state.polling)
         }
@@ -383,12 +384,17 @@ final class Server: Sendable {
                 }
             }
             // While a writer holds the primary, a due read waits for it to be given back (which wakes this thread).
-            let polling = state.withLock { $0.polling }
-            var untilDue =
+            // Otherwise the wait ends when the read is due, rounded up to the millisecond: a wait that ended a moment
+            // early once found nothing due and waited a whole interval more.
+            let (polling, pending) = state.withLock { ($0.polling, $0.readPending) }
+            let remaining =
                 polling
-                ? (source.interval - (ContinuousClock.now - lastRead)).wholeMilliseconds
-                : (limits.heartbeat - (ContinuousClock.now - lastHeard)).wholeMilliseconds
-            if untilDue <= 0 { untilDue = (polling ? source.interval : limits.heartbeat).wholeMilliseconds }
+                ? source.interval - (ContinuousClock.now - lastRead)
+                : limits.heartbeat - (ContinuousClock.now - lastHeard)
+            var untilDue = (remaining + .microseconds(999)).wholeMilliseconds
+            if untilDue <= 0 {
+                untilDue = pending ? (polling ? source.interval : limits.heartbeat).wholeMilliseconds : 1
+            }
             listenerActivity.store(Activity.waiting.rawValue, ordering: .relaxed)
             readable = listenerWait.wait(milliseconds: Int32(min(max(1, untilDue), 60_000)))
             listenerActivity.store(Activity.working.rawValue, ordering: .relaxed)
