@@ -73,6 +73,7 @@ struct Schema: Sendable {
         [
             // Versions grow by one and stop at Int64.max instead of overflowing: a row set to the largest version by
             // hand stays writable. Instances never trust a version they did not read, so a stuck version is harmless.
+            changesFunction,
             """
             CREATE OR REPLACE FUNCTION \(prefix)prefs_values_write(
                 ns text, k text, v jsonb, hint text, w uuid, lock_wait text
@@ -304,7 +305,8 @@ struct Schema: Sendable {
     private static let valueVersionSize =
         "CASE WHEN octet_length(value::text) <= $2::bigint THEN value::text END, version, octet_length(value::text)"
     /// What changed in a namespace since a horizon: `$1` the namespace, `$2` the largest value sent, `$3` the horizon
-    /// (a transaction id; `0` reads every row).
+    /// (a transaction id; `0` reads every row). It calls `prefs_values_changes`, whose query PL/pgSQL plans once per
+    /// server connection (see ``write``).
     ///
     /// The first row is `h` and the new horizon: the oldest transaction still in progress when the statement's
     /// snapshot was taken (`pg_snapshot_xmin`). Every transaction below it has ended, so every row it wrote is in this
@@ -313,22 +315,33 @@ struct Schema: Sendable {
     /// since (key, value, version, size), and one per key SQL deleted since (its row as it is now: no version when it
     /// is gone), then `x` when the table was truncated since. Both indexes are read from the horizon on: nothing has
     /// changed, nothing is found.
-    var changesSince: String {
+    var changesSince: String { "SELECT * FROM \(prefix)prefs_values_changes($1, $2::bigint, $3::xid8)" }
+
+    /// The function behind ``changesSince``; one snapshot serves the horizon and the rows (a `STABLE` function runs
+    /// its query with its caller's).
+    private var changesFunction: String {
         let valueVersionSize =
-            "CASE WHEN octet_length(v.value::text) <= $2::bigint THEN v.value::text END, v.version::text, "
+            "CASE WHEN octet_length(v.value::text) <= largest THEN v.value::text END, v.version::text, "
             + "octet_length(v.value::text)::text"
         return """
-            SELECT 'h', pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())::text, NULL, NULL, NULL
-            UNION ALL
-            SELECT 'v', v.key, \(valueVersionSize) FROM \(prefix)prefs_values v
-                WHERE v.namespace = $1 AND v.changed >= $3::xid8
-            UNION ALL
-            SELECT 'v', r.key, \(valueVersionSize) FROM \(prefix)prefs_removals r
-                LEFT JOIN \(prefix)prefs_values v ON v.namespace = $1 AND v.key = r.key
-                WHERE r.namespace = $1 AND r.changed >= $3::xid8
-            UNION ALL
-            (SELECT 'x', NULL, NULL, NULL, NULL FROM \(prefix)prefs_removals
-                WHERE namespace IS NULL AND changed >= $3::xid8 LIMIT 1)
+            CREATE OR REPLACE FUNCTION \(prefix)prefs_values_changes(ns text, largest bigint, since xid8)
+            RETURNS TABLE (row_kind text, row_key text, row_value text, row_version text, row_size text)
+            LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+            BEGIN
+                RETURN QUERY
+                SELECT 'h', pg_snapshot_xmin(pg_current_snapshot())::text, NULL, NULL, NULL
+                UNION ALL
+                SELECT 'v', v.key, \(valueVersionSize) FROM \(prefix)prefs_values v
+                    WHERE v.namespace = ns AND v.changed >= since
+                UNION ALL
+                SELECT 'v', r.key, \(valueVersionSize) FROM \(prefix)prefs_removals r
+                    LEFT JOIN \(prefix)prefs_values v ON v.namespace = ns AND v.key = r.key
+                    WHERE r.namespace = ns AND r.changed >= since
+                UNION ALL
+                (SELECT 'x', NULL, NULL, NULL, NULL FROM \(prefix)prefs_removals t
+                    WHERE t.namespace IS NULL AND t.changed >= since LIMIT 1);
+            END
+            $$
             """
     }
     /// The row's version and writer, once the row's lock is free (every transaction that wrote it has ended).
