@@ -4,11 +4,12 @@ import Prefs
 import PrefsPostgres
 import PrefsTestSupport
 import Synchronization
+import TestThreads
 import Testing
 
 /// A fleet past the server's connections: 200 instances, each on a client connection of its own, in four processes,
 /// through PgBouncer in transaction pooling with a server pool of 10.
-@Suite("PostgresStore fleet through PgBouncer", .enabled(if: Pooler.installed))
+@Suite("PostgresStore fleet through PgBouncer", .ownThreads, .enabled(if: Pooler.installed))
 struct FleetTests {
     static let processes = 4
     static let perProcess = 50
