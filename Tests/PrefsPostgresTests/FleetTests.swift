@@ -9,7 +9,12 @@ import Testing
 
 /// A fleet past the server's connections: 200 instances, each on a client connection of its own, in four processes,
 /// through PgBouncer in transaction pooling with a server pool of 10.
-@Suite("PostgresStore fleet through PgBouncer", .ownThreads, .enabled(if: Pooler.installed))
+///
+/// Not in the sanitizer builds (scripts/tsan.sh, scripts/asan.sh export `PREFS_SANITIZER_SCOPE`): the paths it runs
+/// are the ones `PoolerTests` runs there, and 200 sanitized instances would cost CI minutes for no other finding.
+@Suite(
+    "PostgresStore fleet through PgBouncer", .ownThreads,
+    .enabled(if: Pooler.installed && ProcessInfo.processInfo.environment["PREFS_SANITIZER_SCOPE"] == nil))
 struct FleetTests {
     static let processes = 4
     static let perProcess = 50
