@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing Prefs needs beyond the Swift toolchain: libsodium, libpq (for PrefsPostgres),
 # libsecret (for PrefsKeyring) and pkg-config to find them, jq, the PostgreSQL server that the PrefsPostgres tests and
-# prefs-bench start, the D-Bus daemon, GNOME Keyring and secret-tool that the keyring tests start and query, and
+# prefs-bench start, PgBouncer, which they start in front of it, the D-Bus daemon, GNOME Keyring and secret-tool that the keyring tests start and query, and
 # Python's jsonschema, which checks that `prefs schema --json-schema` validates what `prefs export` writes (Debian's
 # python3-jsonschema; Debian's Python refuses `pip install` into the system, PEP 668).
 #
@@ -9,7 +9,7 @@
 # PREFS_APT_WAIT_SECONDS (600), trying again every PREFS_APT_RETRY_SECONDS (5), with a message saying so.
 set -euo pipefail
 # jq reads the symbol graphs in scripts/docs.sh.
-have_server() { ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; }
+have_server() { ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && [ -x /usr/sbin/pgbouncer ]; }
 have_keyring() {
     command -v dbus-daemon && command -v dbus-send && command -v gnome-keyring-daemon && command -v secret-tool
 } >/dev/null 2>&1
@@ -50,8 +50,8 @@ apt_get() {
     done
 }
 
-echo "Installing libsodium-dev, libpq-dev, libsecret-1-dev, postgresql, pkg-config, jq, dbus-daemon, dbus-bin," \
+echo "Installing libsodium-dev, libpq-dev, libsecret-1-dev, postgresql, pgbouncer, pkg-config, jq, dbus-daemon, dbus-bin," \
     "gnome-keyring, libsecret-tools and python3-jsonschema with apt-get…"
 apt_get update -qq
-apt_get install -y -qq pkg-config libsodium-dev libpq-dev libsecret-1-dev postgresql jq dbus-daemon dbus-bin \
+apt_get install -y -qq pkg-config libsodium-dev libpq-dev libsecret-1-dev postgresql pgbouncer jq dbus-daemon dbus-bin \
     gnome-keyring libsecret-tools python3-jsonschema

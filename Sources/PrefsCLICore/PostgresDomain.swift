@@ -12,8 +12,14 @@ enum PostgresDomain {
     static func isRequested(_ invocation: Invocation) -> Bool { invocation["--postgres-env"] != nil }
 
     /// Opens the namespace; the connection string comes from the environment, never from the command line.
+    ///
+    /// `prefs watch` waits for others' changes: it listens where it can and polls through a pooler in transaction
+    /// mode (``PostgresStore/ChangeSource/automatic``). Every other command reads or writes once and ends, so it
+    /// neither listens nor checks whether it could (a check that, through such a pooler, would cost its bound).
     static func open(_ namespace: String, _ invocation: Invocation) throws -> PostgresStore {
-        try PostgresStore(connection: connectionString(invocation), namespace: namespace)
+        try PostgresStore(
+            connection: connectionString(invocation), namespace: namespace,
+            changeSource: invocation.command == "prefs watch" ? .automatic : .poll(every: .seconds(3_600)))
     }
 
     /// The namespaces of the database that hold at least one key, for `prefs domains --postgres-env VAR`.

@@ -80,18 +80,16 @@ final class Connection: @unchecked Sendable {
     /// Set when a round trip ran past its deadline: the connection's protocol state is unknown, so it is never used
     /// again.
     private var abandoned = false
-    /// The names of the statements prepared on this connection.
-    private var prepared: Set<String> = []
     /// The text parameters of the statement being sent, each followed by a NUL, and where each starts (-1: NULL).
     /// Kept from one statement to the next, so sending one allocates nothing for them.
     private var parameterBytes: [UInt8] = []
     private var parameterStarts: [Int] = []
     private var parameterPointers: [UnsafePointer<CChar>?] = []
 
-    /// Connects, waiting at most `limits.connectTimeout`, then runs `setup` and sets the session's bounds.
-    init(secrets: ConnectionSecrets, limits: PostgresStore.Limits, applicationName: String, setup: [String] = [])
-        throws(PostgresStoreError)
-    {
+    /// Connects, waiting at most `limits.connectTimeout`. Nothing is set on the session: every statement carries what
+    /// it needs, or runs in a transaction that sets it locally (``Schema/begin(_:)``), so a pooler in transaction mode
+    /// can hand each transaction to any server connection.
+    init(secrets: ConnectionSecrets, limits: PostgresStore.Limits, applicationName: String) throws(PostgresStoreError) {
         self.secrets = secrets
         self.limits = limits
         // Keywords are applied in order and `dbname` expands to the whole connection string, so the string's own
@@ -119,18 +117,6 @@ final class Connection: @unchecked Sendable {
         }
         handle = connection
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
-        let deadline = ContinuousClock.now + limits.writeDeadline
-        let bounds = [
-            "SET statement_timeout = \(limits.statementTimeout.wholeMilliseconds)",
-            "SET lock_timeout = \(limits.lockTimeout.wholeMilliseconds)",
-            "SET idle_in_transaction_session_timeout = \(limits.writeDeadline.wholeMilliseconds * 2)",
-        ]
-        // Setting up writes nothing: a connection lost meanwhile is only lost, whatever the statement's outcome.
-        do {
-            for statement in bounds + setup { try execute(statement, deadline: deadline) }
-        } catch .outcomeUnknown(let reason) {
-            throw .connectionLost(reason: reason)
-        }
     }
 
     deinit { PQfinish(handle) }
@@ -179,27 +165,31 @@ final class Connection: @unchecked Sendable {
         return try results(sql, deadline: deadline)
     }
 
-    /// Runs `statement` as ``execute(_:_:deadline:)`` does, preparing it on this connection the first time, which
-    /// spares the server parsing and planning it again.
+    /// Runs `script`, several statements without parameters separated by semicolons, in one round trip (the simple
+    /// query protocol); returns the rows of the last one. Throws as ``execute(_:_:deadline:)`` does.
     @discardableResult
-    func execute(_ statement: PreparedStatement, _ parameters: [String?], deadline: ContinuousClock.Instant)
-        throws(PostgresStoreError) -> [[String?]]
-    {
+    func execute(script: String, deadline: ContinuousClock.Instant) throws(PostgresStoreError) -> [[String?]] {
         guard !isBroken else { throw .connectionLost(reason: lastError) }
-        if !prepared.contains(statement.name) {
-            guard PQsendPrepare(handle, statement.name, statement.sql, Int32(parameters.count), nil) != 0 else {
-                throw .connectionLost(reason: lastError)
+        guard PQsendQuery(handle, script) != 0 else { throw .connectionLost(reason: lastError) }
+        return try results(script, deadline: deadline)
+    }
+
+    /// Waits until `deadline` for a notification on `channel` (which this connection listens to); true once one
+    /// came. Other notifications that arrive meanwhile are dropped: the caller reads the table afterwards.
+    func hears(channel: String, until deadline: ContinuousClock.Instant) -> Bool {
+        while !isBroken {
+            while let notification = PQnotifies(handle) {
+                defer { PQfreemem(notification) }
+                if String(cString: notification.pointee.relname) == channel { return true }
             }
-            do { try results(statement.sql, deadline: deadline) } catch .outcomeUnknown(let reason) {
-                throw .connectionLost(reason: reason)  // preparing writes nothing
+            let remaining = (deadline - ContinuousClock.now).wholeMilliseconds
+            guard remaining > 0 else { return false }
+            var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            if poll(&descriptor, 1, Int32(min(remaining, 1_000))) > 0 {
+                guard PQconsumeInput(handle) != 0 else { return false }
             }
-            prepared.insert(statement.name)
         }
-        let sent = withParameters(parameters) { pointers in
-            PQsendQueryPrepared(handle, statement.name, Int32(parameters.count), pointers, nil, nil, 0)
-        }
-        guard sent != 0 else { throw .connectionLost(reason: lastError) }
-        return try results(statement.sql, deadline: deadline)
+        return false
     }
 
     /// Runs `body` with `parameters` as C strings (nil for NULL), written one after another into buffers this
@@ -339,11 +329,4 @@ private func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeP
     defer { for copy in copies { free(copy) } }
     let pointers = copies.map { UnsafePointer($0) } + [nil]
     return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
-}
-
-/// A statement a ``Connection`` prepares under `name` the first time it runs it, then only binds and runs.
-struct PreparedStatement: Sendable {
-    /// Unique among the statements of one schema: a connection serves one.
-    let name: String
-    let sql: String
 }

@@ -8,7 +8,7 @@ extension PostgresStore {
     /// Prefs' tables has no namespaces.
     ///
     /// - Parameters:
-    ///   - connection: A libpq connection string or URI, as for ``init(connection:namespace:schema:limits:cache:)``.
+    ///   - connection: A libpq connection string or URI, as for ``init(connection:namespace:schema:limits:cache:changeSource:)``.
     ///   - schema: The PostgreSQL schema that holds the tables. Default `public`.
     ///   - limits: How long to wait for the server.
     /// - Returns: The namespaces, sorted.
@@ -18,8 +18,7 @@ extension PostgresStore {
     ) throws -> [String] {
         let schema = try Schema(schema)
         let connection = try Connection(
-            secrets: ConnectionSecrets(connection), limits: limits, applicationName: Server.applicationName,
-            setup: [Schema.pinnedSearchPath])
+            secrets: ConnectionSecrets(connection), limits: limits, applicationName: Server.applicationName)
         let deadline = ContinuousClock.now + limits.writeDeadline
         let exists = try connection.execute(
             "SELECT EXISTS (SELECT FROM pg_tables WHERE schemaname = $1 AND tablename = 'prefs_values')",

@@ -23,4 +23,8 @@ extension PostgresStore {
     package var listenerActivity: String {
         Server.Activity(rawValue: server.listenerActivity.load(ordering: .relaxed)).map { "\($0)" } ?? "?"
     }
+
+    /// `store.changesArePolled`: whether the store reads the change feed on a timer (it does not hear notifications,
+    /// or was told to poll) rather than when notified.
+    package var changesArePolled: Bool { server.polls }
 }

@@ -13,10 +13,15 @@ import Synchronization
 /// - ``setValue(_:forKey:)`` returns once the server has committed the change.
 /// - ``updateValue(forKey:_:)`` reads, transforms and writes in one transaction holding the row's lock, so
 ///   instances never lose each other's updates. The transform runs inside that transaction: keep it short.
-/// - Changes made by any instance (or by SQL on the table) reach every other one through `LISTEN`/`NOTIFY` and are
-///   announced once per changed key on ``changes``.
-/// - Notifications only say which key changed; values and versions are learned by reading rows, under the table's
-///   grants, so a role without rights on the table can neither change nor read what instances see.
+/// - Changes made by any instance (or by SQL on the table) reach every other one, and are announced once per changed
+///   key on ``changes``: each instance reads what changed since it last looked with one indexed query, run when a
+///   `NOTIFY` says something changed, or every few moments where notifications cannot be heard (a pooler in
+///   transaction mode). ``ChangeSource`` chooses; by default the store checks at start whether it hears its own
+///   `NOTIFY`, and polls when it does not.
+/// - Notifications only say that something changed; values and versions are learned by reading rows, under the
+///   table's grants, so a role without rights on the table can neither change nor read what instances see.
+/// - Nothing outlives a transaction on the server's side (no prepared statement, no session setting), so every
+///   operation works through PgBouncer in transaction pooling.
 /// - Every wait is bounded by ``Limits``: a write throws a typed error within `writeDeadline` (15 s by default).
 /// - When the server goes away, writes throw ``PostgresStoreError/connectionLost(reason:)`` and reads keep serving
 ///   the last known values; the store reconnects by itself, re-reads the namespace and announces every key that
@@ -77,6 +82,49 @@ public final class PostgresStore: KeyValueStore {
         }
     }
 
+    /// `PostgresStore(connection: …, namespace: …, changeSource: .poll(every: .milliseconds(500)))` chooses how an
+    /// instance learns what other instances (or SQL) changed.
+    ///
+    /// Every source reads the same change feed: one indexed query of the rows written since the last read, which
+    /// finds nothing (and costs one index look-up) when nothing changed. They differ in what runs it.
+    ///
+    /// - ``automatic``: the default. At start and after every reconnection the store sends a `NOTIFY` on a channel
+    ///   of its own from a second connection and waits up to ``probeBound`` to hear it. Heard, it behaves as
+    ///   ``listen``; not heard (a pooler in transaction mode, which does not carry `LISTEN`), it reports that once to
+    ///   ``Prefs/PrefsConfig/errorHandler``, naming the likely cause, and polls every `interval`.
+    /// - ``listen``: reads the feed when a `NOTIFY` arrives (and every ``Limits/heartbeat`` besides), so an idle
+    ///   instance costs the server nothing. Needs a session of its own: direct, or a pooler in session mode. An open
+    ///   that cannot hear its own `NOTIFY` throws ``PostgresStoreError/connectionRefused(reason:)``.
+    /// - ``poll(every:)``: reads the feed every `interval` and never listens, through any pooler.
+    public struct ChangeSource: Sendable, Equatable, CustomStringConvertible {
+        enum Kind: String, Sendable { case automatic, listen, poll }
+        let kind: Kind
+        /// `source.interval`: how often the feed is read when the store polls (not used by ``listen``).
+        public let interval: Duration
+
+        /// `.automatic`: listens where its own `NOTIFY` comes back, else polls every second (see the type).
+        public static let automatic = ChangeSource(kind: .automatic, interval: .seconds(1))
+        /// `.automatic(pollingEvery: .milliseconds(250))`: as ``automatic``, polling every `interval` where
+        /// notifications are not heard.
+        public static func automatic(pollingEvery interval: Duration) -> ChangeSource {
+            ChangeSource(kind: .automatic, interval: max(interval, .milliseconds(1)))
+        }
+        /// `.listen`: reads the feed when notified; an open that cannot hear notifications throws.
+        public static let listen = ChangeSource(kind: .listen, interval: .seconds(1))
+        /// `.poll(every: .milliseconds(500))`: reads the feed every `interval` (at least 1 ms) and never listens.
+        public static func poll(every interval: Duration) -> ChangeSource {
+            ChangeSource(kind: .poll, interval: max(interval, .milliseconds(1)))
+        }
+
+        /// `PostgresStore.ChangeSource.probeBound`: how long a store waits to hear its own `NOTIFY` (2 s).
+        public static let probeBound = Duration.seconds(2)
+
+        /// `print(source)` prints `automatic(1000 ms)`, `listen` or `poll(500 ms)`.
+        public var description: String {
+            kind == .listen ? "listen" : "\(kind.rawValue)(\(interval.wholeMilliseconds) ms)"
+        }
+    }
+
     /// `store.namespace` names this store's keys in the table: other namespaces in the same table are invisible.
     public let namespace: String
     /// `store.schema` names the PostgreSQL schema that holds the tables; every statement names it.
@@ -104,13 +152,16 @@ public final class PostgresStore: KeyValueStore {
     ///     writes throw ``PostgresStoreError/connectionLost(reason:)``, and once the server answers the store
     ///     re-reads the namespace and announces what changed. Without it (the default), or before the file
     ///     exists, an open throws then.
+    ///   - changeSource: How this instance learns what others changed (``ChangeSource``): ``ChangeSource/automatic``
+    ///     (the default) listens where its own `NOTIFY` is heard and polls where it is not.
     /// - Throws: ``PostgresStoreError``: `.unreachable`, `.authenticationFailed`, `.connectionRefused`, `.timedOut`,
     ///   `.unsupportedSchemaVersion` or `.damagedSchema` (the tables are left untouched),
     ///   `.invalidConnectionString`, `.invalidNamespace`, `.invalidSchema`. Rows whose value is not Prefs JSON do not stop the store:
     ///   each is reported to ``Prefs/PrefsConfig/errorHandler`` and left as it is. ``Prefs/PrefsError`` when `cache` cannot
     ///   be read.
     public init(
-        connection: String, namespace: String, schema: String = "public", limits: Limits = Limits(), cache: URL? = nil
+        connection: String, namespace: String, schema: String = "public", limits: Limits = Limits(), cache: URL? = nil,
+        changeSource: ChangeSource = .automatic
     ) throws {
         if namespace.isEmpty { throw PostgresStoreError.invalidNamespace(namespace, reason: "it cannot be empty") }
         if namespace.utf8.contains(0) {
@@ -123,13 +174,13 @@ public final class PostgresStore: KeyValueStore {
             namespace: namespace, schema: try Schema(schema), largestValue: limits.largestValue,
             cache: try cache.map { try FileStore(url: $0) })
         self.snapshot = snapshot
-        let server = try Server.attach(snapshot, secrets: secrets, limits: limits, mayStartAway: cache != nil)
+        let server = try Server.attach(
+            snapshot, secrets: secrets, limits: limits, source: changeSource, mayStartAway: cache != nil)
         self.server = server
         do {
-            let reading = try server.withConnection { connection in
-                try snapshot.load(from: connection, deadline: ContinuousClock.now + limits.writeDeadline)
+            _ = try server.withConnection { connection in
+                try snapshot.catchUp(on: connection, deadline: ContinuousClock.now + limits.writeDeadline)
             }
-            _ = snapshot.merge(reading)
             snapshot.saveCache()
         } catch let error as PostgresStoreError
             where error.meansAway && cache.map({ FileManager.default.fileExists(atPath: $0.path) }) == true
@@ -295,7 +346,7 @@ public final class PostgresStore: KeyValueStore {
             try server.withConnection { connection in
                 let transaction = Transaction(snapshot: snapshot, connection: connection, deadline: deadline)
                 do {
-                    try connection.execute("BEGIN", deadline: deadline)
+                    try connection.execute(script: Schema.begin(server.limits), deadline: deadline)
                     let result = try Transaction.$current.withValue(transaction) { try body(transaction) }
                     committing = (result, transaction.readings, transaction.writer)
                 } catch {
@@ -339,10 +390,10 @@ public final class PostgresStore: KeyValueStore {
         -> Bool?
     {
         let row = try server.withConnection { connection in
-            try connection.execute("BEGIN", deadline: deadline)
+            try connection.execute(script: Schema.begin(server.limits), deadline: deadline)
             defer { _ = try? connection.execute("ROLLBACK", deadline: deadline) }
             // A row the transaction inserted is locked by inserting it again, not by `FOR UPDATE`.
-            try connection.execute(snapshot.schema.placeholder.sql, [namespace, key], deadline: deadline)
+            try connection.execute(snapshot.schema.placeholder, [namespace, key], deadline: deadline)
             return try connection.execute(snapshot.schema.selectWriterForUpdate, [namespace, key], deadline: deadline)
                 .first
         }
@@ -405,8 +456,8 @@ public final class PostgresStore: KeyValueStore {
         let rows: [[String?]]
         do {
             rows = try connection.execute(
-                text == nil ? snapshot.schema.remove : snapshot.schema.upsert,
-                [namespace, key, text, hints.hint(key: key), writer?.uuidString], deadline: deadline)
+                snapshot.schema.write,
+                [namespace, key, text, hints.hint(key: key), writer?.uuidString, lockTimeout], deadline: deadline)
         } catch {
             // 22P05: text jsonb cannot hold (NUL); 22P02: JSON it does not accept.
             guard case .serverError(let state, let message) = error, state == "22P05" || state == "22P02" else {
@@ -420,6 +471,9 @@ public final class PostgresStore: KeyValueStore {
         }
         return reading
     }
+
+    /// `lock_timeout`, as a single write sets it for its own transaction (`4000ms`).
+    private var lockTimeout: String { String(server.limits.lockTimeout.wholeMilliseconds) + "ms" }
 
     private func checkOpen() throws {
         if closed.load(ordering: .acquiring) { throw PostgresStoreError.closed }

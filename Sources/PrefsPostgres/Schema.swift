@@ -12,17 +12,19 @@ struct Schema: Sendable {
     let name: String
     /// `name` quoted as an identifier and followed by a dot: the prefix of every table and function name.
     let prefix: String
-    /// A write of a value: `$1` the namespace, `$2` the key, `$3` the value's JSON text, `$4` its hint, `$5` the
-    /// writing transaction's id (NULL for a single `set`). Returns the row's version and sends the hint.
-    let upsert: PreparedStatement
-    /// A removal, with the parameters of ``upsert`` (`$3` NULL); returns no row when the key had no value.
-    let remove: PreparedStatement
-    /// One row: `$1` the namespace, `$2` the largest value sent, `$3` the key; value, version and size.
-    let selectKey: PreparedStatement
-    /// ``selectKey``, locking the row.
-    let selectKeyForUpdate: PreparedStatement
+    /// A write of a value, or a removal when `$3` is NULL: `$1` the namespace, `$2` the key, `$3` the value's JSON text,
+    /// `$4` its hint, `$5` the writing transaction's id (NULL for a single `set`), `$6` the lock timeout
+    /// (`4000ms`). Returns the row's version (NULL for a removal of a key without a value) and sends the hint.
+    ///
+    /// It calls `prefs_values_write`, whose statements PL/pgSQL plans once per server connection: the statement sent
+    /// is parsed where it runs (no prepared statement outlives a transaction, so it works through a pooler in
+    /// transaction mode) and is short to parse, while planning the upsert itself each time cost three times the
+    /// upsert. The function sets `lock_timeout` and `prefs.notify_inline` for its own transaction only.
+    let write: String
+    /// One row, locked: `$1` the namespace, `$2` the largest value sent, `$3` the key; value, version and size.
+    let selectKeyForUpdate: String
     /// Makes sure a row exists to lock, so two instances updating an absent key serialise on it.
-    let placeholder: PreparedStatement
+    let placeholder: String
 
     /// The schema named `name`; throws when PostgreSQL could not name it exactly (empty, NUL, over 63 bytes).
     init(_ name: String) throws(PostgresStoreError) {
@@ -32,43 +34,32 @@ struct Schema: Sendable {
         self.name = name
         let prefix = "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"."
         self.prefix = prefix
-        // Built once: a write sends only the statement's name, and its text is not formed again.
-        let selectKey = "SELECT \(Self.valueVersionSize) FROM \(prefix)prefs_values WHERE namespace = $1 AND key = $3"
-        self.selectKey = PreparedStatement(name: "prefs_select_key", sql: selectKey)
-        selectKeyForUpdate = PreparedStatement(name: "prefs_select_key_for_update", sql: selectKey + " FOR UPDATE")
-        upsert = PreparedStatement(
-            name: "prefs_upsert",
-            sql: """
-                WITH written AS (
-                    INSERT INTO \(prefix)prefs_values (namespace, key, value, version, writer) VALUES ($1, $2, $3::jsonb, 1, $5::uuid)
-                    ON CONFLICT (namespace, key) DO UPDATE
-                        SET value = EXCLUDED.value, writer = EXCLUDED.writer,
-                            version = LEAST(\(prefix)prefs_values.version, 9223372036854775806) + 1
-                    RETURNING version
-                )
-                """ + Self.notifyWritten)
-        remove = PreparedStatement(
-            name: "prefs_remove",
-            sql: """
-                WITH written AS (
-                    UPDATE \(prefix)prefs_values SET value = NULL, writer = $5::uuid, version = LEAST(version, 9223372036854775806) + 1
-                    WHERE namespace = $1 AND key = $2 AND value IS NOT NULL AND $3::text IS NULL
-                    RETURNING version
-                )
-                """ + Self.notifyWritten)
-        placeholder = PreparedStatement(
-            name: "prefs_placeholder",
-            sql: """
-                INSERT INTO \(prefix)prefs_values (namespace, key, value, version) VALUES ($1, $2, NULL, 0)
-                ON CONFLICT (namespace, key) DO NOTHING
-                """)
+        // Built once: a write does not form its text again.
+        selectKeyForUpdate =
+            "SELECT \(Self.valueVersionSize) FROM \(prefix)prefs_values WHERE namespace = $1 AND key = $3 FOR UPDATE"
+        write = "SELECT \(prefix)prefs_values_write($1, $2, $3::jsonb, $4, $5::uuid, $6)"
+        placeholder = """
+            INSERT INTO \(prefix)prefs_values (namespace, key, value, version) VALUES ($1, $2, NULL, 0)
+            ON CONFLICT (namespace, key) DO NOTHING
+            """
     }
 
-    /// Run on every connection of the store: only the built-in catalog is searched (this session's temporary
-    /// objects last), so not even a built-in function or operator can be shadowed by another role's schema.
-    static let pinnedSearchPath = "SET search_path TO pg_catalog, pg_temp"
+    /// Begins a transaction and sets, for it alone, the bounds of `limits`, a `search_path` that searches only the
+    /// built-in catalog (this session's temporary objects last, so not even a built-in function or operator can be
+    /// shadowed by another role's schema), and `prefs.notify_inline`: one round trip, and nothing outlives the
+    /// transaction, so a pooler in transaction mode hands the server connection on clean.
+    static func begin(_ limits: PostgresStore.Limits) -> String {
+        [
+            "BEGIN",
+            "SET LOCAL statement_timeout = \(limits.statementTimeout.wholeMilliseconds)",
+            "SET LOCAL lock_timeout = \(limits.lockTimeout.wholeMilliseconds)",
+            "SET LOCAL idle_in_transaction_session_timeout = \(limits.writeDeadline.wholeMilliseconds * 2)",
+            "SET LOCAL search_path TO pg_catalog, pg_temp",
+            "SET LOCAL prefs.notify_inline = 'on'",
+        ].joined(separator: "; ")
+    }
 
-    static let version = 3
+    static let version = 4
     /// The `LISTEN`/`NOTIFY` channel.
     static let channel = "prefs_values"
     /// Serialises schema creation among instances that start at once (`pg_try_advisory_xact_lock` key).
@@ -82,10 +73,46 @@ struct Schema: Sendable {
         [
             // Versions grow by one and stop at Int64.max instead of overflowing: a row set to the largest version by
             // hand stays writable. Instances never trust a version they did not read, so a stuck version is harmless.
+            changesFunction,
+            """
+            CREATE OR REPLACE FUNCTION \(prefix)prefs_values_write(
+                ns text, k text, v jsonb, hint text, w uuid, lock_wait text
+            ) RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+            DECLARE
+                written bigint;
+            BEGIN
+                PERFORM set_config('prefs.notify_inline', 'on', true), set_config('lock_timeout', lock_wait, true);
+                IF v IS NULL THEN
+                    UPDATE \(prefix)prefs_values AS r
+                        SET value = NULL, writer = w, changed = pg_current_xact_id(),
+                            version = LEAST(r.version, 9223372036854775806) + 1
+                        WHERE r.namespace = ns AND r.key = k AND r.value IS NOT NULL
+                        RETURNING r.version INTO written;
+                ELSE
+                    INSERT INTO \(prefix)prefs_values AS r (namespace, key, value, version, writer, changed)
+                        VALUES (ns, k, v, 1, w, pg_current_xact_id())
+                        ON CONFLICT (namespace, key) DO UPDATE
+                            SET value = EXCLUDED.value, writer = EXCLUDED.writer, changed = EXCLUDED.changed,
+                                version = LEAST(r.version, 9223372036854775806) + 1
+                        RETURNING r.version INTO written;
+                END IF;
+                IF written IS NOT NULL THEN
+                    PERFORM pg_notify('prefs_values', hint);
+                END IF;
+                RETURN written;
+            END
+            $$
+            """,
+            // A write that does not move the change stamp (anyone's SQL) gets its transaction's id, so pollers see it.
             """
             CREATE OR REPLACE FUNCTION \(prefix)prefs_values_bump() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
-                NEW.version := LEAST(OLD.version, 9223372036854775806) + 1;
+                IF NEW.version = OLD.version THEN
+                    NEW.version := LEAST(OLD.version, 9223372036854775806) + 1;
+                END IF;
+                IF NEW.changed IS NOT DISTINCT FROM OLD.changed THEN
+                    NEW.changed := pg_catalog.pg_current_xact_id();
+                END IF;
                 RETURN NEW;
             END
             $$
@@ -103,11 +130,16 @@ struct Schema: Sendable {
             $$
             """,
             """
-            CREATE OR REPLACE FUNCTION \(prefix)prefs_values_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+            CREATE OR REPLACE FUNCTION \(prefix)prefs_values_notify() RETURNS trigger LANGUAGE plpgsql
+            SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
             BEGIN
                 IF TG_OP = 'TRUNCATE' THEN
+                    INSERT INTO \(prefix)prefs_removals (namespace, key) VALUES (NULL, NULL);
                     PERFORM pg_notify('prefs_values', '{"reset": true}');
                     RETURN NULL;
+                END IF;
+                IF TG_OP = 'DELETE' THEN
+                    INSERT INTO \(prefix)prefs_removals (namespace, key) VALUES (OLD.namespace, OLD.key);
                 END IF;
                 IF TG_OP <> 'INSERT' THEN
                     PERFORM pg_notify('prefs_values', \(prefix)prefs_values_hint(OLD.namespace, OLD.key));
@@ -137,35 +169,65 @@ struct Schema: Sendable {
                 value jsonb,
                 version bigint NOT NULL DEFAULT 1,
                 writer uuid,
+                changed xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
                 PRIMARY KEY (namespace, key)
             )
             """,
-            "COMMENT ON TABLE \(prefix)prefs_values IS 'Prefs PostgresStore, schema version 3: one row per key; "
+            "COMMENT ON TABLE \(prefix)prefs_values IS 'Prefs PostgresStore, schema version 4: one row per key; "
                 + "value is the FileStore JSON form, NULL once removed; version grows by one with every update; "
-                + "writer names the Prefs transaction that wrote it'",
+                + "writer names the Prefs transaction that wrote it; changed is the id of the transaction that last "
+                + "wrote it'",
             "CREATE TABLE \(prefix)prefs_schema (version integer NOT NULL)",
-            "INSERT INTO \(prefix)prefs_schema (version) VALUES (3)",
-        ] + functions + [
-            """
-            CREATE TRIGGER prefs_values_bump BEFORE UPDATE ON \(prefix)prefs_values
-                FOR EACH ROW WHEN (NEW.version = OLD.version) EXECUTE FUNCTION \(prefix)prefs_values_bump()
-            """,
+            "INSERT INTO \(prefix)prefs_schema (version) VALUES (4)",
+        ] + changeLog + functions + [bumpTrigger] + [
             // Prefs' own connections set prefs.notify_inline and notify from the writing statement itself, which
             // costs less than a PL/pgSQL trigger; writes from anyone else notify through the trigger.
             """
             CREATE TRIGGER prefs_values_notify AFTER INSERT OR UPDATE OR DELETE ON \(prefix)prefs_values
                 FOR EACH ROW WHEN (current_setting('prefs.notify_inline', true) IS DISTINCT FROM 'on')
                 EXECUTE FUNCTION \(prefix)prefs_values_notify()
-            """,
+            """
         ]
     }
 
+    /// The change feed's index, and the log of rows deleted or truncated by SQL (the store itself only ever clears a
+    /// row's value, which moves its `changed` stamp).
+    private var changeLog: [String] {
+        [
+            "CREATE INDEX IF NOT EXISTS prefs_values_changes ON \(prefix)prefs_values (namespace, changed)",
+            """
+            CREATE TABLE IF NOT EXISTS \(prefix)prefs_removals (
+                namespace text,
+                key text,
+                changed xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id()
+            )
+            """,
+            "CREATE INDEX IF NOT EXISTS prefs_removals_changes ON \(prefix)prefs_removals (namespace, changed)",
+        ]
+    }
+
+    private var bumpTrigger: String {
+        """
+        CREATE TRIGGER prefs_values_bump BEFORE UPDATE ON \(prefix)prefs_values
+            FOR EACH ROW WHEN (NEW.version = OLD.version OR NEW.changed IS NOT DISTINCT FROM OLD.changed)
+            EXECUTE FUNCTION \(prefix)prefs_values_bump()
+        """
+    }
+
+    /// Version 4 adds the change feed: the `changed` column (the id of the transaction that last wrote the row), its
+    /// index, and `prefs_removals`. Rows written before it read as changed at transaction 0.
+    var upgradeFromVersion3: [String] {
+        [
+            "ALTER TABLE \(prefix)prefs_values ADD COLUMN IF NOT EXISTS changed xid8 NOT NULL DEFAULT '0'",
+            "ALTER TABLE \(prefix)prefs_values ALTER COLUMN changed SET DEFAULT pg_catalog.pg_current_xact_id()",
+        ] + changeLog + functions + [
+            "DROP TRIGGER IF EXISTS prefs_values_bump ON \(prefix)prefs_values", bumpTrigger,
+            "UPDATE \(prefix)prefs_schema SET version = 4",
+        ]
+    }
     /// Version 3 adds the `writer` column, which settles a transaction's outcome after its `COMMIT` went unanswered.
     var upgradeFromVersion2: [String] {
-        [
-            "ALTER TABLE \(prefix)prefs_values ADD COLUMN IF NOT EXISTS writer uuid",
-            "UPDATE \(prefix)prefs_schema SET version = 3",
-        ]
+        ["ALTER TABLE \(prefix)prefs_values ADD COLUMN IF NOT EXISTS writer uuid"] + upgradeFromVersion3
     }
     /// Version 1 sent values in its payloads; version 2 replaced its functions and added the `TRUNCATE` trigger.
     var upgradeFromVersion1: [String] { functions + upgradeFromVersion2 }
@@ -200,7 +262,7 @@ struct Schema: Sendable {
         let advisoryLock = Self.advisoryLock
         let quick = try inspect(connection, deadline: deadline)
         if quick.versions == [version], quick.hasValues { return }
-        try connection.execute("BEGIN", deadline: deadline)
+        try connection.execute(script: Self.begin(connection.limits), deadline: deadline)
         do {
             let giveUp = ContinuousClock.now + limit
             while try connection.execute("SELECT pg_try_advisory_xact_lock(\(advisoryLock))", deadline: deadline)
@@ -219,6 +281,8 @@ struct Schema: Sendable {
                 for statement in upgradeFromVersion1 { try connection.execute(statement, deadline: deadline) }
             case ([2]?, true):
                 for statement in upgradeFromVersion2 { try connection.execute(statement, deadline: deadline) }
+            case ([3]?, true):
+                for statement in upgradeFromVersion3 { try connection.execute(statement, deadline: deadline) }
             case (nil, false):
                 for statement in create { try connection.execute(statement, deadline: deadline) }
             case (nil, true):
@@ -240,21 +304,50 @@ struct Schema: Sendable {
     /// sent), its version, and the size of its text (NULL once removed).
     private static let valueVersionSize =
         "CASE WHEN octet_length(value::text) <= $2::bigint THEN value::text END, version, octet_length(value::text)"
-    /// The namespace's rows: `$1` the namespace, `$2` the largest value sent; each row is key, value, version, size.
-    var selectNamespace: String {
-        "SELECT key, \(Self.valueVersionSize) FROM \(prefix)prefs_values WHERE namespace = $1"
+    /// What changed in a namespace since a horizon: `$1` the namespace, `$2` the largest value sent, `$3` the horizon
+    /// (a transaction id; `0` reads every row). It calls `prefs_values_changes`, whose query PL/pgSQL plans once per
+    /// server connection (see ``write``).
+    ///
+    /// The first row is `h` and the new horizon: the oldest transaction still in progress when the statement's
+    /// snapshot was taken (`pg_snapshot_xmin`). Every transaction below it has ended, so every row it wrote is in this
+    /// snapshot; a transaction at or above it may still commit, and with a lower stamp than one already seen, so the
+    /// next read starts from this horizon again, not from the highest stamp seen. Then one `v` row per key written
+    /// since (key, value, version, size), and one per key SQL deleted since (its row as it is now: no version when it
+    /// is gone), then `x` when the table was truncated since. Both indexes are read from the horizon on: nothing has
+    /// changed, nothing is found.
+    var changesSince: String { "SELECT * FROM \(prefix)prefs_values_changes($1, $2::bigint, $3::xid8)" }
+
+    /// The function behind ``changesSince``; one snapshot serves the horizon and the rows (a `STABLE` function runs
+    /// its query with its caller's).
+    private var changesFunction: String {
+        let valueVersionSize =
+            "CASE WHEN octet_length(v.value::text) <= largest THEN v.value::text END, v.version::text, "
+            + "octet_length(v.value::text)::text"
+        return """
+            CREATE OR REPLACE FUNCTION \(prefix)prefs_values_changes(ns text, largest bigint, since xid8)
+            RETURNS TABLE (row_kind text, row_key text, row_value text, row_version text, row_size text)
+            LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+            BEGIN
+                RETURN QUERY
+                SELECT 'h', pg_snapshot_xmin(pg_current_snapshot())::text, NULL, NULL, NULL
+                UNION ALL
+                SELECT 'v', v.key, \(valueVersionSize) FROM \(prefix)prefs_values v
+                    WHERE v.namespace = ns AND v.changed >= since
+                UNION ALL
+                SELECT 'v', r.key, \(valueVersionSize) FROM \(prefix)prefs_removals r
+                    LEFT JOIN \(prefix)prefs_values v ON v.namespace = ns AND v.key = r.key
+                    WHERE r.namespace = ns AND r.changed >= since
+                UNION ALL
+                (SELECT 'x', NULL, NULL, NULL, NULL FROM \(prefix)prefs_removals t
+                    WHERE t.namespace IS NULL AND t.changed >= since LIMIT 1);
+            END
+            $$
+            """
     }
     /// The row's version and writer, once the row's lock is free (every transaction that wrote it has ended).
     var selectWriterForUpdate: String {
         "SELECT version, writer::text FROM \(prefix)prefs_values WHERE namespace = $1 AND key = $2 FOR UPDATE"
     }
-    /// Run on the writing connection: its statements notify by themselves (see `notifyWritten`).
-    static let notifyInline = "SET prefs.notify_inline = 'on'"
-    /// Returns each written row's version and sends its hint (parameter `$4`, from ``Hints``).
-    private static let notifyWritten = """
-        SELECT version, pg_notify('prefs_values', $4) FROM written
-        """
-
     var lockNamespace: String { "SELECT key FROM \(prefix)prefs_values WHERE namespace = $1 FOR UPDATE" }
 }
 

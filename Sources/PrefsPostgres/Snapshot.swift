@@ -151,30 +151,50 @@ final class Snapshot: Sendable {
         }
     }
 
-    /// Reads the whole namespace (`keys` nil) or the given keys.
-    func load(_ keys: Set<String>? = nil, from connection: Connection, deadline: ContinuousClock.Instant) throws
-        -> Reading
-    {
-        var reading = Reading(keys: keys, startedAt: startRead())
-        var found: [[String?]] = []
-        let largest = String(largestValue)
-        if let keys {
-            for key in keys.sorted() {
-                let rows = try connection.execute(
-                    schema.selectKey, [namespace, largest, key], deadline: deadline)
-                found += rows.map { [key] + $0 }
+    /// The horizon the next read of the change feed starts from (nil: the next read reads every row).
+    private let horizon = Locked<UInt64?>(nil)
+
+    /// Forgets the horizon: the next ``catchUp(on:deadline:)`` reads every row (after a reconnection, when the server
+    /// may be another one).
+    func forgetHorizon() { horizon.withLock { $0 = nil } }
+
+    /// Reads what changed since the last read (everything the first time, see ``Schema/changesSince``) and merges
+    /// it; returns the keys whose value changed, for the caller to publish or not.
+    ///
+    /// A truncated table, or a horizon lower than the one read from (a table restored on another server), makes it
+    /// read every row instead.
+    func catchUp(on connection: Connection, deadline: ContinuousClock.Instant) throws -> [String] {
+        let from = horizon.withLock { $0 }
+        var reading = Reading(keys: nil, startedAt: startRead())
+        let rows = try connection.execute(
+            schema.changesSince, [namespace, String(largestValue), from.map { String($0) } ?? "0"], deadline: deadline)
+        var reached: UInt64? = nil
+        var truncated = false
+        var keys: Set<String> = []
+        for row in rows {
+            switch row[0] {
+            case "h": reached = row[1].flatMap { UInt64($0) }
+            case "x": truncated = true
+            default:
+                guard let key = row[1] else { continue }
+                keys.insert(key)
+                // A key deleted by SQL and not written since has no row: it is gone.
+                guard let version = row[3].flatMap({ Int64($0) }) else { continue }
+                if let entry = decode(row[2], size: row[4].flatMap { Int($0) }, key: key, version: version) {
+                    reading.rows[key] = entry
+                } else {
+                    reading.unreadable.insert(key)
+                }
             }
-        } else {
-            found = try connection.execute(schema.selectNamespace, [namespace, largest], deadline: deadline)
         }
-        for row in found {
-            guard let key = row[0], let version = row[2].flatMap({ Int64($0) }) else { continue }
-            if let entry = decode(row[1], size: row[3].flatMap { Int($0) }, key: key, version: version) {
-                reading.rows[key] = entry
-            } else {
-                reading.unreadable.insert(key)
-            }
+        if let from, truncated || (reached ?? from) < from {
+            horizon.withLock { if $0 == from { $0 = nil } }
+            return try catchUp(on: connection, deadline: deadline)
         }
-        return reading
+        if from != nil { reading.keys = keys }
+        let changed = merge(reading)
+        // Only once merged: a read that starts from the new horizon must not find this one's rows missing.
+        if let reached { horizon.withLock { if $0 == from { $0 = reached } } }
+        return changed
     }
 }

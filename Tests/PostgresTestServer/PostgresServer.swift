@@ -163,7 +163,7 @@ public final class PostgresServer: Sendable {
     }
 
     /// As root, hands a path to the `postgres` user, which the server runs as.
-    private func giveToServerUser(_ path: String) throws {
+    func giveToServerUser(_ path: String) throws {
         guard geteuid() == 0 else { return }
         guard let user = getpwnam("postgres") else {
             throw PostgresServerError(
@@ -175,19 +175,22 @@ public final class PostgresServer: Sendable {
         }
     }
 
-    /// Runs a server binary (as `postgres` when root) and fails with its output when it fails.
+    /// Runs a server binary, or the tool at a full path (as `postgres` when root), and fails with its output when it
+    /// fails.
     ///
     /// It is spawned with `posix_spawn`, not Foundation's `Process`: `pg_ctl start` leaves the server running in
     /// the background, and `Process` hands its child a socket that the server would inherit and keep open, so
     /// `waitUntilExit()` would never return. Here the child gets only standard input, output and error.
-    private func run(_ tool: String, _ arguments: [String]) throws {
+    func run(_ tool: String, _ arguments: [String]) throws {
+        // A tool named by its full path (pgbouncer) is not one of the server's binaries.
+        let path = tool.hasPrefix("/") ? tool : binaries + "/" + tool
         let command: [String]
         if geteuid() == 0 {
-            command = ["/usr/sbin/runuser", "-u", "postgres", "--", binaries + "/" + tool] + arguments
+            command = ["/usr/sbin/runuser", "-u", "postgres", "--", path] + arguments
         } else {
-            command = [binaries + "/" + tool] + arguments
+            command = [path] + arguments
         }
-        let outputPath = root + "/\(tool).out"
+        let outputPath = root + "/\(URL(filePath: tool).lastPathComponent).out"
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -199,7 +202,16 @@ public final class PostgresServer: Sendable {
         let argv = command.map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var child: pid_t = 0
-        let spawned = posix_spawn(&child, command[0], &actions, nil, argv, environ)
+        // The child starts with no signal blocked: a test process's threads block many, a spawned child inherits
+        // that mask, and a daemon left with it (pgbouncer) would never see the signal that stops it.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var unblocked = sigset_t()
+        sigemptyset(&unblocked)
+        posix_spawnattr_setsigmask(&attributes, &unblocked)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+        let spawned = posix_spawn(&child, command[0], &actions, &attributes, argv, environ)
         guard spawned == 0 else {
             throw PostgresServerError("cannot run \(command[0]): \(String(cString: strerror(spawned)))")
         }
@@ -234,7 +246,7 @@ public final class PostgresServer: Sendable {
     }
 
     /// A port of 127.0.0.1 that nothing listens on right now.
-    private static func freePort() throws -> Int {
+    static func freePort() throws -> Int {
         let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(probe) }
         var address = sockaddr_in()

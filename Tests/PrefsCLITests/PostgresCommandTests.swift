@@ -32,6 +32,37 @@ import Testing
         func sql(_ text: String) throws -> [[String?]] { try server.execute(text, database: database) }
     }
 
+    /// The tool holds no session state either: through PgBouncer in transaction pooling every command works, says
+    /// nothing on standard error (it does not check whether it could listen), and leaves every server setting as it
+    /// was.
+    @Test(.enabled(if: Pooler.installed)) func theToolWorksThroughPgBouncerInTransactionPooling() throws {
+        let target = try Target()
+        defer { target.sandbox.cleanup() }
+        let pooler = try Pooler.start(for: target.server, mode: .transaction)
+        defer { pooler.destroy() }
+        func prefs(_ arguments: String...) throws -> PrefsResult {
+            try target.sandbox.prefs(
+                arguments + ["--postgres-env", "PG"],
+                environment: ["PG": pooler.connectionString(database: target.database)])
+        }
+        for result in [
+            try prefs("write", "com.example.app", "theme", "dark"),
+            try prefs("write", "com.example.app", "count", "5", "--type", "int"),
+        ] {
+            result.expectSuccess()
+            #expect(result.error == "", "\(result)")
+        }
+        #expect(try prefs("read", "com.example.app", "theme").output == "dark\n")
+        #expect(try prefs("domains").output == "com.example.app\n")
+        try prefs("delete", "com.example.app", "theme").expectSuccess()
+        #expect(try target.sql("SELECT key FROM prefs_values WHERE value IS NOT NULL") == [["count"]])
+        let session = try Session(pooler.connectionString(database: target.database))
+        #expect(
+            try session.execute(
+                "SELECT current_setting('lock_timeout'), (SELECT count(*) FROM pg_prepared_statements), "
+                    + "coalesce(current_setting('prefs.notify_inline', true), '')") == [["0", "0", ""]])
+    }
+
     @Test func readWriteDeleteExportAndImportANamespace() throws {
         let target = try Target()
         defer { target.sandbox.cleanup() }

@@ -39,6 +39,13 @@ func label(_ error: PostgresStoreError) -> String {
     }
 }
 
+/// Nanoseconds on the monotonic clock, which every process of the machine shares.
+func monotonicNanos() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+}
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard arguments.count >= 2, let connection = ProcessInfo.processInfo.environment["PREFS_PG_CONNECTION"] else {
     fail("usage: PREFS_PG_CONNECTION=… PrefsPostgresTestHelper COMMAND NAMESPACE [ARGS…]")
@@ -56,6 +63,66 @@ if command == "open-report" {
     }
     exit(0)
 }
+if command == "fleet" {
+    // fleet NAMESPACE COUNT FIRST POLL_MS: opens COUNT stores (instances FIRST, FIRST + 1, …), each on a client
+    // connection of its own (a connection string of its own, made distinct by a `fallback_application_name`, which
+    // libpq does not send when `application_name` is set: a pooler hands every instance's transactions the same
+    // server settings), reading changes with .poll(every: POLL_MS ms). Prints
+    // "ready", then "seen INSTANCE KEY VALUE NANOS" each time a store announces a key (NANOS on the monotonic clock,
+    // which every process shares). Reads commands from standard input: "set INSTANCE KEY VALUE" writes through
+    // that instance, retrying while the server or pooler is away, and prints "set KEY STARTNANOS" once it returned;
+    // "quit" closes the stores and ends.
+    let count = Int(arguments[2])!
+    let first = Int(arguments[3])!
+    let interval = Duration.milliseconds(Int(arguments[4])!)
+    let separator = connection.contains("?") ? "&" : "?"
+    var stores: [Int: PostgresStore] = [:]
+    var watchers: [Task<Void, Never>] = []
+    for instance in first..<(first + count) {
+        let store: PostgresStore
+        do {
+            store = try PostgresStore(
+                connection: connection + separator + "fallback_application_name=prefs-fleet-\(instance)",
+                namespace: arguments[1],
+                changeSource: .poll(every: interval))
+        } catch {
+            fail("open \(instance): \(error)")
+        }
+        stores[instance] = store
+        let keys = store.changes.keys()
+        watchers.append(
+            Task.detached {
+                for await key in keys {
+                    let value = (try? store.value(forKey: key)).flatMap { $0 }.map { "\($0)" } ?? "nil"
+                    emit("seen \(instance) \(key) \(value) \(monotonicNanos())")
+                }
+            })
+    }
+    emit("ready")
+    while let line = readLine() {
+        let words = line.split(separator: " ").map(String.init)
+        if words.first == "quit" { break }
+        guard words.count == 4, words[0] == "set", let store = stores[Int(words[1])!] else {
+            fail("bad command \(line)")
+        }
+        let start = monotonicNanos()
+        let deadline = ContinuousClock.now + .seconds(60)
+        while true {
+            do {
+                try store.setValue(.int(Int64(words[3])!), forKey: words[2])
+                break
+            } catch {
+                guard ContinuousClock.now < deadline else { fail("set \(words[2]): \(error)") }
+                usleep(20_000)  // the server or pooler is restarting: try again shortly
+            }
+        }
+        emit("set \(words[2]) \(start)")
+    }
+    for watcher in watchers { watcher.cancel() }
+    for store in stores.values { store.close() }
+    exit(0)
+}
+
 var limits = PostgresStore.Limits()
 if let seconds = ProcessInfo.processInfo.environment["PREFS_PG_WRITE_DEADLINE"].flatMap(Int.init) {
     limits.writeDeadline = .seconds(seconds)

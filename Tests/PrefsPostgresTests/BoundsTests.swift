@@ -75,7 +75,7 @@ struct BoundsTests {
         let (_, freshIntruder) = try fresh.roleWithoutTableRights()
         try freshIntruder.execute("SELECT pg_advisory_lock(7301451916011975)")
         _ = try database.store()
-        #expect(try database.sql("SELECT version FROM prefs_schema") == [["3"]])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["4"]])
         // Creating a schema waits for the lock at most connectTimeout, then says who holds what.
         let start = ContinuousClock.now
         #expect {

@@ -7,12 +7,13 @@ import TestThreads
 import Testing
 
 /// Faults the test proxy injects at a named step, so each test runs the same way every time: a connection lost
-/// while it is being set up, and the answer to `COMMIT` lost while the server then refuses new sessions.
+/// as a transaction begins, and the answer to `COMMIT` lost while the server then refuses new sessions.
 @Suite("PostgresStore faults at named steps", .ownThreads)
 struct NamedFaultTests {
-    /// Setting a connection up writes nothing, so a write whose new connection is lost then did not happen: the
-    /// caller hears `connectionLost`, never `outcomeUnknown` (which a crash during set-up once produced).
-    @Test func aConnectionLostWhileItIsSetUpWritesNothingAndSaysSo() async throws {
+    /// A connection holds no session state (it sets up nothing), so a connection lost as a transaction begins, just
+    /// before its `BEGIN` and local settings reach the server, lost nothing but that transaction: the caller hears
+    /// `connectionLost`, never `outcomeUnknown`, nothing was written, and the next transaction goes through.
+    @Test func aConnectionLostAsATransactionBeginsWritesNothingAndSaysSo() async throws {
         let database = try ProxiedDatabase()
         defer { database.destroy() }
         let proxy = database.proxy
@@ -22,13 +23,9 @@ struct NamedFaultTests {
         defer { store.close() }
         try store.setValue(.int(1), forKey: "k")
 
-        // Every connection made from now on is lost at its set-up, just before `SET lock_timeout` reaches the
-        // server; the ones open now are closed.
-        proxy.cutConnection(whenClientSends: "SET lock_timeout")
-        proxy.cut()
-        try await eventually("the proxy to close the connections it forwarded") { proxy.connectionsOpen == 0 }
+        proxy.cutConnection(whenClientSends: "BEGIN; SET LOCAL")
         #expect {
-            try store.setValue(.int(2), forKey: "k")
+            try store.updateValue(forKey: "k") { _ in .int(2) }
         } throws: { error in
             guard case .connectionLost? = error as? PostgresStoreError else { return false }
             return true
@@ -37,9 +34,8 @@ struct NamedFaultTests {
         #expect(try database.sql("SELECT value::text FROM prefs_values WHERE key = 'k'") == [["1"]])
         #expect(try store.value(forKey: "k") == .int(1))
 
-        // Once connections can be set up again, the same write goes through.
         proxy.clearFaults()
-        try store.setValue(.int(2), forKey: "k")
+        try store.updateValue(forKey: "k") { _ in .int(2) }
         #expect(try database.sql("SELECT value::text FROM prefs_values WHERE key = 'k'") == [["2"]])
     }
 

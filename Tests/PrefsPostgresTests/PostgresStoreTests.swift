@@ -308,7 +308,7 @@ struct PostgresStoreTests {
         let database = try Database()
         try database.store().setValue(.int(1), forKey: "kept")
         try database.sql("UPDATE prefs_schema SET version = 99")
-        #expect(throws: PostgresStoreError.unsupportedSchemaVersion(found: 99, supported: 3)) {
+        #expect(throws: PostgresStoreError.unsupportedSchemaVersion(found: 99, supported: 4)) {
             _ = try database.store()
         }
         #expect(try database.sql("SELECT version FROM prefs_schema") == [["99"]])
@@ -316,7 +316,7 @@ struct PostgresStoreTests {
 
         let foreign = try Database()
         try foreign.sql("CREATE TABLE prefs_values (id integer)")
-        #expect(throws: PostgresStoreError.unsupportedSchemaVersion(found: nil, supported: 3)) {
+        #expect(throws: PostgresStoreError.unsupportedSchemaVersion(found: nil, supported: 4)) {
             _ = try foreign.store()
         }
         #expect(try foreign.sql("SELECT to_regclass('prefs_schema') IS NULL") == [["t"]])
@@ -404,7 +404,7 @@ struct PostgresStoreTests {
             }
         }
         #expect(failures.withLock { $0 } == [])
-        #expect(try database.sql("SELECT version FROM prefs_schema") == [["3"]])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["4"]])
         #expect(try database.store().allValues().count == 8)
     }
 
@@ -418,6 +418,6 @@ struct PostgresStoreTests {
             let ended = try await child.ended()
             #expect(ended.succeeded, "\(ended)")
         }
-        #expect(try database.sql("SELECT version FROM prefs_schema") == [["3"]])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["4"]])
     }
 }

@@ -91,8 +91,30 @@ struct SchemaEdgeTests {
         let upgraded = try database.store()
         #expect(try upgraded.value(forKey: "k") == .string("kept"))
         #expect(try upgraded.updateValue(forKey: "k") { _ in .string("new") } == .string("new"))
-        #expect(try database.sql("SELECT version FROM prefs_schema") == [["3"]])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["4"]])
         #expect(try database.sql("SELECT value::text, writer IS NOT NULL FROM prefs_values") == [["\"new\"", "t"]])
+        upgraded.close()
+    }
+
+    /// Version 4 adds the change feed to a version 3 table: its rows are kept and read, and a change made afterwards
+    /// by SQL reaches an instance that only polls.
+    @Test func aVersion3SchemaGainsTheChangeFeedKeepingItsRows() async throws {
+        let database = try Database()
+        let first = try database.store()
+        try first.setValue(.string("kept"), forKey: "k")
+        first.close()
+        try database.sql(
+            """
+            DROP TABLE prefs_removals; DROP INDEX prefs_values_changes; ALTER TABLE prefs_values DROP COLUMN changed CASCADE;
+            UPDATE prefs_schema SET version = 3
+            """)
+        let upgraded = try PostgresStore(
+            connection: database.connection, namespace: "com.example.app", changeSource: .poll(every: .milliseconds(20))
+        )
+        #expect(try upgraded.value(forKey: "k") == .string("kept"))
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["4"]])
+        try database.sql("UPDATE prefs_values SET value = '\"by SQL\"' WHERE key = 'k'")
+        try await eventually("the poll to read the change") { try upgraded.value(forKey: "k") == .string("by SQL") }
         upgraded.close()
     }
 

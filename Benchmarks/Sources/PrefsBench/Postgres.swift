@@ -198,7 +198,7 @@ func postgresFanOutFigures(quick: Bool, includes: (String) -> Bool) throws -> [D
 }
 
 /// The value at `fraction` of the sorted samples.
-private func percentile(_ samples: [Double], _ fraction: Double) -> Double {
+func percentile(_ samples: [Double], _ fraction: Double) -> Double {
     let sorted = samples.sorted()
     return sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
 }
@@ -299,7 +299,7 @@ private final class ConnectionCounter: @unchecked Sendable {
 }
 
 /// Polls `condition` every 200 µs; fails after 60 s.
-private func waitUntil(_ what: String, _ condition: () -> Bool) throws {
+func waitUntil(_ what: String, _ condition: () -> Bool) throws {
     let deadline = monotonicNanoseconds() + 60_000_000_000
     while !condition() {
         guard monotonicNanoseconds() < deadline else { throw BenchError.failed("timed out waiting for \(what)") }
@@ -309,11 +309,11 @@ private func waitUntil(_ what: String, _ condition: () -> Bool) throws {
 
 /// A fan-out watcher child (this executable with `arguments`) and what it printed: `ready`, then
 /// `VALUE NANOSECONDS` for each value it received.
-private final class FanOutWatcher: @unchecked Sendable {
+final class FanOutWatcher: @unchecked Sendable {
     private let process = Process()
     private let lock = NSLock()
     private var isReady = false
-    private var arrivals: [Int: UInt64] = [:]
+    private var arrivals: [Int: [UInt64]] = [:]
 
     init(arguments: [String], environment: [String: String]) throws {
         process.executableURL = URL(
@@ -340,7 +340,9 @@ private final class FanOutWatcher: @unchecked Sendable {
         defer { lock.unlock() }
         if line == "ready" { isReady = true }
         let fields = line.split(separator: " ")
-        if fields.count == 2, let value = Int(fields[0]), let time = UInt64(fields[1]) { arrivals[value] = time }
+        if fields.count == 2, let value = Int(fields[0]), let time = UInt64(fields[1]) {
+            arrivals[value, default: []].append(time)
+        }
     }
 
     var ready: Bool {
@@ -349,10 +351,13 @@ private final class FanOutWatcher: @unchecked Sendable {
         return isReady
     }
 
-    func arrival(of value: Int) -> UInt64? {
+    func arrival(of value: Int) -> UInt64? { arrivals(of: value).first }
+
+    /// Every arrival of `value` (a child watching with several stores prints one per store).
+    func arrivals(of value: Int) -> [UInt64] {
         lock.lock()
         defer { lock.unlock() }
-        return arrivals[value]
+        return arrivals[value] ?? []
     }
 
     /// Kills the child: it may have been started from a thread that blocks `SIGTERM`, and it inherits that mask.

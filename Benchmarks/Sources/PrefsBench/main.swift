@@ -23,6 +23,7 @@ struct Options {
     var postgresLatencyWriter: Int? = nil
     var postgresFanOutWatcher = false
     var postgresListenWatcher = false
+    var postgresFleetMember = false
     var coldOpenChild: (side: String, suite: String, key: String)? = nil
     var inputMemoryChild: String? = nil
     var only: Set<String>? = nil
@@ -53,6 +54,7 @@ struct Options {
                 postgresLatencyWriter = count
             case "--postgres-fanout-watcher": postgresFanOutWatcher = true
             case "--postgres-listen-watcher": postgresListenWatcher = true
+            case "--postgres-fleet-member": postgresFleetMember = true
             case "--cold-open-child":
                 guard let side = remaining.popFirst(), let suite = remaining.popFirst(),
                     let key = remaining.popFirst()
@@ -192,6 +194,7 @@ func runBenchmarks(_ options: Options) async throws {
         try await deferredFigures(folders: folders, quick: options.quick, includes: options.includes)
         + inputMemoryFigures(folders: folders, quick: options.quick, includes: options.includes)
         + postgresFanOutFigures(quick: options.quick, includes: options.includes)
+        + postgresFleetFigures(quick: options.quick, includes: options.includes)
 
     let scenarios = Dictionary(uniqueKeysWithValues: allScenarios(folders: folders).map { ($0.name, $0) })
     print(
@@ -275,6 +278,13 @@ if let count = options.postgresLatencyWriter {
 if options.postgresFanOutWatcher {
     do { try await runPostgresFanOutWatcher() } catch {
         printError("prefs-bench: PostgreSQL fan-out watcher failed: \(error)\n")
+        exit(1)
+    }
+    exit(0)
+}
+if options.postgresFleetMember {
+    do { try await runPostgresFleetMember() } catch {
+        printError("prefs-bench: PostgreSQL fleet member failed: \(error)\n")
         exit(1)
     }
     exit(0)
