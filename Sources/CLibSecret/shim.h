@@ -18,6 +18,21 @@ static inline const SecretSchema *prefs_vault_key_schema(void) {
     return &schema;
 }
 
+// The same attributes for a search, without the schema's name: GNOME Keyring matches a locked collection's items by
+// their attributes but not by xdg:schema, so a search that bound the name would answer "no item" for a locked key.
+static inline const SecretSchema *prefs_vault_key_search_schema(void) {
+    static const SecretSchema schema = {
+        "org.prefs.VaultKey",
+        SECRET_SCHEMA_DONT_MATCH_NAME,
+        {
+            {"application", SECRET_SCHEMA_ATTRIBUTE_STRING},
+            {"vault", SECRET_SCHEMA_ATTRIBUTE_STRING},
+            {NULL, 0},
+        },
+    };
+    return &schema;
+}
+
 // The attributes that find a vault's key again; free with g_hash_table_unref.
 static inline GHashTable *prefs_vault_key_attributes(const char *application, const char *vault) {
     GHashTable *attributes = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
