@@ -74,9 +74,23 @@ enum DomainCommands {
         )
     }
 
+    /// The domains whose app published a schema (or had one installed), as `gsettings list-schemas` lists them:
+    /// every `DOMAIN.json` of the schema folders.
+    static func schemaDomainNames() -> [String] {
+        let folders = [SchemaFiles.userFolder] + SchemaFiles.systemFolders
+        return folders.flatMap { folder in
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path(percentEncoded: false))) ?? []
+            return names.filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }.map {
+                String($0.dropLast(".json".count))
+            }
+            .filter { (try? UserDefaultsStore.validate(suiteName: $0)) != nil }
+        }
+    }
+
     static func domains(_ invocation: Invocation) throws {
         let names =
-            PostgresDomain.isRequested(invocation) ? try PostgresDomain.namespaces(invocation) : try domainNames()
+            PostgresDomain.isRequested(invocation)
+            ? try PostgresDomain.namespaces(invocation) : Set(try domainNames() + schemaDomainNames()).sorted()
         if invocation.has("--json") {
             invocation.console.print(try PrefValue.array(names.map { .string($0) }).jsonText())
         } else {

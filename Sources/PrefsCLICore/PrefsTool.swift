@@ -11,7 +11,8 @@ package enum PrefsTool {
             "domains", arguments: "", positionals: 0...0, options: [jsonFlag, PostgresDomain.option],
             summary: "List the domains (UserDefaults suites) in the preferences folder.",
             help: """
-                The folder is $XDG_CONFIG_HOME, or ~/.config when it is unset; each NAME.plist is a domain. With
+                The folder is $XDG_CONFIG_HOME, or ~/.config when it is unset; each NAME.plist is a domain, and so
+                is each app that published a schema (prefs/schemas/NAME.json in the data folders). With
                 --postgres-env VAR, the namespaces of the database that hold at least one key.
                 """,
             run: { try DomainCommands.domains($0) }),

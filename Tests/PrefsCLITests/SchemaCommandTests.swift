@@ -267,6 +267,19 @@ let pythonJSONSchema: Bool = {
                     + "values, `prefs reset \(app.domain) fontSize` removes it)"), "\(reported)")
     }
 
+    /// `domains` lists an app that published its schema before it stored anything, as `gsettings list-schemas` does.
+    @Test func domainsListsAnAppWithASchemaAndNoFileYet() throws {
+        let app = try Described()
+        defer { app.sandbox.cleanup() }
+        #expect(!FileManager.default.fileExists(atPath: app.sandbox.plist(app.domain).path(percentEncoded: false)))
+        #expect(try app.prefs("domains").output == "\(app.domain)\n")
+        try app.prefs("write", "com.example.other", "theme", "dark").expectSuccess()
+        #expect(
+            try app.prefs("domains").output == ["com.example.other", app.domain].sorted().joined(separator: "\n") + "\n"
+        )
+        #expect(try app.prefs("domains", "--json").output.contains("\"\(app.domain)\""))
+    }
+
     /// `describe` prints nothing until it has every line: a damaged domain fails with standard output empty.
     @Test func describeOfADamagedDomainPrintsOnlyTheFailure() throws {
         let app = try Described()

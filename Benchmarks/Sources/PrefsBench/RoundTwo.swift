@@ -47,7 +47,40 @@ func roundTwoScenarios(folders: Folders) -> [Scenario] {
                     }
                 }, budget: budget, limit: 2_000)
         },
+        Scenario(
+            name: "declare_1000_keys_vs_register", target: 3,
+            ours: "1 000 wrappers with a description and a range, fresh suite in the preferences folder",
+            baseline: "UserDefaults.register(defaults:) of the same 1 000 keys, one a call, fresh suite"
+        ) { budget in
+            try await compareDeclaringKeys(1_000, budget: budget)
+        },
     ]
+}
+
+/// Declaring `count` keys (what an app's model does at launch: a wrapper each, with a schema, on a domain of the
+/// preferences folder, which also records them for its published schema) against Foundation registering the same
+/// defaults one key at a time. One operation is the whole set of `count` declarations on a suite of its own.
+func compareDeclaringKeys(_ count: Int, budget: Budget) async throws -> Comparison {
+    let names = (0..<count).map { "key-\($0)" }
+    var suite = 0
+    return try await compare(
+        ours: { operations in
+            for _ in 0..<operations {
+                suite += 1
+                let store = try UserDefaultsStore(suiteName: "bench-declare-\(suite)")
+                for (index, name) in names.enumerated() {
+                    _ = StoredValue(
+                        key: name, default: index, schema: .init("Key \(index)", range: 0...1_000_000), store: store)
+                }
+            }
+        },
+        baseline: { operations in
+            for _ in 0..<operations {
+                suite += 1
+                guard let defaults = UserDefaults(suiteName: "bench-register-\(suite)") else { continue }
+                for (index, name) in names.enumerated() { defaults.register(defaults: [name: index]) }
+            }
+        }, budget: budget, limit: 200)
 }
 
 /// Ten `set`s through wrappers inside one `try store.batch { … }` on a `FileStore` of `keyCount` keys, against the
