@@ -57,12 +57,11 @@ let package = Package(
                 "PrefsPostgresTestHelper",
             ]
         ),
-        // libsecret (with GLib and GIO) for PrefsKeyring only: the core Prefs module never links it.
-        .systemLibrary(
-            name: "CLibSecret",
-            pkgConfig: "libsecret-1",
-            providers: [.apt(["libsecret-1-dev"]), .brew(["libsecret"])]
-        ),
+        // libsecret (with GLib and GIO) for PrefsKeyring only: the core Prefs module never links it. No pkgConfig:
+        // GLib's flags carry -pthread, which SwiftPM refuses with a warning in every build of every package that uses
+        // PrefsKeyring; shim.h declares the calls itself and module.modulemap links the libraries (Debian's
+        // libsecret-1-dev provides them, and scripts/install-deps.sh installs it).
+        .systemLibrary(name: "CLibSecret"),
         .target(
             name: "PrefsKeyring",
             dependencies: ["Prefs", "CLibSecret", "CSodium"]
@@ -78,7 +77,7 @@ let package = Package(
         // and runs the library, the helper and `prefs` against them in child processes.
         .testTarget(
             name: "PrefsKeyringTests",
-            dependencies: ["Prefs", "PrefsTestSupport", "PrefsKeyringTestHelper", "PrefsCLI"]
+            dependencies: ["Prefs", "PrefsTestSupport", "PrefsKeyringTestHelper", "PrefsCLI", "CLibSecret"]
         ),
         // The demo is a target, not a product: `swift run prefs-demo` runs it here, and packages depending on Prefs
         // never see it.

@@ -239,6 +239,9 @@ package enum Warnings {
 
     /// `prefs: warning: …`: the report's error, with the operation and key only when a key was involved.
     static func line(for report: PrefsReport) -> String {
-        "prefs: warning: " + (report.key.isEmpty ? String(describing: report.error) : report.description)
+        let library = String(describing: report.error)
+        let error = Failure.userText(of: report.error) ?? library
+        return "prefs: warning: "
+            + (report.key.isEmpty ? error : report.description.replacingOccurrences(of: library, with: error))
     }
 }

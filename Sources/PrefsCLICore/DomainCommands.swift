@@ -74,9 +74,23 @@ enum DomainCommands {
         )
     }
 
+    /// The domains whose app published a schema (or had one installed), as `gsettings list-schemas` lists them:
+    /// every `DOMAIN.json` of the schema folders.
+    static func schemaDomainNames() -> [String] {
+        let folders = [SchemaFiles.userFolder] + SchemaFiles.systemFolders
+        return folders.flatMap { folder in
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path(percentEncoded: false))) ?? []
+            return names.filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }.map {
+                String($0.dropLast(".json".count))
+            }
+            .filter { (try? UserDefaultsStore.validate(suiteName: $0)) != nil }
+        }
+    }
+
     static func domains(_ invocation: Invocation) throws {
         let names =
-            PostgresDomain.isRequested(invocation) ? try PostgresDomain.namespaces(invocation) : try domainNames()
+            PostgresDomain.isRequested(invocation)
+            ? try PostgresDomain.namespaces(invocation) : Set(try domainNames() + schemaDomainNames()).sorted()
         if invocation.has("--json") {
             invocation.console.print(try PrefValue.array(names.map { .string($0) }).jsonText())
         } else {
@@ -107,6 +121,12 @@ enum DomainCommands {
         let json = invocation.has("--json")
         if invocation.positionals.count == 2 {
             let key = invocation.positionals[1]
+            if let store = store as? UserDefaultsStore, let schema = SchemaCommands.load(domain, invocation),
+                let entry = schema.keys[key]
+            {
+                try readDeclared(key, entry, schema: schema, store: store, invocation)
+                return
+            }
             guard let value = try store.value(forKey: key) else {
                 throw notFound(key: key, domain: domain, keys: try store.allValues().keys, invocation)
             }
@@ -131,7 +151,14 @@ enum DomainCommands {
             invocation.console.writeData(try PrefValue.exportDocument(values))
             return
         }
-        let (effective, notes) = effectiveValues(values, of: store)
+        var (effective, notes) = effectiveValues(values, of: store)
+        if store is UserDefaultsStore, let schema = SchemaCommands.load(domain, invocation) {
+            for (key, value) in effective {
+                guard let entry = schema.keys[key], let problem = entry.problem(with: value) else { continue }
+                let fallback = entry.defaultValue.map(ValueText.formatInline) ?? "nil"
+                notes[key] = (notes[key].map { $0 + "; " } ?? "") + "\(problem): the app reads the default \(fallback)"
+            }
+        }
         guard invocation.has("--types") else {
             invocation.console.writeOutput(OldStylePlist.document(effective, notes: notes))
             return
@@ -147,6 +174,53 @@ enum DomainCommands {
                     + value.typeName.padding(toLength: typeWidth, withPad: " ", startingAt: 0) + "  "
                     + ValueText.formatInline(value) + (notes[key].map { "  (\($0))" } ?? ""))
         }
+    }
+
+    /// `read DOMAIN KEY` of a key the app's schema declares, as `gsettings get` answers: the value the app reads,
+    /// the declared default when nothing is stored or the stored value is not allowed; `--explain` says where it comes
+    /// from, `--types` marks a value that is not the user's and one the app does not read.
+    private static func readDeclared(
+        _ key: String, _ entry: KeyDescription, schema: DomainSchema, store: UserDefaultsStore,
+        _ invocation: Invocation
+    ) throws {
+        let read = try SchemaCommands.appValue(key, entry, store, schema: schema)
+        guard let value = read.value else {
+            throw Failure.notFound(
+                "\(invocation.command): \(String(reflecting: key)) of domain \(String(reflecting: schema.domain)) is "
+                    + "not set and declared without a default: the app reads nil")
+        }
+        var lines: [String] = []
+        if invocation.has("--types") {
+            let shown = read.refused?.value ?? value
+            let note =
+                if let refused = read.refused {
+                    "\(refused.problem): the app reads the default \(ValueText.formatInline(value))"
+                } else if read.source.hasPrefix("default") {
+                    "default"
+                } else if read.source.hasPrefix("managed") {
+                    "forced"
+                } else if read.source.hasPrefix("system") {
+                    "system default"
+                } else if read.source.hasPrefix("environment") {
+                    read.source
+                } else {
+                    ""
+                }
+            lines.append(
+                "\(ValueText.visible(key))  \(shown.typeName)  \(ValueText.formatInline(shown))"
+                    + (note.isEmpty ? "" : "  (\(note))"))
+        } else {
+            lines.append(invocation.has("--json") ? try value.jsonText() : ValueText.format(value))
+        }
+        if invocation.has("--explain") {
+            let from =
+                read.refused.map {
+                    "the declared default, in place of \(ValueText.formatInline($0.value)), which "
+                        + "\($0.problem); set by \(read.source)"
+                } ?? read.source
+            lines.append("layer: \(from)")
+        }
+        for line in lines { invocation.console.print(line) }
     }
 
     /// The values a listing shows: the user's, the system-wide defaults the user has not set, and the
@@ -308,7 +382,8 @@ enum DomainCommands {
                     : schemaType != nil
                         ? " (the type the app's schema declares for \(String(reflecting: key)))"
                         : old != nil ? " (the type stored under \(String(reflecting: key)))" : ""
-                let otherType = explicit == nil ? "; pass --type to store another type" : ""
+                // Another type helps only where nothing declares one: the app reads the declared type alone.
+                let otherType = explicit == nil && schemaType == nil ? "; pass --type to store another type" : ""
                 throw Failure.usage(
                     "\(invocation.command): \(String(reflecting: text)) is not \(type.phrase)\(kept): expected "
                         + "\(type.expected)\(otherType); nothing was changed")

@@ -37,6 +37,26 @@ struct Failure: Error, Equatable {
     static func usage(_ message: String) -> Failure { Failure(.usage, message) }
     static func notFound(_ message: String) -> Failure { Failure(.notFound, message) }
 
+    /// A domain file that cannot be decoded, as the tool says it: what is wrong, that it was left untouched, and the
+    /// tool's own way out (`prefs repair DOMAIN`) when the file is a domain of the preferences folder.
+    static func damagedFileText(path: String, reason: String) -> String {
+        let file = URL(filePath: path)
+        let folder = DomainCommands.folder().standardizedFileURL.path(percentEncoded: false)
+        let inFolder = file.deletingLastPathComponent().standardizedFileURL.path(percentEncoded: false)
+        var text = "\(path) is not a valid preferences file (\(PrefsError.reasonAlone(reason))); left untouched"
+        if file.pathExtension == "plist", inFolder.trimmingSuffix("/") == folder.trimmingSuffix("/") {
+            let domain = file.deletingPathExtension().lastPathComponent
+            text += "; run `prefs repair \(Hints.shellQuoted(domain))` to keep it aside and start the domain afresh"
+        }
+        return text
+    }
+
+    /// The tool's text of a library error where it differs from the library's (which names the library's API).
+    static func userText(of error: any Error) -> String? {
+        guard case .corruptFile(let path, let reason)? = error as? PrefsError else { return nil }
+        return damagedFileText(path: path, reason: reason)
+    }
+
     /// Maps a library error to an exit status, keeping the library's one-line description.
     static func from(_ error: any Error) -> Failure {
         switch error {
@@ -51,8 +71,8 @@ struct Failure: Error, Equatable {
                 return Failure(.usage, error.description)
             case .forced:
                 return Failure(.forced, error.description)
-            case .corruptFile:
-                return Failure(.integrity, error.description + "; repair or delete it")
+            case .corruptFile(let path, let reason):
+                return Failure(.integrity, damagedFileText(path: path, reason: reason))
             case .io(_, _, let code, _):
                 return Failure(.notFound, error.description + (code == EACCES ? "; check the permissions" : ""))
             case .durabilityNotConfirmed:
@@ -103,5 +123,11 @@ struct Failure: Error, Equatable {
         default:
             return Failure(.notFound, String(describing: error))
         }
+    }
+}
+
+extension String {
+    fileprivate func trimmingSuffix(_ suffix: String) -> String {
+        hasSuffix(suffix) && count > suffix.count ? String(dropLast(suffix.count)) : self
     }
 }

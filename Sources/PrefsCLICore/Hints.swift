@@ -3,7 +3,7 @@ import Foundation
 /// What `prefs` adds to a message so that the next command works: the closest name to one mistyped, and a command
 /// line to copy.
 enum Hints {
-    /// `"; did you mean \"com.example.notes\"?"` for the name among `candidates` closest to `name`, or "" when none
+    /// `" (did you mean \"com.example.notes\"?)"` for the name among `candidates` closest to `name`, or "" when none
     /// is close: at most a third of its characters differ (at least one), or the two differ only in case.
     static func didYouMean(_ name: String, among candidates: some Sequence<String>) -> String {
         let limit = max(1, name.count / 3)
@@ -13,7 +13,7 @@ enum Hints {
                 candidate.lowercased() == name.lowercased() ? 0 : editDistance(name, candidate, atMost: limit)
             if distance <= limit, distance < best?.distance ?? .max { best = (candidate, distance) }
         }
-        return best.map { "; did you mean \(String(reflecting: ValueText.visible($0.candidate)))?" } ?? ""
+        return best.map { " (did you mean \(String(reflecting: ValueText.visible($0.candidate)))?)" } ?? ""
     }
 
     /// The number of characters to insert, delete or replace to turn `a` into `b`, or `limit + 1` once it is

@@ -11,7 +11,8 @@ package enum PrefsTool {
             "domains", arguments: "", positionals: 0...0, options: [jsonFlag, PostgresDomain.option],
             summary: "List the domains (UserDefaults suites) in the preferences folder.",
             help: """
-                The folder is $XDG_CONFIG_HOME, or ~/.config when it is unset; each NAME.plist is a domain. With
+                The folder is $XDG_CONFIG_HOME, or ~/.config when it is unset; each NAME.plist is a domain, and so
+                is each app that published a schema (prefs/schemas/NAME.json in the data folders). With
                 --postgres-env VAR, the namespaces of the database that hold at least one key.
                 """,
             run: { try DomainCommands.domains($0) }),
@@ -22,7 +23,8 @@ package enum PrefsTool {
             help: """
                 A KEY reads its effective value: the user's, a system-wide default under $XDG_CONFIG_DIRS, or a
                 value forced by the administrator in /etc/xdg/managed-preferences; --explain adds the layer it came
-                from. Dates print in ISO 8601 (UTC, with as many fraction digits as needed to be exact), data in
+                from. A KEY the app's schema declares reads as the app reads it, as `gsettings get` does: its
+                declared default when nothing is stored, or in place of a stored value the schema does not allow. Dates print in ISO 8601 (UTC, with as many fraction digits as needed to be exact), data in
                 hex, arrays and dictionaries as JSON.
                 Without KEY the domain prints as an old-style property list, like `defaults read`; values that
                 are not the user's own are marked /* system default */ or /* forced */. --types lists one key
@@ -42,7 +44,7 @@ package enum PrefsTool {
             help: """
                 When the app's schema declares KEY (see `prefs describe`), a VALUE without --type is read as the
                 declared type, and a value outside the declared range or choices is refused (--ignore-schema
-                writes it anyway). Otherwise, without --type the type of the value already stored is kept, and a
+                writes it anyway, still as the declared type). Otherwise, without --type the type of the value already stored is kept, and a
                 new key is a string. A VALUE that does not parse as the type is refused and nothing changes. Types:
                   bool    true, false, yes, no, 1, 0 (`boolean` is the same)
                   int     a 64-bit whole number (unsigned up to 18446744073709551615); `integer` is the same

@@ -22,7 +22,16 @@ enum SchemaCommands {
     /// The schema of `domain`, or "not found" saying where schemas are looked for and how one gets there.
     static func require(_ domain: String, _ invocation: Invocation) throws -> DomainSchema {
         try DomainCommands.checkName(domain)
-        guard let schema = load(domain, invocation) else {
+        let (found, problems, _) = SchemaFiles.load(domain: domain)
+        // Its only schema file cannot be used (damaged, contradicting itself): that, not a missing schema, is the news.
+        if found == nil, let problem = problems.first(where: { !$0.isNewer }) {
+            throw Failure(
+                .integrity,
+                "\(invocation.command): \(problem); fix the file, or remove it and let the app publish its schema again"
+            )
+        }
+        for problem in problems { invocation.console.printError("prefs: warning: \(problem)") }
+        guard let schema = found else {
             let folders = ([SchemaFiles.userFolder] + SchemaFiles.systemFolders).map { $0.path(percentEncoded: false) }
             throw Failure.notFound(
                 "\(invocation.command): no schema for domain \(String(reflecting: domain)) in "
@@ -62,32 +71,54 @@ enum SchemaCommands {
         }
     }
 
+    /// Prints nothing until every line is known: a failure (a damaged domain file) leaves standard output empty.
     static func describe(_ invocation: Invocation) throws {
         let (domain, key) = (invocation.positionals[0], invocation.positionals[1])
         let schema = try require(domain, invocation)
         let entry = try entry(key, of: schema, invocation)
-        let console = invocation.console
-        console.print("key: \(ValueText.visible(key))")
-        console.print("type: \(entry.type ?? "not declared")")
-        console.print(
-            "default: \(entry.defaultValue.map(ValueText.formatInline) ?? "none (nothing stored reads as nil)")")
-        console.print("allowed: \(entry.allowed.map { ValueText.visible($0.text) } ?? "any \(entry.type ?? "value")")")
-        if !entry.summary.isEmpty { console.print("description: \(ValueText.visible(entry.summary))") }
         let store = try UserDefaultsStore(suiteName: domain)
-        let arguments = Array(invocation.positionals.dropFirst(2))
-        guard let (value, layer) = currentValue(key, entry, store, schema: schema, appArguments: arguments) else {
-            console.print("value: \(entry.defaultValue.map(ValueText.formatInline) ?? "nil")")
-            console.print("set by: default (the app's declaration)")
-            return
+        let read = try appValue(
+            key, entry, store, schema: schema, appArguments: Array(invocation.positionals.dropFirst(2)))
+        var lines = [
+            "key: \(ValueText.visible(key))",
+            "type: \(entry.type ?? "not declared")",
+            "default: \(entry.defaultValue.map(ValueText.formatInline) ?? "none (nothing stored reads as nil)")",
+            "allowed: \(entry.allowed.map { ValueText.visible($0.text) } ?? "any \(entry.type ?? "value")")",
+        ]
+        if !entry.summary.isEmpty { lines.append("description: \(ValueText.visible(entry.summary))") }
+        lines.append("value: \(read.text)")
+        lines.append("set by: \(read.source)")
+        for line in lines { invocation.console.print(line) }
+    }
+
+    /// What the app reads for a declared key, as `describe` and `read` show it: the value (with the stored value the
+    /// default stands in for, when the key does not allow it), where it comes from, and the value itself.
+    struct AppValue {
+        let value: PrefValue?
+        let text: String
+        let source: String
+        /// The stored value the app does not read, and why, when the default stands in for it.
+        let refused: (value: PrefValue, problem: String)?
+    }
+
+    /// The value the app reads for `key`; throws when the domain's file cannot be read (damaged, unreadable).
+    static func appValue(
+        _ key: String, _ entry: KeyDescription, _ store: UserDefaultsStore, schema: DomainSchema,
+        appArguments: [String] = []
+    ) throws -> AppValue {
+        _ = try store.allValues()  // a damaged file fails here, as the app's store reports it
+        let fallback = entry.defaultValue.map(ValueText.formatInline) ?? "nil"
+        guard let (value, layer) = currentValue(key, entry, store, schema: schema, appArguments: appArguments) else {
+            return AppValue(
+                value: entry.defaultValue, text: fallback, source: "default (the app's declaration)", refused: nil)
         }
-        if let problem = entry.problem(with: value) {
-            let fallback = entry.defaultValue.map(ValueText.formatInline) ?? "nil"
-            console.print(
-                "value: \(fallback) (the default, read in place of \(ValueText.formatInline(value)), which \(problem))")
-        } else {
-            console.print("value: \(ValueText.formatInline(value))")
+        guard let problem = entry.problem(with: value) else {
+            return AppValue(value: value, text: ValueText.formatInline(value), source: layer, refused: nil)
         }
-        console.print("set by: \(layer)")
+        return AppValue(
+            value: entry.defaultValue,
+            text: "\(fallback) (the default, read in place of \(ValueText.formatInline(value)), which \(problem))",
+            source: layer, refused: (value, problem))
     }
 
     /// The value the app reads for `key` and the layer it comes from, strongest first: managed, the app's command
@@ -162,19 +193,29 @@ enum SchemaCommands {
     // MARK: write, check, reset, export
 
     /// Before `write` changes `key`: the schema's entry of the key, which gives the type of a value written without
-    /// `--type` and is checked against the value written. Nil without a schema, for a key it does not declare, and
-    /// with `--ignore-schema` or `--postgres-env`.
+    /// `--type` (with `--ignore-schema` too: the app reads that type) and is checked against the value written
+    /// (unless `--ignore-schema`). Nil without a schema, for a key it does not declare, and with `--postgres-env`.
     static func entryForWrite(_ domain: String, _ key: String, _ invocation: Invocation) -> KeyDescription? {
-        guard !invocation.has("--ignore-schema"), !PostgresDomain.isRequested(invocation) else { return nil }
+        guard !PostgresDomain.isRequested(invocation) else { return nil }
         return load(domain, invocation)?.keys[key]
     }
 
-    /// Refuses a value the schema does not allow, naming what it allows.
+    /// Refuses a value the schema does not allow, naming what it allows; with `--ignore-schema`, nothing is refused.
+    /// A value of another type is refused for good (the app could not read it); one outside the range or choices
+    /// can still be written with `--ignore-schema`, the app then reading its default in its place.
     static func check(_ value: PrefValue, _ entry: KeyDescription?, key: String, _ invocation: Invocation) throws {
-        guard let entry, let problem = entry.problem(with: value) else { return }
+        guard !invocation.has("--ignore-schema"), let entry, let problem = entry.problem(with: value) else { return }
+        let typeFits =
+            entry.type.map { KeyDescription(type: $0, defaultValue: nil, summary: "", allowed: nil) }?
+            .problem(with: value) == nil
+        let next =
+            typeFits
+            ? " (--ignore-schema writes it anyway, and the app then reads the default "
+                + "\(entry.defaultValue.map(ValueText.formatInline) ?? "nil") in its place)"
+            : "; give \(valueType(of: entry)?.expected ?? "a value of that type")"
         throw Failure.usage(
             "\(invocation.command): \(ValueText.visible(AllowedValueText.shown(value))) for \(String(reflecting: key)) "
-                + "\(problem) in the app's schema; nothing was changed (--ignore-schema writes it anyway)")
+                + "\(problem) in the app's schema; nothing was changed\(next)")
     }
 
     /// Every value of the user's file, the system-wide defaults and the managed values that does not fit the schema,
@@ -215,8 +256,16 @@ enum SchemaCommands {
             try store.removeValues(forKeys: keys)
             return
         }
-        if try store.value(forKey: key) == nil, load(domain, invocation)?.keys[key] == nil {
-            throw DomainCommands.notFound(key: key, domain: domain, keys: try store.allValues().keys, invocation)
+        let schema = load(domain, invocation)
+        if try store.value(forKey: key) == nil, schema?.keys[key] == nil {
+            let keys = Set(try store.allValues().keys).union(schema?.keys.keys ?? [:].keys)
+            let list =
+                schema == nil
+                ? "`prefs read \(Hints.shellQuoted(domain))` to list its keys"
+                : "`prefs list-keys \(Hints.shellQuoted(domain))` to list the keys the app declares"
+            throw Failure.notFound(
+                "\(invocation.command): domain \(String(reflecting: domain)) neither stores nor declares a key "
+                    + "\(String(reflecting: key))\(Hints.didYouMean(key, among: keys)); run \(list)")
         }
         try store.removeValue(forKey: key)
     }

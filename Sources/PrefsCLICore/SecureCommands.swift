@@ -107,9 +107,43 @@ enum SecureCommands {
             throw Failure.notFound(
                 "\(invocation.command): no vault at \(path); create one with `prefs secure init`")
         }
+        // A vault records the kind of place its key is kept in: opened with another kind, it is named before anything
+        // else is tried (a passphrase prompt, a missing key file's error).
+        if let recorded = EncryptedFileStore.recordedKeyKind(ofVaultAt: path), let given = givenKind(invocation),
+            recorded != given, let option = option(for: recorded, invocation)
+        {
+            let same = Hints.repeated(["--vault", "--app"], of: invocation)
+            let subcommand = invocation.command.split(separator: " ").last.map(String.init) ?? ""
+            throw Failure(
+                .integrity,
+                "\(invocation.command): the key of vault \(path) is kept in \(recorded.phrase), not in "
+                    + "\(given.phrase); run `prefs secure \(subcommand)\(same) \(option)`")
+        }
         let key = try key(
             invocation, defaultKeyFile: defaultKeyFile, confirm: false, prompt: "Passphrase for \(path): ")
         return (try EncryptedFileStore(url: vault, key: key), key)
+    }
+
+    /// The kind of key the options of `invocation` give (a key file when none is named).
+    private static func givenKind(_ invocation: Invocation) -> VaultKeyKind? {
+        if invocation.has("--keyring") { return .keyring }
+        if invocation["--credential"] != nil { return .credential }
+        if invocation["--passphrase-env"] != nil { return .passphrase }
+        if invocation["--key-file"] != nil || invocation["--vault"] == nil { return .keyFile }
+        return .passphrase  // a vault named by path with no key option: the passphrase is asked for
+    }
+
+    /// The option that gives a key of `kind`, as a user types it; nil for keys the tool cannot reach (an app's own
+    /// source or raw key) or a kind the vault does not record.
+    private static func option(for kind: VaultKeyKind, _ invocation: Invocation) -> String? {
+        switch kind {
+        case .keyFile: "--key-file PATH"
+        case .keyring where invocation["--app"] == nil && invocation["--vault"] != nil: "--keyring --app ID"
+        case .keyring: "--keyring"
+        case .credential: "--credential NAME"
+        case .passphrase: "--passphrase-env NAME"
+        case .source, .raw, .unrecorded: nil
+        }
     }
 
     /// The secret is not there; the suggested `prefs secure list` names the same vault and key as this command did
@@ -249,9 +283,40 @@ enum SecureCommands {
         let (store, oldKey) = try openWithKey(invocation)
         let path = store.url.path(percentEncoded: false)
         let newKey = try key(invocation, prefix: "new-", defaultKeyFile: nil, confirm: true, prompt: "")
-        try store.moveKey(to: newKey)
+        // Asked to move the key where it is already kept: the wish is met, nothing changes.
+        if let place = place(of: oldKey, invocation), place == self.place(of: newKey, invocation) {
+            invocation.console.print(
+                "vault \(path)'s key is already kept in \(protection(oldKey, vault: path, removed: true)); "
+                    + "nothing was changed")
+            return
+        }
+        do {
+            try store.moveKey(to: newKey)
+        } catch VaultError.invalidKey(let reason)
+            where reason.hasPrefix("the vault's new key is the key it already had")
+        {
+            // Two places holding one key (a copied key file): the vault is under it, both are kept.
+            invocation.console.print(
+                "vault \(path) is now protected by \(protection(newKey, vault: path)), which holds the same key as "
+                    + "\(protection(oldKey, vault: path, removed: true)); both were kept (remove the one you do not "
+                    + "want yourself)")
+            return
+        }
         var removed = ""
-        if case .passphrase = oldKey {} else { removed = "; removed \(protection(oldKey, vault: path, removed: true))" }
+        switch oldKey {
+        case .passphrase, .raw: break
+        case .keyFile(let url): removed = "; removed the old key file \(url.path(percentEncoded: false))"
+        case .source: removed = "; removed the old key from \(protection(oldKey, vault: path, removed: true))"
+        }
         invocation.console.print("vault \(path) is now protected by \(protection(newKey, vault: path))\(removed)")
+    }
+
+    /// Where a key is kept, to tell a move to the same place: a key file's path, the keyring of an app, a credential.
+    private static func place(of key: VaultKey, _ invocation: Invocation) -> String? {
+        switch key {
+        case .keyFile(let url): "file " + url.standardizedFileURL.path(percentEncoded: false)
+        case .source(let source): "\(source)"
+        case .passphrase, .raw: nil
+        }
     }
 }

@@ -36,7 +36,7 @@ extension VaultKey {
 /// Service, a locked keyring and a dismissed prompt each throw their own ``KeyringError``, and none of them makes
 /// Prefs keep the key anywhere else. Prefs reaches the keyring when it opens a vault that exists, when it writes a
 /// new vault, and when the key moves; never on a read of a vault already open.
-public struct KeyringKey: VaultKeySource, CustomStringConvertible {
+public struct KeyringKey: VaultKeySource, VaultKeyKindTelling, CustomStringConvertible {
     /// The `application` attribute of the key's item; nil uses ``Prefs/PrefsConfig/appIdentifier`` at the time the
     /// key is needed.
     public let appIdentifier: String?
@@ -91,6 +91,9 @@ public struct KeyringKey: VaultKeySource, CustomStringConvertible {
     }
 
     private var application: String { appIdentifier ?? PrefsConfig.appIdentifier }
+
+    /// A vault whose key is here records it, so that opening it with a key file can name the keyring.
+    package var vaultKeyKind: VaultKeyKind { .keyring }
 
     private func attributes(of vault: URL) -> KeyAttributes {
         KeyAttributes(application: application, vault: vault.standardizedFileURL.path(percentEncoded: false))

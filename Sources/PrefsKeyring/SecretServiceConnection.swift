@@ -133,11 +133,14 @@ final class SecretServiceConnection {
 
     // MARK: Calls
 
+    /// The items kept under `attributes`, locked ones too: matched by attributes alone (see
+    /// `prefs_vault_key_search_schema`), so a locked keyring's item is found, and then refused as locked, rather than
+    /// taken for no key at all.
     private func search(_ attributes: KeyAttributes) throws(KeyringError) -> UnsafeMutablePointer<GList>? {
         let table = attributes.table()
         defer { g_hash_table_unref(table) }
         return try bounded(timeout, "searching for the vault key") {
-            secret_service_search_sync(service, prefs_vault_key_schema(), table, SECRET_SEARCH_ALL, $0, $1)
+            secret_service_search_sync(service, prefs_vault_key_search_schema(), table, SECRET_SEARCH_ALL, $0, $1)
         }
     }
 

@@ -60,17 +60,20 @@ public struct IsolatedPreferencesTrait: TestTrait, SuiteTrait, TestScoping {
     public func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
-        let isolation = PrefsIsolation(defaultStore: InMemoryStore(), secureStore: InMemoryStore())
+        let isolation = PrefsIsolation(
+            defaultStore: InMemoryStore(), secureStore: InMemoryStore(), capture: ReportCapture())
         // Created only if a vault writes a record; removed after the test either way.
         let scratch = FileManager.default.temporaryDirectory.appending(path: "prefs-isolated-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: scratch) }
         let records = scratch.appending(path: "vaults").path(percentEncoded: false)
         try await PrefsIsolation.$current.withValue(isolation) {
-            try await PrefsConfig.withIsolatedTest(stateFolder: records) {
-                try await PrefsConfig.withDefaultStore(isolation.defaultStore) {
-                    try await PrefsConfig.withDefaultSecureStore(isolation.secureStore) {
-                        // `storage:` wrappers: an in-memory stand-in per suite name, never the instance.
-                        try await PrefsConfig.withUserDefaultsStandIns { try await function() }
+            try await ErrorReporter.$capture.withValue(isolation.capture) {
+                try await PrefsConfig.withIsolatedTest(stateFolder: records) {
+                    try await PrefsConfig.withDefaultStore(isolation.defaultStore) {
+                        try await PrefsConfig.withDefaultSecureStore(isolation.secureStore) {
+                            // `storage:` wrappers: an in-memory stand-in per suite name, never the instance.
+                            try await PrefsConfig.withUserDefaultsStandIns { try await function() }
+                        }
                     }
                 }
             }
@@ -83,12 +86,36 @@ extension Trait where Self == IsolatedPreferencesTrait {
     public static var isolatedPreferences: Self { Self() }
 }
 
-/// `PrefsIsolation.current?.defaultStore` is the store an isolated test's wrappers use, to seed or inspect it.
+/// `PrefsIsolation.current?.defaultStore` is the store an isolated test's wrappers use, to seed or inspect it;
+/// `PrefsIsolation.reports` is what the library reported during the test.
 public struct PrefsIsolation: Sendable {
     /// `isolation.defaultStore` stands in for ``Prefs/PrefsConfig/defaultStore`` during the test.
     public let defaultStore: InMemoryStore
     /// `isolation.secureStore` stands in for ``Prefs/PrefsConfig/secureStore`` during the test.
     public let secureStore: InMemoryStore
+    let capture: ReportCapture
+
+    /// `PrefsIsolation.reports` is every report the library made in the running isolated test, oldest first: a
+    /// stored value a read could not use, a write a wrapper could not make, a conflicting declaration (see
+    /// ``Prefs/PrefsConfig/errorHandler``). Empty outside `.isolatedPreferences`.
+    ///
+    /// ```swift
+    /// @Test(.isolatedPreferences) func anOutOfRangeSizeReadsAsTheDefault() throws {
+    ///     try PrefsIsolation.current!.defaultStore.setValue(.int(300), forKey: "fontSize")
+    ///     #expect(Settings().fontSize == 13)
+    ///     #expect(PrefsIsolation.reports.map(\.key) == ["fontSize"])
+    /// }
+    /// ```
+    ///
+    /// The test keeps its reports instead of printing them, so they do not clutter its output; a handler the test or
+    /// the app set (``Prefs/PrefsConfig/errorHandler``) still gets each, and a ``Prefs/PrefsNotIsolated`` notice
+    /// still prints. Reports are the test's when they are made in its task or a child task of it; those made on a
+    /// thread of the library's own (a change another process made to a file the test opened) go to the handler.
+    public static var reports: [PrefsReport] { current?.capture.all ?? [] }
+
+    /// `PrefsIsolation.takeReports()` returns the reports made so far in the running isolated test and forgets them,
+    /// so the next check sees only later ones. Empty outside `.isolatedPreferences`.
+    public static func takeReports() -> [PrefsReport] { current?.capture.take() ?? [] }
 
     /// `PrefsIsolation.current` is the running isolated test's stores, or nil outside `.isolatedPreferences`.
     @TaskLocal public static var current: PrefsIsolation?

@@ -78,14 +78,14 @@ import Testing
         try sandbox.prefs("write", "com.example.mail", "theme", "dark").expectSuccess()
         let domain = try sandbox.prefs("read", "com.exmaple.notes")
         #expect(domain.status == 1 && domain.isOneLineFailure, "\(domain)")
-        #expect(domain.error.contains("; did you mean \"com.example.notes\"?"), "\(domain)")
+        #expect(domain.error.contains(" (did you mean \"com.example.notes\"?);"), "\(domain)")
         for arguments in [
             ["read", "com.example.notes", "fontsize"], ["read-type", "com.example.notes", "fontSiz"],
             ["delete", "com.example.notes", "fontSise"], ["rename", "com.example.notes", "fontsize", "size"],
         ] {
             let key = try sandbox.prefs(arguments)
             #expect(key.status == 1 && key.isOneLineFailure, "\(key)")
-            #expect(key.error.contains("; did you mean \"fontSize\"?"), "\(arguments): \(key)")
+            #expect(key.error.contains(" (did you mean \"fontSize\"?);"), "\(arguments): \(key)")
         }
         // Nothing close: no guess.
         let far = try sandbox.prefs("read", "com.example.notes", "volume")

@@ -14,6 +14,18 @@ import Testing
         let refused = try sandbox.prefs("write", "app", "theme", "dark")
         #expect(
             refused.status != 0 && refused.error.contains("prefs repair"), "the error names the way out: \(refused)")
+        // One message, the tool's own: what is wrong, and the one command that deals with it.
+        let path = sandbox.plist("app").path(percentEncoded: false)
+        for arguments in [["write", "app", "theme", "dark"], ["read", "app", "theme"], ["read", "app"]] {
+            let failed = try sandbox.prefs(arguments)
+            #expect(failed.status == 3 && failed.isOneLineFailure, "\(arguments): \(failed)")
+            #expect(failed.error.hasPrefix("prefs \(arguments[0]): \(path) is not a valid preferences file ("))
+            #expect(
+                failed.error.hasSuffix(
+                    "); left untouched; run `prefs repair app` to keep it aside and start the domain afresh\n"),
+                "\(arguments): \(failed)")
+            #expect(!failed.error.contains("moveDamagedFileAside") && !failed.error.contains("delete it"))
+        }
         #expect(try Data(contentsOf: sandbox.plist("app")) == garbage, "left untouched")
 
         let repaired = try sandbox.prefs("repair", "app")

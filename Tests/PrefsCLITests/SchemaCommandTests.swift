@@ -54,6 +54,16 @@ let pythonJSONSchema: Bool = {
         }
 
         func userFile() throws -> Data { try Data(contentsOf: sandbox.plist(domain)) }
+
+        /// Edits the published schema's entries by hand, as a packager or a person might.
+        func editSchema(_ edit: (inout [String: [String: Any]]) -> Void) throws {
+            var document = try #require(
+                try JSONSerialization.jsonObject(with: Data(contentsOf: schemaFile)) as? [String: Any])
+            var keys = try #require(document["keys"] as? [String: [String: Any]])
+            edit(&keys)
+            document["keys"] = keys
+            try JSONSerialization.data(withJSONObject: document).write(to: schemaFile)
+        }
     }
 
     @Test func listKeysAndDescribeShowWhatTheAppDeclaredAndWhereEachValueComesFrom() throws {
@@ -133,7 +143,7 @@ let pythonJSONSchema: Bool = {
         #expect(
             range.error
                 == "prefs write: 300 for \"fontSize\" is not allowed (from 8 to 72) in the app's schema; nothing was "
-                + "changed (--ignore-schema writes it anyway)\n")
+                + "changed (--ignore-schema writes it anyway, and the app then reads the default 13 in its place)\n")
         let choice = try app.prefs("write", app.domain, "theme", "purple")
         #expect(
             choice.status == 2
@@ -159,7 +169,138 @@ let pythonJSONSchema: Bool = {
         try app.prefs("write", app.domain, "note", "14").expectSuccess()
         #expect(try app.prefs("read-type", app.domain, "note").output == "Type is string\n")
         try app.prefs("write", app.domain, "fontSize", "500", "--ignore-schema").expectSuccess()
-        #expect(try app.prefs("read", app.domain, "fontSize").output == "500\n")
+        #expect(try app.prefs("read-type", app.domain, "fontSize").output == "Type is integer\n")
+        // What the app reads for it: the default, the stored value marked.
+        #expect(try app.prefs("read", app.domain, "fontSize").output == "13\n")
+        #expect(
+            try app.prefs("read", app.domain, "fontSize", "--types").output
+                == "fontSize  int  500  (is not allowed (from 8 to 72): the app reads the default 13)\n")
+    }
+
+    /// Each hint names a command that does what it says: `--ignore-schema` stores the declared type (the app could
+    /// not read another), and a value of the wrong type is not sent to `--type`, which the schema refuses as well.
+    @Test func everyHintOfAWriteNamesACommandThatWorks() throws {
+        let app = try Described()
+        defer { app.sandbox.cleanup() }
+        let real = try app.prefs("write", app.domain, "fontSize", "14.5")
+        #expect(real.status == 2 && real.isOneLineFailure && !real.error.contains("--type"), "\(real)")
+        let typed = try app.prefs("write", app.domain, "fontSize", "14.5", "--type", "float")
+        #expect(typed.status == 2 && typed.error.contains("give a whole number"), "\(typed)")
+        #expect(!typed.error.contains("--ignore-schema"), "\(typed)")
+
+        let outside = try app.prefs("write", app.domain, "zoom", "9")
+        #expect(outside.status == 2 && outside.error.contains("--ignore-schema writes it anyway"), "\(outside)")
+        try app.prefs("write", app.domain, "zoom", "9", "--ignore-schema").expectSuccess()
+        #expect(try app.prefs("read-type", app.domain, "zoom").output == "Type is float\n")
+        // The app reads it as the type it declared, and finds it outside the range: the default, reported.
+        let read = try ChildProcess.run(["schema-app", app.domain, "read"], environment: app.sandbox.environment)
+        #expect(read.lines.first == "fontSize=13 theme=light accent=blue zoom=1.0", "\(read)")
+        #expect(
+            read.lines.contains {
+                $0.contains("read of \"zoom\" failed: 9.0 is not an allowed value") && !$0.contains("wrong type")
+            }, "\(read)")
+    }
+
+    /// The declared default is allowed wherever the schema is checked, even outside its own range or choices, as the
+    /// library allows it; a schema file whose entry contradicts itself is reported as a bad schema file.
+    @Test func theDeclaredDefaultIsAlwaysAllowedAndAnInvertedRangeIsABadSchema() throws {
+        let app = try Described()
+        defer { app.sandbox.cleanup() }
+        // The hand-edited schema: a default outside its range and choices, as an app may declare them.
+        try app.editSchema { keys in
+            keys["fontSize"]?["default"] = 0
+            keys["accent"]?["default"] = "system"
+        }
+        try app.prefs("write", app.domain, "fontSize", "0").expectSuccess()
+        try app.prefs("write", app.domain, "accent", "system").expectSuccess()
+        let check = try app.prefs("check", app.domain)
+        #expect(check.status == 0 && check.output.isEmpty && check.error.isEmpty, "\(check)")
+        let described = try app.prefs("describe", app.domain, "fontSize")
+        #expect(described.output.contains("value: 0\n") && !described.output.contains("in place of"), "\(described)")
+
+        // An inverted range allows nothing: the file is refused as a bad schema, naming the entry.
+        try app.editSchema { keys in keys["fontSize"]?["range"] = [72, 8] }
+        let inverted = try app.prefs("check", app.domain)
+        #expect(inverted.status == 3 && inverted.output.isEmpty && inverted.isOneLineFailure, "\(inverted)")
+        #expect(
+            inverted.error.contains(
+                "the entry of \"fontSize\" contradicts itself: its range from 72 to 8 allows no value"),
+            "\(inverted)")
+    }
+
+    /// `read DOMAIN KEY` of a declared key answers as `gsettings get`: the value the app reads, wherever it comes
+    /// from; `--explain` says where, `--types` marks what is not the user's own. Other keys read as `defaults read`.
+    @Test func readOfADeclaredKeyPrintsWhatTheAppReads() throws {
+        let app = try Described()
+        defer { app.sandbox.cleanup() }
+        try app.prefs("write", app.domain, "theme", "dark").expectSuccess()
+        try app.writeSystem(["zoom": 2.0])
+        #expect(try app.prefs("read", app.domain, "fontSize").output == "13\n")
+        #expect(
+            try app.prefs("read", app.domain, "fontSize", "--explain").output
+                == "13\nlayer: default (the app's declaration)\n")
+        #expect(try app.prefs("read", app.domain, "fontSize", "--types").output == "fontSize  int  13  (default)\n")
+        #expect(try app.prefs("read", app.domain, "zoom").output == "2.0\n")
+        #expect(
+            try app.prefs("read", app.domain, "zoom", "--types").output == "zoom  double  2.0  (system default)\n")
+        #expect(try app.prefs("read", app.domain, "theme").output == "dark\n")
+        let optional = try app.prefs("read", app.domain, "lastOpened")
+        #expect(optional.status == 1 && optional.error.contains("the app reads nil"), "\(optional)")
+        // What the app itself reads, for the same keys.
+        let read = try ChildProcess.run(
+            ["schema-app", app.domain, "read"],
+            environment: app.sandbox.environment.merging(["XDG_CONFIG_DIRS": app.system.path(percentEncoded: false)]) {
+                $1
+            })
+        #expect(read.lines.first == "fontSize=13 theme=dark accent=blue zoom=2.0", "\(read)")
+        // An undeclared key: as `defaults read`, absent is status 1.
+        #expect(try app.prefs("read", app.domain, "note").status == 1)
+
+        // A stored value the key does not allow: the app reads the default, and is told how to find and remove it.
+        try app.prefs("write", app.domain, "fontSize", "300", "--ignore-schema").expectSuccess()
+        #expect(try app.prefs("read", app.domain, "fontSize").output == "13\n")
+        let reported = try ChildProcess.run(["schema-app", app.domain, "read"], environment: app.sandbox.environment)
+        #expect(
+            reported.lines.contains(
+                "report: read of \"fontSize\" failed: 300 is not an allowed value of \"fontSize\" (allowed: from 8 to "
+                    + "72); left unchanged; the default is read in its place (`prefs check \(app.domain)` lists such "
+                    + "values, `prefs reset \(app.domain) fontSize` removes it)"), "\(reported)")
+    }
+
+    /// `domains` lists an app that published its schema before it stored anything, as `gsettings list-schemas` does.
+    @Test func domainsListsAnAppWithASchemaAndNoFileYet() throws {
+        let app = try Described()
+        defer { app.sandbox.cleanup() }
+        #expect(!FileManager.default.fileExists(atPath: app.sandbox.plist(app.domain).path(percentEncoded: false)))
+        #expect(try app.prefs("domains").output == "\(app.domain)\n")
+        try app.prefs("write", "com.example.other", "theme", "dark").expectSuccess()
+        #expect(
+            try app.prefs("domains").output == ["com.example.other", app.domain].sorted().joined(separator: "\n") + "\n"
+        )
+        #expect(try app.prefs("domains", "--json").output.contains("\"\(app.domain)\""))
+    }
+
+    /// `describe` prints nothing until it has every line: a damaged domain fails with standard output empty.
+    @Test func describeOfADamagedDomainPrintsOnlyTheFailure() throws {
+        let app = try Described()
+        defer { app.sandbox.cleanup() }
+        try FileManager.default.createDirectory(at: app.sandbox.config, withIntermediateDirectories: true)
+        try Data("<?xml version=\"1.0\"?><plist><dict><key>x".utf8).write(to: app.sandbox.plist(app.domain))
+        let described = try app.prefs("describe", app.domain, "fontSize")
+        #expect(described.status == 3 && described.output.isEmpty && described.isOneLineFailure, "\(described)")
+        #expect(described.error.contains("run `prefs repair \(app.domain)`"), "\(described)")
+    }
+
+    /// A mistyped key in `reset` gets the closest declared one, and the command that lists them.
+    @Test func resetOfAMistypedKeySuggestsTheDeclaredOne() throws {
+        let app = try Described()
+        defer { app.sandbox.cleanup() }
+        let reset = try app.prefs("reset", app.domain, "fontsize")
+        #expect(reset.status == 1 && reset.isOneLineFailure, "\(reset)")
+        #expect(
+            reset.error
+                == "prefs reset: domain \"\(app.domain)\" neither stores nor declares a key \"fontsize\" (did you mean "
+                + "\"fontSize\"?); run `prefs list-keys \(app.domain)` to list the keys the app declares\n", "\(reset)")
     }
 
     @Test func checkPrintsOneLinePerValueOutsideTheSchemaAndFailsWhenThereIsAny() throws {

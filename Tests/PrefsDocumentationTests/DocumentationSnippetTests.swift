@@ -20,6 +20,21 @@ import Testing
                 ]))
     }
 
+    /// The README is a front door: under 200 lines, opening with the two commands, its testing sample importing the
+    /// app's module as a test target must.
+    @Test func theReadmeIsShortOpensWithItsTwoCommandsAndShowsTheTestableImport() throws {
+        let text = try String(contentsOf: Self.root.appending(path: "README.md"), encoding: .utf8)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        #expect(lines.count < 200, "README.md is \(lines.count) lines")
+        let opening = Array(lines.prefix(8))
+        #expect(opening.first == "# Prefs" && opening.dropFirst().first(where: { !$0.isEmpty }) == "```sh")
+        let commands = opening.drop { $0 != "```sh" }.dropFirst().prefix { $0 != "```" }
+            .filter { !$0.hasPrefix(" ") }.map { $0.split(separator: "#")[0].trimmingCharacters(in: .whitespaces) }
+        #expect(commands == ["make demo", "make test"], "\(commands)")
+        let testing = try #require(Self.swiftBlocks(in: "README.md").first { $0.contains(".isolatedPreferences") })
+        #expect(testing.hasPrefix("@testable import MyApp\nimport PrefsTesting\n"), "\(testing)")
+    }
+
     @Test func theReadmesPostgreSQLSnippetCompilesAsWritten() throws {
         try Self.typecheck(blocks(in: "README.md", containing: ["PostgresStore(connection:"]))
     }

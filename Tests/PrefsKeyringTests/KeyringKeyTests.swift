@@ -73,6 +73,31 @@ import Testing
         #expect(try Data(contentsOf: URL(filePath: vault)) == before)
     }
 
+    @Test func aKeyringRestartedLockedIsReportedAsLockedNotAsAMissingKey() throws {
+        let session = try SecretServiceSession()
+        defer { session.stop() }
+        let vault = session.folder.path("restarted.vault")
+        #expect(try session.helper(["set", vault, Self.app, "token", "t1"]) == ["ok"])
+        let before = try Data(contentsOf: URL(filePath: vault))
+        try session.restartKeyringLocked()
+
+        // The item is there, locked, as secret-tool shows it.
+        #expect(try session.items(["application", Self.app]).count == 1)
+        let noPrompt = ["PREFS_KEYRING_PROMPTING": "0", "PREFS_KEYRING_TIMEOUT_MS": "3000"]
+        let lines = try session.helper(["get", vault, Self.app, "token"], environment: noPrompt)
+        let refused = try #require(HelperFailure(lines.first), "\(lines)")
+        #expect(refused.name == "KeyringError.locked" && refused.message.contains("login"), "\(refused)")
+        #expect(!refused.message.contains("keeps no key"), "\(refused)")
+
+        // The tool: status 1, one line naming the locked keyring, nothing on standard output.
+        let verify = try session.prefs(["secure", "verify", "--vault", vault, "--app", Self.app, "--keyring"])
+        #expect(verify.status == 1 && verify.output.isEmpty, "\(verify)")
+        #expect(verify.error.hasPrefix("prefs secure verify: the keyring login is locked"), "\(verify)")
+        #expect(verify.error.split(separator: "\n").count == 1, "\(verify)")
+        #expect(try Data(contentsOf: URL(filePath: vault)) == before)
+        #expect(try session.items(["application", Self.app]).count == 1)
+    }
+
     @Test func noSecretServiceAndNoSessionBusAreEachTheirOwnError() throws {
         let session = try SecretServiceSession(secretService: false)
         defer { session.stop() }

@@ -28,7 +28,7 @@ import Testing
         #expect(
             moved.succeeded && moved.output.contains("secret-tool search application \(Self.app) vault \(vault)"),
             "\(moved)")
-        #expect(moved.output.contains("removed key file \(keyFile)"), "\(moved)")
+        #expect(moved.output.contains("removed the old key file \(keyFile)"), "\(moved)")
         #expect(!FileManager.default.fileExists(atPath: keyFile))
         #expect(try session.items(["application", Self.app, "vault", vault]).count == 1)
         #expect(try session.helper(["get", vault, Self.app, "token"]) == ["first"])
@@ -47,7 +47,9 @@ import Testing
             "secure", "move-key", "--vault", vault, "--app", Self.app, "--keyring", "--new-key-file", keyFile,
         ])
         #expect(
-            back.succeeded && back.output.contains("removed the desktop keyring (application \(Self.app))"), "\(back)")
+            back.succeeded
+                && back.output.contains("removed the old key from the desktop keyring (application \(Self.app))"),
+            "\(back)")
         #expect(try session.items(["application", Self.app, "vault", vault]).isEmpty)
         let mode = try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? Int
         #expect(mode == 0o600)

@@ -32,16 +32,7 @@ final class SecretServiceSession: @unchecked Sendable {
         folder = try TempDir("prefs-keyring")
         try folder.createFolders(["data", "config", "state", "home", "run", "services"])
         chmod(folder.path("run"), 0o700)
-        if secretService {
-            let password = UUID().uuidString
-            let daemon = try Self.executable("gnome-keyring-daemon").path(percentEncoded: false)
-            try """
-            [D-BUS Service]
-            Name=org.freedesktop.secrets
-            Exec=/bin/sh -c "printf %s \(password) | exec \(daemon) --foreground --unlock --components=secrets"
-
-            """.write(to: folder.file("services/org.freedesktop.secrets.service"), atomically: true, encoding: .utf8)
-        }
+        if secretService { try Self.writeKeyringService(in: folder) }
         try """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
          "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -70,6 +61,35 @@ final class SecretServiceSession: @unchecked Sendable {
             throw SessionError("dbus-daemon did not start: \(bus.wait())")
         }
         self.address = address
+    }
+
+    /// How the bus starts GNOME Keyring when a client asks for the Secret Service: unlocking the login keyring with
+    /// the session's password (made and kept unlocked, as a desktop login does), or, once the session's `locked`
+    /// file exists, without it, as D-Bus activation restarts a keyring daemon that was killed: the login keyring is
+    /// then there, but locked. (One service file that looks at the marker: dbus-daemon may keep a service file it
+    /// read within the same second.)
+    private static func writeKeyringService(in folder: TempDir) throws {
+        let daemon = try executable("gnome-keyring-daemon").path(percentEncoded: false)
+        let marker = folder.path("locked")
+        try """
+        [D-BUS Service]
+        Name=org.freedesktop.secrets
+        Exec=/bin/sh -c "if [ -e \(marker) ]; then exec \(daemon) --foreground --components=secrets; else printf %s \(UUID().uuidString) | exec \(daemon) --foreground --unlock --components=secrets; fi"
+
+        """.write(to: folder.file("services/org.freedesktop.secrets.service"), atomically: true, encoding: .utf8)
+    }
+
+    /// Kills the keyring daemon and lets the bus start it again at the next client's request, without unlocking:
+    /// the keyring's items are all still there, in a locked login keyring.
+    func restartKeyringLocked() throws {
+        let daemon = try #require(keyringDaemon(), "the keyring daemon is not running")
+        try Data().write(to: folder.file("locked"))
+        kill(daemon, SIGKILL)
+        // Hang guard only: the bus releases the name as soon as it sees the connection close.
+        let deadline = ContinuousClock.now + .seconds(20)
+        while keyringDaemon() != nil {
+            guard ContinuousClock.now < deadline else { throw SessionError("the killed keyring daemon kept its name") }
+        }
     }
 
     /// Ends the keyring daemon (if it was started), then the bus, and removes the session's folder.

@@ -114,6 +114,9 @@ enum LayerCommands {
             line("strings", defaults.stringArray(forKey: key).map { "\($0)" } ?? "nil") {
                 "\(try store.value(for: PrefKey(key, default: [String]())))"
             }
+            line("ints", (defaults.array(forKey: key) as? [Int]).map { "\($0)" } ?? "nil") {
+                "\(try store.value(for: PrefKey(key, default: [Int]())))"
+            }
             let members = defaults.dictionary(forKey: key) as? [String: String]
             line("dictionary", members.map { "\($0.sorted { $0.key < $1.key })" } ?? "nil") {
                 "\(try store.value(for: PrefKey(key, default: [String: String]())).sorted { $0.key < $1.key })"

@@ -139,3 +139,36 @@ struct IsolatedStorageFormTests {
         #expect(isolated[PrefKey("volume", default: 0.5)] == 0.7)
     }
 }
+
+/// A model whose font size allows 8 to 72, for the report tests.
+final class ReportedSettings {
+    @StoredValue(key: "fontSize", schema: .init("Font size, in points", range: 8...72)) var fontSize = 13
+}
+
+/// What the library reports inside `.isolatedPreferences` stays with the test that caused it, for it to check.
+@Suite(.isolatedPreferences, .ownThreads)
+struct IsolatedReportTests {
+    @Test(arguments: 0..<8)
+    func aValueTheKeyDoesNotAllowIsReportedToItsOwnTest(_ index: Int) throws {
+        #expect(PrefsIsolation.reports.isEmpty, "every test case starts with no report")
+        try PrefsIsolation.current!.defaultStore.setValue(.int(Int64(300 + index)), forKey: "fontSize")
+        #expect(ReportedSettings().fontSize == 13)
+        let reports = PrefsIsolation.reports
+        #expect(reports.count == 1, "\(reports)")
+        #expect(reports.first?.key == "fontSize" && reports.first?.operation == .read)
+        let text = reports.map { "\($0.error)" }.joined()
+        #expect(text.contains("\(300 + index) is not an allowed value"), "\(reports)")
+        #expect(PrefsIsolation.takeReports().count == 1)
+        #expect(PrefsIsolation.reports.isEmpty, "taken")
+        // A write the wrapper cannot make is reported too, and the value stays.
+        let settings = ReportedSettings()
+        settings.fontSize = 99
+        #expect(settings.fontSize == 13)
+        #expect(PrefsIsolation.takeReports().contains { $0.operation == .write && $0.key == "fontSize" })
+    }
+
+    @Test func outsideTheTraitThereAreNoReportsToRead() async {
+        let reports = await Task.detached { PrefsIsolation.reports }.value
+        #expect(reports.isEmpty)
+    }
+}

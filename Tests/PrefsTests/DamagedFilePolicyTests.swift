@@ -43,6 +43,10 @@ import Testing
         #expect(try FileManager.default.attributesOfItem(atPath: kept)[.posixPermissions] as? Int == 0o600)
         #expect(Self.keptAsideReports(of: url.path(percentEncoded: false)) == [kept], "reported once, with where")
         #expect(Reports.naming(directory).count == 1, "and nothing else: \(Reports.naming(directory))")
+        // The one message says what happened; the step it would name is taken already.
+        let text = Reports.naming(directory).map { "\($0)" }.joined()
+        #expect(text.contains("it was kept as \(kept) and the preferences start afresh"), "\(text)")
+        #expect(!text.contains("moveDamagedFileAside") && !text.contains("prefs repair"), "\(text)")
         try store.setValue(.string("light"), forKey: "theme")
         let saved = try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: String]
         #expect(saved == ["theme": "light"])

@@ -55,6 +55,57 @@ struct SourceFailure: Error, Equatable {
 /// `VaultKey.source`: how a vault asks a key source for its key, and moving a vault's key between a key file and a
 /// source (`moveKey(to:)`, `init(url:key:movingFrom:)`).
 @Suite(.ownThreads) struct VaultKeySourceTests {
+    /// A vault records the kind of place its key is kept in, nothing of the key: opened with a key file that does not
+    /// exist, the error names the kind of key that opens it; opened with a source that has no key, it names the key
+    /// file the vault was written with.
+    @Test func aVaultOpenedWithTheWrongKindOfKeyNamesTheKindItNeeds() throws {
+        let folder = try TempDir()
+        defer { folder.cleanup() }
+        let source = MemoryKeySource()
+        let vault = folder.file("source.vault")
+        try EncryptedFileStore(url: vault, key: .source(source)).setValue(.string("t"), forKey: "token")
+        #expect(EncryptedFileStore.recordedKeyKind(ofVaultAt: vault.path(percentEncoded: false)) == .source)
+        let missing = folder.path("missing.key")
+        #expect(
+            throws: VaultError.invalidKey(
+                reason: "there is no key file \(missing): the vault was written with its key in a key source of the "
+                    + "app's own; open it with that VaultKey.source(_:)")
+        ) { try EncryptedFileStore(url: vault, key: .keyFile(URL(filePath: missing))) }
+
+        let credentials = try TempDir()
+        defer { credentials.cleanup() }
+        try Data(repeating: 9, count: 32).write(to: credentials.file("vault-key"))
+        let credential = ServiceCredential(
+            name: "vault-key", environment: ["CREDENTIALS_DIRECTORY": credentials.url.path(percentEncoded: false)])
+        let served = folder.file("credential.vault")
+        try EncryptedFileStore(url: served, key: .source(credential)).setValue(.string("t"), forKey: "token")
+        #expect(EncryptedFileStore.recordedKeyKind(ofVaultAt: served.path(percentEncoded: false)) == .credential)
+        #expect(throws: VaultError.self) {
+            do {
+                _ = try EncryptedFileStore(url: served, key: .keyFile(URL(filePath: missing)))
+            } catch {
+                #expect(
+                    "\(error)".contains(
+                        "written with its key in a service credential; open it with VaultKey.credential(name)"))
+                throw error
+            }
+        }
+
+        let keyFile = folder.file("file.vault")
+        try EncryptedFileStore(url: keyFile, key: .keyFile(folder.file("k"))).setValue(.int(1), forKey: "n")
+        #expect(EncryptedFileStore.recordedKeyKind(ofVaultAt: keyFile.path(percentEncoded: false)) == .keyFile)
+        #expect(throws: VaultError.self) {
+            do {
+                _ = try EncryptedFileStore(url: keyFile, key: .source(MemoryKeySource()))
+            } catch {
+                #expect("\(error)".hasSuffix("written with its key in a key file; open it with VaultKey.keyFile(url)"))
+                throw error
+            }
+        }
+        // The record is not secret and no derivation: the header holds the kind, and the file opens as before.
+        #expect(try EncryptedFileStore(url: keyFile, key: .keyFile(folder.file("k"))).value(forKey: "n") == .int(1))
+    }
+
     @Test func aSourceIsAskedToCreateTheKeyOnlyWhenANewVaultIsFirstWritten() throws {
         let folder = try TempDir()
         defer { folder.cleanup() }

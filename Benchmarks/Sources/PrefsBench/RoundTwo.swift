@@ -47,7 +47,44 @@ func roundTwoScenarios(folders: Folders) -> [Scenario] {
                     }
                 }, budget: budget, limit: 2_000)
         },
+        Scenario(
+            name: "declare_1000_keys_vs_register", target: 3,
+            ours: "1 000 new wrappers with a description and a range, on a suite holding every earlier run's keys",
+            baseline: "UserDefaults.register(defaults:) of 1 000 new keys, one a call, same suite throughout"
+        ) { budget in
+            try await compareDeclaringKeys(1_000, budget: budget)
+        },
     ]
+}
+
+/// Declaring `count` keys (what an app's model does at launch: a wrapper each, with a description and a range, on a
+/// domain of the preferences folder, which also records them for its published schema) against Foundation
+/// registering the same defaults one key at a time. One operation declares `count` new keys on the same store, which
+/// holds every key declared before it: a cost that grew with the keys already registered would show as later
+/// operations taking longer (the spread of the runs) and as a ratio that grows with the run's length.
+func compareDeclaringKeys(_ count: Int, budget: Budget) async throws -> Comparison {
+    let store = try UserDefaultsStore(suiteName: "bench-declare")
+    guard let defaults = UserDefaults(suiteName: "bench-register") else {
+        throw BenchError.failed("UserDefaults(bench-register)")
+    }
+    var round = 0
+    return try await compare(
+        ours: { operations in
+            for _ in 0..<operations {
+                round += 1
+                for index in 0..<count {
+                    _ = StoredValue(
+                        key: "r\(round)-\(index)", default: index, schema: .init("Key \(index)", range: 0...1_000_000),
+                        store: store)
+                }
+            }
+        },
+        baseline: { operations in
+            for _ in 0..<operations {
+                round += 1
+                for index in 0..<count { defaults.register(defaults: ["r\(round)-\(index)": index]) }
+            }
+        }, budget: budget, limit: 200)
 }
 
 /// Ten `set`s through wrappers inside one `try store.batch { … }` on a `FileStore` of `keyCount` keys, against the

@@ -15,17 +15,34 @@ package enum ErrorReporter {
     /// failures the operation that opened it handles itself (the store that moves a vault's key).
     private static let silenced = Mutex<Set<ObjectIdentifier>>([])
 
+    /// Whether the handler is still the default one, which prints: a test that captures reports then keeps them
+    /// out of its output.
+    private static let handlerIsDefault = Atomic<Bool>(true)
+
     package static var current: @Sendable (PrefsReport) -> Void {
         get { handler.withLock { $0 } }
-        set { handler.withLock { $0 = newValue } }
+        set {
+            handler.withLock { $0 = newValue }
+            handlerIsDefault.store(false, ordering: .relaxed)
+        }
     }
 
+    /// The reports of the task's isolated test (PrefsTesting's `.isolatedPreferences`), where it keeps them.
+    @TaskLocal package static var capture: ReportCapture?
+
     /// Reports `error`; a report about a whole store (an empty `key`) names `file`, or else the file the error names.
+    /// Inside an isolated test the report is kept for the test; it reaches the handler too when the app or test set
+    /// one, or when it is a notice (a real file used by the test), which the developer must see.
     package static func report(
-        _ error: any Error, key: String, operation: PrefsReport.Operation, file: String? = nil
+        _ error: any Error, key: String, operation: PrefsReport.Operation, file: String? = nil, domain: String? = nil
     ) {
+        let report = PrefsReport(key: key, operation: operation, error: error, file: file, domain: domain)
+        if let capture {
+            capture.append(report)
+            if handlerIsDefault.load(ordering: .relaxed), !report.isNotice { return }
+        }
         let deliver = current
-        deliver(PrefsReport(key: key, operation: operation, error: error, file: file))
+        deliver(report)
     }
 
     /// Reports a failure of a whole store (a file that cannot be read) once, however many reads run into it;
@@ -93,5 +110,25 @@ package enum ErrorReporter {
 
     @Sendable static func logToStandardError(_ report: PrefsReport) {
         FileHandle.standardError.write(Data("Prefs: \(report)\n".utf8))
+    }
+}
+
+/// The reports made inside one isolated test, in the order they were made.
+package final class ReportCapture: Sendable {
+    private let reports = Mutex<[PrefsReport]>([])
+
+    package init() {}
+
+    func append(_ report: PrefsReport) { reports.withLock { $0.append(report) } }
+
+    /// Every report so far.
+    package var all: [PrefsReport] { reports.withLock { $0 } }
+
+    /// Every report so far, leaving none.
+    package func take() -> [PrefsReport] {
+        reports.withLock { reports in
+            defer { reports = [] }
+            return reports
+        }
     }
 }

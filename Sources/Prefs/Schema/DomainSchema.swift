@@ -83,9 +83,13 @@ package struct DomainSchema: Sendable, Equatable {
             throw SchemaFileProblem(path: path, reason: "it lacks \"domain\" or \"keys\"")
         }
         var keys: [String: KeyDescription] = [:]
-        for (name, entry) in entries {
+        for (name, entry) in entries.sorted(by: { $0.key < $1.key }) {
             guard let key = Self.key(entry) else {
                 throw SchemaFileProblem(path: path, reason: "the entry of \(String(reflecting: name)) is malformed")
+            }
+            if let contradiction = key.contradiction {
+                throw SchemaFileProblem(
+                    path: path, reason: "the entry of \(String(reflecting: name)) contradicts itself: \(contradiction)")
             }
             keys[name] = key
         }

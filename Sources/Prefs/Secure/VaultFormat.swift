@@ -1,7 +1,43 @@
 import CSodium
 import Foundation
 
+/// Where a vault's key was kept when the vault was last written, recorded in its header (not secret: it names a
+/// kind of place, never the key or where exactly), so that a vault opened with the wrong kind of key can say which
+/// kind it needs. Vaults written before it was recorded say `unrecorded`.
+package enum VaultKeyKind: UInt8, Sendable {
+    case unrecorded = 0
+    case keyFile = 1
+    case keyring = 2
+    case credential = 3
+    /// A ``VaultKeySource`` of the app's own.
+    case source = 4
+    case raw = 5
+    /// Derived from a passphrase: told by the header's key derivation, never stored in this field.
+    case passphrase = 255
+
+    /// `the desktop keyring`, `a key file`: how a message names the place.
+    package var phrase: String {
+        switch self {
+        case .unrecorded: "an unrecorded place"
+        case .keyFile: "a key file"
+        case .keyring: "the desktop keyring"
+        case .credential: "a service credential"
+        case .source: "a key source of the app's own"
+        case .raw: "a raw key the app keeps"
+        case .passphrase: "a passphrase"
+        }
+    }
+}
+
+/// A key source that tells which kind of place it keeps keys in, so a vault records it (PrefsKeyring's keyring).
+package protocol VaultKeyKindTelling {
+    var vaultKeyKind: VaultKeyKind { get }
+}
+
 /// How a vault key is derived, as recorded in the vault header.
+///
+/// Without derivation the cost fields and the salt are zero, but for the salt's first byte: the ``VaultKeyKind`` of
+/// the key (zero in vaults written before it was recorded).
 struct KDFParameters: Sendable, Equatable {
     /// The key-derivation function, stored as one byte in the header.
     enum Algorithm: UInt8, Sendable {
@@ -45,8 +81,26 @@ struct KDFParameters: Sendable, Equatable {
     var salt: [UInt8]
 
     /// No derivation: the key is used as is.
-    static let none = KDFParameters(
-        algorithm: .none, opsLimit: 0, memLimit: 0, salt: [UInt8](repeating: 0, count: saltCount))
+    static let none = KDFParameters.none(kind: .unrecorded)
+
+    /// No derivation, for a key kept in a place of `kind`.
+    static func none(kind: VaultKeyKind) -> KDFParameters {
+        KDFParameters(
+            algorithm: .none, opsLimit: 0, memLimit: 0,
+            salt: [kind.rawValue] + [UInt8](repeating: 0, count: saltCount - 1))
+    }
+
+    /// The kind of place the key was kept in when the vault was written.
+    var keyKind: VaultKeyKind {
+        guard algorithm == .none else { return .passphrase }
+        return salt.first.flatMap(VaultKeyKind.init(rawValue:)).flatMap { $0 == .passphrase ? nil : $0 } ?? .unrecorded
+    }
+
+    /// The same derivation: where the key was kept does not change how it is derived.
+    static func == (a: KDFParameters, b: KDFParameters) -> Bool {
+        a.algorithm == b.algorithm && a.opsLimit == b.opsLimit && a.memLimit == b.memLimit
+            && (a.algorithm == .none || a.salt == b.salt)
+    }
 
     /// Argon2id13 with a fresh random salt.
     static func argon2id(cost: Cost) -> KDFParameters {
@@ -60,7 +114,7 @@ struct KDFParameters: Sendable, Equatable {
         guard salt.count == Self.saltCount else { throw .notAVault(reason: "salt is not \(Self.saltCount) bytes") }
         switch algorithm {
         case .none:
-            guard opsLimit == 0, memLimit == 0, salt.allSatisfy({ $0 == 0 }) else {
+            guard opsLimit == 0, memLimit == 0, salt.dropFirst().allSatisfy({ $0 == 0 }) else {
                 throw .notAVault(reason: "key-derivation fields set for a vault without key derivation")
             }
         case .argon2id13:
@@ -332,4 +386,10 @@ private func bytePointer(_ raw: UnsafeRawPointer) -> UnsafePointer<UInt8> { raw.
 
 private func bytePointer(_ raw: UnsafeMutableRawPointer) -> UnsafeMutablePointer<UInt8> {
     raw.assumingMemoryBound(to: UInt8.self)
+}
+
+extension VaultFormat {
+    /// The kind of place the key of the vault whose file holds `bytes` was kept in, as its header records it; nil
+    /// when it is not a vault. Reads the header only: no key is needed.
+    static func keyKind(of bytes: Data) -> VaultKeyKind? { (try? VaultHeader(parsing: bytes))?.kdf.keyKind }
 }

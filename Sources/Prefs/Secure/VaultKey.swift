@@ -117,23 +117,51 @@ enum VaultKeyMaterial: Sendable {
             return (try Self.deriveArgon2id(passphrase: passphrase, kdf: kdf), kdf)
         case .keyFile(let path):
             try Self.requireNoDerivation(header)
-            return (try KeyFile.load(path: path, creating: creating), .none)
+            let recorded = header?.kdf.keyKind ?? .unrecorded
+            if !creating, recorded != .keyFile, recorded != .unrecorded, !FileManager.default.fileExists(atPath: path) {
+                throw VaultError.invalidKey(reason: "there is no key file \(path): \(Self.keptElsewhere(recorded))")
+            }
+            return (try KeyFile.load(path: path, creating: creating), .none(kind: .keyFile))
         case .raw(let key, let count):
             try Self.requireNoDerivation(header)
             guard let key else {
                 throw VaultError.invalidKey(
                     reason: "a raw key must be exactly \(VaultKey.keyCount) bytes, got \(count)")
             }
-            return (key, .none)
+            return (key, .none(kind: .raw))
         case .source(let source, let vault):
             try Self.requireNoDerivation(header)
+            let kind = Self.kind(of: source)
             guard let key = try Self.key(from: source, forVault: vault, creating: creating) else {
+                let recorded = header?.kdf.keyKind ?? .unrecorded
+                let elsewhere = [kind, .unrecorded].contains(recorded) ? "" : "; \(Self.keptElsewhere(recorded))"
                 throw VaultError.invalidKey(
                     reason: "\(Self.name(of: source)) keeps no key for the vault \(vault.path(percentEncoded: false)); "
-                        + "it cannot be opened without that key")
+                        + "it cannot be opened without that key\(elsewhere)")
             }
-            return (key, .none)
+            return (key, .none(kind: kind))
         }
+    }
+
+    /// The kind of place a source keeps keys in, for the vault's header.
+    private static func kind(of source: any VaultKeySource) -> VaultKeyKind {
+        if source is ServiceCredential { return .credential }
+        return (source as? any VaultKeyKindTelling)?.vaultKeyKind ?? .source
+    }
+
+    /// Where the vault says its key was kept, and the key that opens it, as the library's API names it.
+    static func keptElsewhere(_ kind: VaultKeyKind) -> String {
+        let key =
+            switch kind {
+            case .keyFile: "VaultKey.keyFile(url)"
+            case .keyring: "VaultKey.keyring() (PrefsKeyring)"
+            case .credential: "VaultKey.credential(name)"
+            case .source: "that VaultKey.source(_:)"
+            case .raw: "VaultKey.raw(_:)"
+            case .passphrase: "VaultKey.passphrase(_:)"
+            case .unrecorded: "the key it was written with"
+            }
+        return "the vault was written with its key in \(kind.phrase); open it with \(key)"
     }
 
     /// Asks `source` for a key and checks its length.
@@ -175,6 +203,8 @@ enum VaultKeyMaterial: Sendable {
         case .passphrase:
             guard derived else { return false }
             key = try resolve(for: header, creating: false).key
+        case .keyFile(let path) where !FileManager.default.fileExists(atPath: path):
+            return derived ? false : nil
         case .keyFile, .raw:
             guard !derived else { return false }
             do {

@@ -202,3 +202,12 @@ public final class EncryptedFileStore: FileBackedStore, @unchecked Sendable {
         try old.removeKey()
     }
 }
+
+extension EncryptedFileStore {
+    /// The kind of place the key of the vault at `path` was kept in when it was last written, as its header records
+    /// it; nil when the file cannot be read or is not a vault. No key is needed.
+    package static func recordedKeyKind(ofVaultAt path: String) -> VaultKeyKind? {
+        guard let bytes = try? Data(contentsOf: URL(filePath: path), options: .mappedIfSafe) else { return nil }
+        return VaultFormat.keyKind(of: bytes)
+    }
+}

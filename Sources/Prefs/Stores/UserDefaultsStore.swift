@@ -136,3 +136,8 @@ extension String {
         hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
     }
 }
+
+extension UserDefaultsStore {
+    /// The domain `prefs` names this store's file by: its name without `.plist`.
+    var domainName: String { url.deletingPathExtension().lastPathComponent }
+}

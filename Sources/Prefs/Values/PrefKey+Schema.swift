@@ -263,7 +263,43 @@ extension KeyDescription {
         if let type, !Self.value(value, fits: type) {
             return "is \(Self.phrase(value.typeName)), not \(Self.phrase(type))"
         }
-        if let allowed, !allowed.allows(value) { return "is not allowed (\(allowed.text))" }
+        if let allowed, !allowed.allows(value), !isDefault(value) { return "is not allowed (\(allowed.text))" }
+        return nil
+    }
+
+    /// Whether `value` is the declared default (a whole number equal to a real default counts): always allowed, as
+    /// the library allows it, whatever the range or choices say.
+    package func isDefault(_ value: PrefValue) -> Bool {
+        guard let defaultValue else { return false }
+        return AllowedValues.choices([defaultValue]).allows(value)
+    }
+
+    /// Why an entry of a schema file cannot be what a declaration published, as a phrase; nil when it is consistent.
+    /// A declaration cannot make these (a `ClosedRange` is never inverted, its bounds and choices are of the key's
+    /// type), so a file that has one was written or edited by hand, and it would refuse values the app allows.
+    var contradiction: String? {
+        if let type, let defaultValue, !Self.value(defaultValue, fits: type) {
+            return "its default \(AllowedValues.shown(defaultValue)) is \(Self.phrase(defaultValue.typeName)), "
+                + "not \(Self.phrase(type))"
+        }
+        switch allowed {
+        case .range(let lower, let upper)?:
+            if let type, let bound = [lower, upper].first(where: { !Self.value($0, fits: type) }) {
+                return "its range bound \(AllowedValues.shown(bound)) is \(Self.phrase(bound.typeName)), "
+                    + "not \(Self.phrase(type))"
+            }
+            // A range allows its lower bound exactly when the bounds compare and are in order.
+            if !AllowedValues.range(lower, upper).allows(lower) {
+                return "its range \(AllowedValues.range(lower, upper).text) allows no value"
+            }
+        case .choices(let choices)?:
+            if let type, let choice = choices.first(where: { !Self.value($0, fits: type) }) {
+                return "its choice \(AllowedValues.shown(choice)) is \(Self.phrase(choice.typeName)), "
+                    + "not \(Self.phrase(type))"
+            }
+            if choices.isEmpty, defaultValue == nil { return "it lists no choice and has no default" }
+        case nil: break
+        }
         return nil
     }
 

@@ -71,6 +71,18 @@ public enum PrefsError: Error, Sendable, Equatable {
     case damagedFileKeptAside(path: String, keptAt: String, reason: String)
 }
 
+extension PrefsError {
+    /// What a store adds to the reason of a file it cannot decode: the one step that lets the app write again.
+    package static let damagedFileWayOut =
+        "; moveDamagedFileAside() keeps it aside and starts afresh (as `prefs repair DOMAIN` does)"
+
+    /// The reason of a ``corruptFile(path:reason:)`` without the way out a store added to it: for a message that
+    /// names its own next step (the tool's), or none because the step was taken (the file was kept aside).
+    package static func reasonAlone(_ reason: String) -> String {
+        reason.hasSuffix(damagedFileWayOut) ? String(reason.dropLast(damagedFileWayOut.count)) : reason
+    }
+}
+
 extension PrefsError: LocalizedError, CustomStringConvertible {
     /// `print(error)` prints a one-line message that says what went wrong and where.
     public var description: String {

@@ -138,7 +138,8 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         do {
             return try store.decodeEffective(stored, key: key, codec: codec) ?? defaultValue
         } catch {
-            ErrorReporter.report(error, key: key, operation: .read)
+            let domain = (store as? UserDefaultsStore)?.domainName
+            ErrorReporter.report(error, key: key, operation: .read, domain: domain)
             return defaultValue
         }
     }

@@ -687,9 +687,7 @@ final class StoreEngine: Sendable {
     /// A store file that cannot be decoded, with what to do about it in the one report the app gets.
     private static func namingTheWayOut(_ error: any Error) -> any Error {
         guard case .corruptFile(let path, let reason)? = error as? PrefsError else { return error }
-        return PrefsError.corruptFile(
-            path: path,
-            reason: reason + "; to keep it aside and start afresh: moveDamagedFileAside(), or `prefs repair`")
+        return PrefsError.corruptFile(path: path, reason: reason + PrefsError.damagedFileWayOut)
     }
 
     /// Commits `draft`: encode, temporary file, the check that the file is still the one read (`checking`), the
@@ -767,7 +765,12 @@ final class StoreEngine: Sendable {
         let destination = try Self.asideName(for: file, at: now)
         _ = try moveAside(to: destination, in: file)
         let reason: String
-        if case .corruptFile(_, let text)? = error as? PrefsError { reason = text } else { reason = "\(error)" }
+        // What happened only: the way out the unreadable file's error names is taken now.
+        if case .corruptFile(_, let text)? = error as? PrefsError {
+            reason = PrefsError.reasonAlone(text)
+        } else {
+            reason = "\(error)"
+        }
         let report = PrefsError.damagedFileKeptAside(path: file.path, keptAt: destination, reason: reason)
         guarded.withLock { $0.reports.append(report) }
     }

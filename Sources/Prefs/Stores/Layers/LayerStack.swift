@@ -54,6 +54,16 @@ struct LayerStack: Sendable {
         return touched
     }
 
+    /// Adds `value` under `key` to one read-only layer where it has none; returns whether it was added. In place:
+    /// a declaration costs the same however many keys the layer holds.
+    mutating func insertIfAbsent(_ value: PrefValue, forKey key: String, in layer: PreferenceLayer) -> Bool {
+        precondition(layer != .user, "the store keeps the user's values")
+        guard slots[layer.order][key] == nil else { return false }
+        slots[layer.order][key] = value
+        isEmpty = false
+        return true
+    }
+
     /// Adds values to one read-only layer, keeping its other keys; returns the keys whose value in it changed.
     mutating func merge(into layer: PreferenceLayer, _ values: [String: PrefValue]) -> Set<String> {
         setLayer(layer, slots[layer.order].merging(values) { _, new in new })

@@ -103,23 +103,35 @@ final class StoreLayers: Sendable {
     /// declaration of a key wins.
     func register(_ defaults: [String: PrefValue], keepingExisting: Bool = false) {
         guard !defaults.isEmpty else { return }
+        if keepingExisting {
+            declare(defaults)
+            return
+        }
         let (changed, ambiguities) = change { state -> (Set<String>, [PrefsError]) in
-            let existing = state.stack.values(of: .registered)
-            let added = keepingExisting ? defaults.filter { existing[$0.key] == nil } : defaults
-            guard !added.isEmpty else { return ([], []) }
-            var touched = state.stack.merge(into: .registered, added)
-            let (environmentChanges, ambiguities) = Self.learn(added.keys, in: &state)
+            var touched = state.stack.merge(into: .registered, defaults)
+            let (environmentChanges, ambiguities) = Self.learn(defaults.keys, in: &state)
             touched.formUnion(environmentChanges)
             return (touched, ambiguities)
         }
-        if keepingExisting {
-            // A declaration: the key's value was its default before anyone read it through this wrapper, so
-            // nothing changed for an observer. Cached reads still decode again.
-            for error in ambiguities { ErrorReporter.report(error, key: "", operation: .read) }
-            changes.invalidate(changed)
-        } else {
-            finish(changed, ambiguities)
+        finish(changed, ambiguities)
+    }
+
+    /// A declaration's defaults, for keys that have none registered yet. The key's value was its default before
+    /// anyone read it through this wrapper, so nothing changed for an observer and nothing is compared: only the
+    /// keys added are touched (cached reads of them decode again), in place, so that declaring a key costs the same
+    /// however many a store already has.
+    private func declare(_ defaults: [String: PrefValue]) {
+        let (added, ambiguities) = state.withLock { state -> (Set<String>, [PrefsError]) in
+            var added = Set<String>()
+            for (key, value) in defaults where state.stack.insertIfAbsent(value, forKey: key, in: .registered) {
+                added.insert(key)
+            }
+            guard !added.isEmpty else { return ([], []) }
+            let (environmentChanges, ambiguities) = Self.learn(added, in: &state)
+            return (added.union(environmentChanges), ambiguities)
         }
+        for error in ambiguities { ErrorReporter.report(error, key: "", operation: .read) }
+        changes.invalidate(added)
     }
 
     // MARK: Sources
