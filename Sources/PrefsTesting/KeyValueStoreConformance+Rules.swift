@@ -379,8 +379,9 @@ extension KeyValueStoreConformance {
             let wrapped = wrapper.wrappedValue
             context.expect(
                 wrapped == 1,
-                "a wrapper that read 2 inside a batch that threw still reads \(wrapped), expected 1: the store must call "
-                    + "changes.invalidate(_:) with the keys it takes back (and with the keys a batch writes before it commits)"
+                "a wrapper that read 2 inside a batch that threw still reads \(wrapped), expected 1: the store must tell "
+                    + "its changes.apply(locking:) the keys it takes back, changes.invalidate(_:) (and the keys a batch "
+                    + "writes before it commits)"
             )
             try store.setValue(.int(1), forKey: sentinel)
         }
@@ -492,23 +493,22 @@ extension KeyValueStoreConformance {
             if store.changes.hasUndeliveredAnnouncements() {
                 context.findings.fail(
                     "setValue returned with its change announced (changes.announce) but never delivered: no observer "
-                        + "ran; call changes.deliverAnnouncements() once the store has released its locks, before the "
-                        + "write returns")
+                        + "ran; apply each change through changes.apply(locking:), which delivers once it has released "
+                        + "the store's lock (or call changes.deliverAnnouncements() then), before the write returns")
                 context.findings.block(Rule.waitingForDelivery, because: reason)
                 return
             }
             guard first.ran.wait(deliveryGrace) else {
                 context.findings.fail(
                     "no observer ran when setValue returned, nor within \(deliveryGrace) after: the store announces "
-                        + "nothing; announce each change with changes.announce(_:) under the lock that applied it and "
-                        + "deliver it with changes.deliverAnnouncements() after releasing that lock, or call "
-                        + "changes.publish(changedKeys:)")
+                        + "nothing; apply each change through changes.apply(locking:) and announce it there, "
+                        + "changes.announce(_:), or call changes.publish(changedKeys:)")
                 context.findings.block(Rule.waitingForDelivery, because: reason)
                 return
             }
             context.findings.fail(
                 "observers of setValue had not run when it returned; they ran later, on another thread: deliver on "
-                    + "the writing thread (changes.deliverAnnouncements()) before returning")
+                    + "the writing thread before returning (changes.apply(locking:) does)")
         }
         let writes: [(String, () throws -> Void)] = [
             ("updateValue", { try store.updateValue(forKey: key, increment) }),
@@ -555,7 +555,8 @@ extension KeyValueStoreConformance {
             context.findings.fail(
                 "inside an observer of one key, a write of another key from another thread did not complete within "
                     + "\(hangGuard): the store delivers its changes (changes.deliverAnnouncements() or "
-                    + "changes.publish(changedKeys:)) while holding a lock that writes need; release every lock first. "
+                    + "changes.publish(changedKeys:)) while holding a lock that writes need; hold it only inside "
+                    + "changes.apply(locking:), which delivers after releasing it. "
                     + "Observers read the store on the delivering thread, where a non-recursive lock deadlocks, or stops "
                     + "the process (Mutex: \"Recursive call to lock Mutex\")")
             context.findings.block(
