@@ -195,12 +195,12 @@ public enum KeyValueStoreConformance {
     /// What `verify` found: the rules it checked, those it skipped and why, and what each broken rule did wrong.
     public struct Report: Sendable {
         /// The rules run, in order.
-        public var checked: [Rule] = []
+        public internal(set) var checked: [Rule] = []
         /// The rules skipped, each with the reason: the capability the store declared unsupported, or the broken rule
         /// that made checking it pointless or unsafe (a store that delivers no change, or delivers under its lock).
-        public var skipped: [Rule: String] = [:]
+        public internal(set) var skipped: [Rule: String] = [:]
         /// The broken rules, each with what went wrong (also recorded as issues).
-        public var failures: [Rule: [String]] = [:]
+        public internal(set) var failures: [Rule: [String]] = [:]
 
         /// The rules the store broke.
         public var brokenRules: Set<Rule> { Set(failures.keys) }

@@ -76,7 +76,7 @@ final class DeferredWriteStore: FileBackedStore, @unchecked Sendable {
 
 extension FileBackedStore {
     /// `try store.flush()` returns once every write deferred so far (see ``deferringWrites(window:)``) is durably in
-    /// the file; see ``KeyValueStore/flush()``.
+    /// the file; see `KeyValueStore.flush()`.
     public func flush() throws {
         try open().commitDeferred()
     }

@@ -111,7 +111,7 @@ public protocol KeyValueStore: AnyObject, Sendable {
     func flush() throws
 
     /// `try await store.flush()` returns once every write deferred so far is durably in the file, writing on a
-    /// background thread rather than the caller's. The default implementation calls ``flush()``.
+    /// background thread rather than the caller's. The default implementation calls the synchronous `flush()`.
     func flush() async throws
 
     /// `let quick = store.deferringWrites(window: .milliseconds(20))` is the store's view whose plain writes are
@@ -161,7 +161,7 @@ extension KeyValueStore {
     /// `try store.flush()`, by default: nothing to flush, since the store's writes are durable when they return.
     public func flush() throws {}
 
-    /// `try await store.flush()`, by default: the store's ``flush()``.
+    /// `try await store.flush()`, by default: the store's synchronous `flush()`.
     public func flush() async throws {
         let flushNow: () throws -> Void = flush
         try flushNow()
