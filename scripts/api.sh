@@ -16,6 +16,8 @@ cd "$(dirname "$0")/.."
 
 modules=(Prefs PrefsTesting PrefsPostgres PrefsKeyring)
 baselines=api
+# The Clang modules the digester builds (Foundation's, the C libraries'), kept beside the build between runs.
+module_cache="$PWD/.build/api-module-cache"
 
 # The C modules the products import, and the headers their module maps include.
 include_flags() {
@@ -31,7 +33,7 @@ surface() {
     local -a includes
     mapfile -t includes < <(include_flags)
     if ! swift-api-digester -dump-sdk -module "$module" -I "$dir" "${includes[@]}" -avoid-location \
-        -avoid-tool-args -module-cache-path "$scratch/cache" -o "$scratch/$module.json" > "$scratch/log" 2>&1; then
+        -avoid-tool-args -module-cache-path "$module_cache" -o "$scratch/$module.json" > "$scratch/log" 2>&1; then
         cat "$scratch/log" >&2
         rm -rf "$scratch"
         echo "api: swift-api-digester could not read module $module in $dir" >&2
