@@ -1,5 +1,7 @@
 # `make demo` runs the demo (it ends with `prefs describe` of its own domain, so the tool is built first), `make test` runs every check CI runs. Both install libsodium first if needed.
-.PHONY: deps demo test format
+# `make test` also compares the public API of the four library products with api/*.txt (scripts/api.sh);
+# `make api-baseline` rewrites those files from the build, for a change to the API that is meant.
+.PHONY: deps demo test format api-baseline
 
 deps:
 	@scripts/install-deps.sh
@@ -10,6 +12,11 @@ demo: deps
 
 test: deps
 	scripts/test.sh
+
+api-baseline: deps
+	for target in PrefsTesting PrefsPostgres PrefsKeyring; do \
+		swift build --enable-code-coverage -Xswiftc -warnings-as-errors --target $$target || exit 1; done
+	scripts/api.sh baseline "$$(swift build --enable-code-coverage --show-bin-path)"
 
 format:
 	swift format -i -r Sources Tests Package.swift Benchmarks/Package.swift Benchmarks/Sources/PrefsBench

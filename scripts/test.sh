@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command (`make test`): one build with coverage instrumentation and warnings as errors, the
-# format lint, one run of the whole suite, then the library's line coverage, which fails the run below 90%.
+# format lint, the public API against its baseline in api/ (scripts/api.sh), one run of the whole suite, then the
+# library's line coverage, which fails the run below 90%.
 #
 #   scripts/test.sh                           # everything, with the coverage bar
 #   scripts/test.sh --filter StoreTests       # part of the suite: arguments go to the runner; no coverage bar
@@ -10,5 +11,6 @@ cd "$(dirname "$0")/.."
 source scripts/suite.sh
 build_suite
 swift format lint --strict -r Sources Tests Package.swift Benchmarks/Package.swift Benchmarks/Sources/PrefsBench
+scripts/api.sh check "$bin_path"
 run_suite "$@"
 if [[ $# -eq 0 ]]; then report_coverage; fi

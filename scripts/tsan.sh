@@ -3,7 +3,7 @@
 # PostgreSQL store's threads (PrefsPostgresTests), the test trait (PrefsTestingTests), then the reliability suite's
 # thread test. PREFS_SANITIZER_SCOPE=thread keeps the build to those targets (see Package.swift). libsodium is not
 # instrumented. Own build folder, so the normal build is not invalidated. Fails on any TSan report.
-# -D PREFS_TSAN makes Prefs annotate its Mutex for TSan (Sources/Prefs/Internal/TSanMutex.swift).
+# -D PREFS_TSAN makes Prefs annotate its Mutex for TSan (Sources/Prefs/Platform/TSanMutex.swift).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PREFS_SANITIZER_SCOPE=thread

@@ -35,7 +35,7 @@ public import Testing
 /// - `nil-removes`: an absent key reads nil; setting nil, `removeValue(forKey:)` and an update returning nil remove
 ///   the key, and removing an absent key is no error.
 /// - `key-validation`: an empty key or one containing NUL is refused with ``Prefs/PrefsError/invalidKey(_:reason:)``
-///   by every write, and nothing is written (call ``Prefs/validateKey(_:)``).
+///   by every write, and nothing is written (call ``Prefs/KeyValueStore/validateKey(_:)``).
 /// - `all-values`: `allValues()` holds every key set and none removed.
 /// - `replace-all`: `replaceAll(_:)` makes its argument the whole content and tells observers of each key that
 ///   changed, once.
@@ -59,7 +59,8 @@ public import Testing
 ///   threads update it.
 /// - `delivery-before-return`: observers of a change have run when the write (`setValue`, `updateValue`,
 ///   `removeValue`, `removeValues`, `replaceAll`) returns. A store whose changes reach no observer at all (it
-///   announces without calling `changes.deliverAnnouncements()`, or announces nothing) is told which, within
+///   announces outside `changes.apply(locking:)` without calling `changes.deliverAnnouncements()`, or announces
+///   nothing) is told which, within
 ///   ``deliveryGrace``, and the rules that wait for deliveries are then skipped rather than left to time out.
 /// - `delivery-outside-locks`: observers run with no lock of the store held: inside an observer of one key, a write
 ///   of another key from another thread completes (waited for at most ``hangGuard``). When it does not, the rules
@@ -194,12 +195,12 @@ public enum KeyValueStoreConformance {
     /// What `verify` found: the rules it checked, those it skipped and why, and what each broken rule did wrong.
     public struct Report: Sendable {
         /// The rules run, in order.
-        public var checked: [Rule] = []
+        public internal(set) var checked: [Rule] = []
         /// The rules skipped, each with the reason: the capability the store declared unsupported, or the broken rule
         /// that made checking it pointless or unsafe (a store that delivers no change, or delivers under its lock).
-        public var skipped: [Rule: String] = [:]
+        public internal(set) var skipped: [Rule: String] = [:]
         /// The broken rules, each with what went wrong (also recorded as issues).
-        public var failures: [Rule: [String]] = [:]
+        public internal(set) var failures: [Rule: [String]] = [:]
 
         /// The rules the store broke.
         public var brokenRules: Set<Rule> { Set(failures.keys) }

@@ -11,7 +11,8 @@ import Testing
         ("values", ["Values"]),
         ("reporting", ["Reporting"]),
         ("platform", ["Platform"]),
-        ("internal mechanisms", ["Internal"]),
+        ("locations", ["Locations"]),
+        ("formats", ["Formats"]),
         ("crypto", ["Secure"]),
         ("schema", ["Schema"]),
         ("stores", ["Stores"]),
@@ -109,6 +110,50 @@ import Testing
                 for name in words.intersection(above).sorted() {
                     violations.append("\(file.path) (\(Self.layers[index].name)) uses \(name)")
                 }
+            }
+        }
+        #expect(violations.isEmpty, "\(violations.joined(separator: "\n"))")
+    }
+
+    /// Inside `Stores/`, one backend never reaches into another's types: a backend's files (a file of the folder's
+    /// root and its `+` files) name no store type but their own and the base class they extend
+    /// (`FileBackedStore`), and the engine and the change feed below them name none at all; the change feed names
+    /// nothing of the engine or the layers. So listing `Stores/` is the list of backends, each replaceable alone.
+    @Test func noStoreReachesIntoAnotherStore() throws {
+        let all = try Self.files(in: "Stores")
+        let root = all.filter { !$0.path.dropFirst("Stores/".count).contains("/") }
+        func backend(of path: String) -> String {
+            String(path.dropFirst("Stores/".count).prefix { $0 != "+" && $0 != "." })
+        }
+        // Each backend's types, by the backend that declares them; the protocol and shared values are no backend.
+        var types: [String: Set<String>] = [:]
+        for file in root { types[backend(of: file.path), default: []].formUnion(Self.declarations(in: file.code)) }
+        for shared in ["KeyValueStore", "DamagedFilePolicy"] { types[shared] = nil }
+        let storeTypes = types.values.reduce(into: Set<String>()) { $0.formUnion($1) }
+        func words(_ code: String) -> Set<String> {
+            Set(code.split { !($0.isLetter || $0.isNumber || $0 == "_") }.map(String.init))
+        }
+        var violations: [String] = []
+        for file in root {
+            let own = types[backend(of: file.path)] ?? []
+            // A subclass may name the class it extends.
+            let bases = Set(file.code.matches(of: /class [A-Za-z_]+: ([A-Za-z_]+)/).map { String($0.output.1) })
+            for name in words(file.code).intersection(storeTypes).subtracting(own).subtracting(bases).sorted() {
+                violations.append("\(file.path) uses \(name), another store's type")
+            }
+        }
+        let engine = all.filter { $0.path.hasPrefix("Stores/Engine/") }
+        let changes = all.filter { $0.path.hasPrefix("Stores/Changes/") }
+        let layers = all.filter { $0.path.hasPrefix("Stores/Layers/") }
+        for file in engine + changes {
+            for name in words(file.code).intersection(storeTypes).sorted() {
+                violations.append("\(file.path) uses \(name): the engine and the change feed serve every store alike")
+            }
+        }
+        let above = (engine + layers).reduce(into: Set<String>()) { $0.formUnion(Self.declarations(in: $1.code)) }
+        for file in changes {
+            for name in words(file.code).intersection(above).sorted() {
+                violations.append("\(file.path) uses \(name): the change feed sits below the engine and the layers")
             }
         }
         #expect(violations.isEmpty, "\(violations.joined(separator: "\n"))")

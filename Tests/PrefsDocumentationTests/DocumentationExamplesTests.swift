@@ -82,6 +82,8 @@ enum TypedKeys {
 final class RemoteConfigStore: KeyValueStore {
     let changes = ChangeFeed()
     private let values = Mutex<[String: PrefValue]>([:])
+    /// Held by every change, through `changes.apply`: one writer at a time, announcing in the order it wrote.
+    private let writer = NSLock()
 
     func value(forKey key: String) throws -> PrefValue? {
         values.withLock { $0[key] }
@@ -94,17 +96,14 @@ final class RemoteConfigStore: KeyValueStore {
     @discardableResult
     func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try validateKey(key)  // the check Prefs' own stores make: no empty key, no NUL
-        let new = try values.withLock { values in
-            let old = values[key]
+        // Holds the writer lock for the body, then runs the observers of what it announced, after releasing it.
+        return try changes.apply(locking: writer) { changes in
+            let old = values.withLock { $0[key] }
             let new = try transform(old)
-            values[key] = new
-            // Announce under the lock, so the order of announcements is the order of changes.
+            values.withLock { $0[key] = new }
             if old != new { changes.announce([key: new]) }
             return new
         }
-        // Deliver after the lock is released: observers may read the store from their callbacks.
-        changes.deliverAnnouncements()
-        return new
     }
 
     func allValues() throws -> [String: PrefValue] {
@@ -113,12 +112,14 @@ final class RemoteConfigStore: KeyValueStore {
 
     /// Replaces everything with a fresh download and announces exactly the keys whose values changed.
     func apply(download: [String: PrefValue]) {
-        values.withLock { values in
-            let changed = Set(values.keys).union(download.keys).filter { values[$0] != download[$0] }
-            values = download
+        changes.apply(locking: writer) { changes in
+            let old = values.withLock { values in
+                defer { values = download }
+                return values
+            }
+            let changed = Set(old.keys).union(download.keys).filter { old[$0] != download[$0] }
             changes.announce(Dictionary(uniqueKeysWithValues: changed.map { ($0, download[$0]) }))
         }
-        changes.deliverAnnouncements()
     }
 }
 

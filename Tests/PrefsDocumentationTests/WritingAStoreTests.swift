@@ -15,8 +15,8 @@ final class DictionaryFileStore: KeyValueStore {
     private let url: URL
     /// What readers see, and how many batches are open (0: none).
     private let state: Mutex<(values: [String: PrefValue], openBatches: Int)>
-    /// Held by every write, and by a batch for its whole body: one writer at a time. Recursive, so that a batch's
-    /// body can write.
+    /// Held by every write, and by a batch for its whole body, through `changes.apply`: one writer at a time.
+    /// Recursive, so that a batch's body can write.
     private let writer = NSRecursiveLock()
 
     /// Opens the store, reading the file if it exists.
@@ -65,12 +65,12 @@ final class DictionaryFileStore: KeyValueStore {
         }
     }
 
-    /// Applies `change` to a copy of the values, holding the writer lock. Outside a batch the new values are
-    /// saved, then shown to readers and announced; inside one they are only kept in memory, for the outermost
-    /// batch to save and announce when it ends. If `change` or the save throws, the values go back to what they
-    /// were.
+    /// Applies `change` to a copy of the values through `changes.apply`, which holds the writer lock for it and
+    /// runs the observers of what it announced once the lock is released. Outside a batch the new values are saved,
+    /// then shown to readers and announced; inside one they are only kept in memory, for the outermost batch to
+    /// save and announce when it ends. If `change` or the save throws, the values go back to what they were.
     private func edit<T>(_ change: (inout [String: PrefValue]) throws -> T) throws -> T {
-        let result = try writer.withLock { () throws -> T in
+        try changes.apply(locking: writer) { changes in
             let (old, inBatch) = state.withLock { ($0.values, $0.openBatches > 0) }
             do {
                 var new = old
@@ -78,8 +78,7 @@ final class DictionaryFileStore: KeyValueStore {
                 // Save first: if saving fails, nothing changes and the error reaches the caller.
                 if !inBatch, new != old { try PrefValue.jsonDocument(new).write(to: url, options: .atomic) }
                 state.withLock { $0.values = new }
-                // Announce under the lock, so the order of announcements is the order of changes. Inside a batch,
-                // only make wrappers read the keys again: the outermost batch announces them.
+                // Inside a batch, only make wrappers read the keys again: the outermost batch announces them.
                 let changed = Self.difference(old, new)
                 if inBatch { changes.invalidate(Set(changed.keys)) } else { changes.announce(changed) }
                 return result
@@ -93,9 +92,6 @@ final class DictionaryFileStore: KeyValueStore {
                 throw error
             }
         }
-        // Deliver after the lock is released: observers may read or write the store from their callbacks.
-        changes.deliverAnnouncements()
-        return result
     }
 
     /// The keys whose values differ, with their new values (nil: removed).

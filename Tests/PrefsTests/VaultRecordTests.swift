@@ -120,19 +120,4 @@ import Testing
         #expect(lstat(record, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR, "left as it is")
         #expect(Self.recordReports(vault).count == 1)
     }
-
-    @Test func theOptInForEnvironmentsWithoutStateSilencesTheReport() throws {
-        Reports.install()
-        let vault = try Vault()
-        defer { vault.directory.cleanup() }
-        try vault.store.setValue(.string("token"), forKey: "token")
-        try Self.putFolderInPlaceOfRecord(of: vault)
-        defer { try? FileManager.default.removeItem(atPath: Self.record(of: vault)) }
-        EncryptedFileStore.rollbackRecordIsOptional = true
-        defer { EncryptedFileStore.rollbackRecordIsOptional = false }
-        let store = try vault.reopen()
-        #expect(try store.value(forKey: "token") == .string("token"))
-        #expect(Self.recordReports(vault).isEmpty, "not reported")
-        #expect(store.rollbackRecordProblem != nil, "still there to ask for")
-    }
 }

@@ -57,8 +57,8 @@ extension VaultError: LocalizedError, CustomStringConvertible {
         case .io(let path, let operation, _, let message): "\(operation) \(path): \(message)"
         case .rollbackRecordUnavailable(let path, let reason):
             "rollback protection is off: the vault's record \(path) \(reason); an older copy of the vault would "
-                + "open unnoticed (make $XDG_STATE_HOME writable, or set "
-                + "EncryptedFileStore.rollbackRecordIsOptional where no state can be kept)"
+                + "open unnoticed (make $XDG_STATE_HOME writable, or, where no "
+                + "state can be kept, pass over this report in PrefsConfig.errorHandler)"
         }
     }
 

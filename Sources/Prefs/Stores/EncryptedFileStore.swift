@@ -123,17 +123,10 @@ public final class EncryptedFileStore: FileBackedStore, @unchecked Sendable {
         }
     }
 
-    /// `EncryptedFileStore.rollbackRecordIsOptional = true`, set before opening vaults, is for environments that
-    /// cannot keep state (a read-only home, a sandbox without `$XDG_STATE_HOME`): a rollback record that cannot be
-    /// read or written is then not reported. Vaults open either way; without a record an older copy is not noticed.
-    public static var rollbackRecordIsOptional: Bool {
-        get { VaultRecord.isOptional }
-        set { VaultRecord.isOptional = newValue }
-    }
-
     /// `store.rollbackRecordProblem` is nil while the vault's rollback record (in `$XDG_STATE_HOME/prefs/vaults`) is
     /// read and written, or else ``VaultError/rollbackRecordUnavailable(path:reason:)`` saying why it is not; the
-    /// same error is reported once per store when it opens, unless ``rollbackRecordIsOptional``.
+    /// same error is reported once per store when it opens. Where no state can be kept (a read-only home, a sandbox without
+    /// `$XDG_STATE_HOME`), let ``PrefsConfig/errorHandler`` pass over that report.
     public var rollbackRecordProblem: VaultError? { codec.recordProblem() }
 
     /// `EncryptedFileStore.defaultLocation(appIdentifier: "com.example.notes")` gives where the default vault and

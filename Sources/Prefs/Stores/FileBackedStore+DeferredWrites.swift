@@ -74,42 +74,29 @@ final class DeferredWriteStore: FileBackedStore, @unchecked Sendable {
     }
 }
 
-extension KeyValueStore {
-    /// `try store.flush()` returns once every write deferred so far (see ``FileBackedStore/deferringWrites(window:)``)
-    /// is durably in the file.
-    ///
-    /// It writes at once, on this thread, instead of waiting for the window; with nothing deferred it returns at
-    /// once. Any store handle of the same file flushes the same changes. Stores without deferred writes have nothing
-    /// to flush.
-    ///
-    /// - Throws: the error of the write when it fails; the values stay in memory and are written by a later commit.
-    ///   Inside a batch or an update of the same store, ``PrefsError/io(path:operation:errno:message:)`` with
-    ///   `EDEADLK`, since the flush would wait for itself: flush after it. On a closed store,
-    ///   ``PrefsError/storeClosed(path:)``.
+extension FileBackedStore {
+    /// `try store.flush()` returns once every write deferred so far (see ``deferringWrites(window:)``) is durably in
+    /// the file; see `KeyValueStore.flush()`.
     public func flush() throws {
-        guard let store = self as? FileBackedStore else { return }
-        try store.open().commitDeferred()
+        try open().commitDeferred()
     }
 
     /// `try await store.flush()` returns once every write deferred so far is durably in the file, writing on a
     /// background thread rather than the caller's.
     public func flush() async throws {
-        guard let store = self as? FileBackedStore else { return }
-        let engine = try store.open()
+        let engine = try open()
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             engine.backgroundQueue.async {
                 continuation.resume(with: Result { try engine.commitDeferred() })
             }
         }
     }
-}
 
-extension KeyValueStore {
-    /// `let quick = PrefsConfig.defaultStore.deferringWrites()` is the store's view whose plain writes are deferred,
-    /// when its type defers writes (a file store: see ``FileBackedStore/deferringWrites(window:)``), or the store
-    /// itself, whose writes do not wait for a file (an ``InMemoryStore``, such as the test's store under
-    /// `.isolatedPreferences`).
-    public func deferringWrites(window: Duration = .milliseconds(50)) -> any KeyValueStore {
-        (self as? FileBackedStore)?.deferringWrites(window: window) ?? self
+    /// `let quick: any KeyValueStore = store.deferringWrites(window: window)`: the view above where the caller asks
+    /// for any store, as ``KeyValueStore/deferringWrites(window:)`` does. Left out of the documentation, where it
+    /// would make links to the view ambiguous.
+    @_disfavoredOverload @_documentation(visibility: internal)
+    public func deferringWrites(window: Duration) -> any KeyValueStore {
+        deferringWrites(window: window) as FileBackedStore
     }
 }

@@ -75,12 +75,6 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
         #endif
     }
 
-    /// `store.withDefaults { $0.bool(forKey: "legacy") }` runs `body` with the `UserDefaults` instance, holding the
-    /// store's lock, for code that needs Foundation's own API; do not keep the instance beyond `body`.
-    public func withDefaults<T>(_ body: (UserDefaults) throws -> T) rethrows -> T {
-        try state.withLock { _ in try body(defaults) }
-    }
-
     // MARK: Reads
 
     /// `try store.value(forKey: "volume")` returns what `object(forKey:)` returns, as a ``PrefValue``: the

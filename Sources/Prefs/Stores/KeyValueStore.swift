@@ -1,3 +1,5 @@
+import Synchronization
+
 /// `final class MyStore: KeyValueStore { … }` is a backend that persists preferences.
 ///
 /// Prefs ships ``InMemoryStore``, ``UserDefaultsStore``, ``FileStore`` and ``EncryptedFileStore``. Any other
@@ -82,6 +84,40 @@ public protocol KeyValueStore: AnyObject, Sendable {
     /// without native batching, runs `body` holding the store's update lock: each write inside takes effect and
     /// is announced as it is made, and nothing is undone if `body` throws.
     func batch<T>(_ body: () throws -> T) throws -> T
+
+    /// `store.register(defaults: ["volume": .int(5)])` registers defaults for this process, as
+    /// `UserDefaults.register(defaults:)` does: an unset key reads as its registered default, through typed reads and
+    /// wrappers, until a value is stored. Nothing is written; a later registration of a key replaces an earlier one.
+    ///
+    /// The stores Prefs ships keep them in their registered-defaults layer, which ``value(forKey:)`` reads too. The
+    /// default implementation, for a custom store, keeps them beside the store's ``changes`` and announces the keys
+    /// whose default changed; a store that keeps them itself implements this and ``registeredDefault(forKey:)``.
+    func register(defaults: [String: PrefValue])
+
+    /// `store.registeredDefault(forKey: "volume")` is the default registered for the key in this process, or nil.
+    func registeredDefault(forKey key: String) -> PrefValue?
+
+    /// `try store.flush()` returns once every write deferred so far (see ``FileBackedStore/deferringWrites(window:)``)
+    /// is durably in the store's file.
+    ///
+    /// It writes at once, on this thread, instead of waiting for the window; with nothing deferred it returns at
+    /// once. Any store handle of the same file flushes the same changes. The default implementation, for a store
+    /// whose writes are durable when they return, has nothing to flush.
+    ///
+    /// - Throws: the error of the write when it fails; the values stay in memory and are written by a later commit.
+    ///   Inside a batch or an update of the same store, ``PrefsError/io(path:operation:errno:message:)`` with
+    ///   `EDEADLK`, since the flush would wait for itself: flush after it. On a closed store,
+    ///   ``PrefsError/storeClosed(path:)``.
+    func flush() throws
+
+    /// `try await store.flush()` returns once every write deferred so far is durably in the file, writing on a
+    /// background thread rather than the caller's. The default implementation calls the synchronous `flush()`.
+    func flush() async throws
+
+    /// `let quick = store.deferringWrites(window: .milliseconds(20))` is the store's view whose plain writes are
+    /// deferred, when it defers writes (a file store: see ``FileBackedStore/deferringWrites(window:)``), or else the
+    /// store itself, whose writes do not wait for a file: the default implementation.
+    func deferringWrites(window: Duration) -> any KeyValueStore
 }
 
 extension KeyValueStore {
@@ -101,6 +137,42 @@ extension KeyValueStore {
     public func batch<T>(_ body: () throws -> T) throws -> T {
         try changes.withUpdateLock(body)
     }
+
+    /// `store.register(defaults: defaults)`, by default: keeps them beside the store's ``changes``, replacing earlier
+    /// registrations of the same keys, and announces the keys whose default changed.
+    public func register(defaults: [String: PrefValue]) {
+        let changed = changes.registeredDefaults.withLock { registered in
+            var changed: [String] = []
+            for (key, value) in defaults where registered[key] != value {
+                registered[key] = value
+                changed.append(key)
+            }
+            return changed
+        }
+        changes.publish(changedKeys: changed)
+    }
+
+    /// `store.registeredDefault(forKey: "volume")`, by default: what ``register(defaults:)`` or a declaration of the
+    /// key registered beside the store's ``changes``.
+    public func registeredDefault(forKey key: String) -> PrefValue? {
+        changes.registeredDefaults.withLock { $0[key] }
+    }
+
+    /// `try store.flush()`, by default: nothing to flush, since the store's writes are durable when they return.
+    public func flush() throws {}
+
+    /// `try await store.flush()`, by default: the store's synchronous `flush()`.
+    public func flush() async throws {
+        let flushNow: () throws -> Void = flush
+        try flushNow()
+    }
+
+    /// `store.deferringWrites(window: window)`, by default: the store itself, whose writes do not wait for a file.
+    public func deferringWrites(window: Duration) -> any KeyValueStore { self }
+
+    /// `let quick = PrefsConfig.defaultStore.deferringWrites()` is the store's view whose plain writes are deferred
+    /// for up to 50 ms (see ``deferringWrites(window:)``).
+    public func deferringWrites() -> any KeyValueStore { deferringWrites(window: .milliseconds(50)) }
 
     /// `try store.replaceAll(values)`, by default: removes the keys `values` lacks and sets the others, one key at a
     /// time, while holding the update lock of ``changes``.
@@ -183,14 +255,23 @@ extension KeyValueStore {
     }
 }
 
-/// `try validateKey(key)` refuses a key name no store may hold: an empty one, or one containing NUL.
-///
-/// Every store Prefs ships calls it first in each operation that writes a key. Call it in your own store's writes
-/// too, so that a bad key gets the same ``PrefsError/invalidKey(_:reason:)`` everywhere (the `key-validation` rule
-/// of `KeyValueStoreConformance` checks it).
-///
-/// - Throws: ``PrefsError/invalidKey(_:reason:)`` naming the key and what is wrong with it.
-public func validateKey(_ key: String) throws(PrefsError) {
+extension KeyValueStore {
+    /// `try validateKey(key)`, in your store's writes, refuses a key name no store may hold: an empty one, or one
+    /// containing NUL.
+    ///
+    /// Every store Prefs ships makes this check first in each operation that writes a key. Make it in your own
+    /// store's writes too, so that a bad key gets the same ``PrefsError/invalidKey(_:reason:)`` everywhere (the
+    /// `key-validation` rule of `KeyValueStoreConformance` checks it).
+    ///
+    /// - Throws: ``PrefsError/invalidKey(_:reason:)`` naming the key and what is wrong with it.
+    public func validateKey(_ key: String) throws(PrefsError) {
+        try Prefs.validateKey(key)
+    }
+}
+
+/// Refuses a key name no store may hold: the check behind ``KeyValueStore/validateKey(_:)``, for the code of this
+/// package that is not a store (inside a store, the member shadows it and does the same).
+package func validateKey(_ key: String) throws(PrefsError) {
     if key.isEmpty { throw .invalidKey(key, reason: "a key cannot be empty") }
     if key.utf8.contains(0) { throw .invalidKey(key, reason: "a key cannot contain NUL") }
 }

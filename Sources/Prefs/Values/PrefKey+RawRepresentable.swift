@@ -18,21 +18,19 @@ extension PrefKey {
 
     /// `PrefKey<SortOrder?>("sort")` declares an optional key for a `RawRepresentable` type: nil until something is
     /// stored, and storing nil removes the key.
-    public init(_ name: String, default defaultValue: Value = nil, schema: Schema = .init())
-    where
-        Value: _OptionalPrefValue, Value.Wrapped: RawRepresentable & Sendable,
-        Value.Wrapped.RawValue: PrefValueConvertible & Codable
-    {
+    public init<Wrapped: RawRepresentable & Sendable>(
+        _ name: String, default defaultValue: Value = nil, schema: Schema = .init()
+    )
+    where Value == Wrapped?, Wrapped.RawValue: PrefValueConvertible & Codable {
         self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(wrapping: .rawValue), schema: schema)
     }
 
     /// `PrefKey<Theme?>("theme")` for an optional of a `RawRepresentable` type that is `Codable` too.
-    public init(_ name: String, default defaultValue: Value = nil, schema: Schema = .init())
-    where
-        Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
-        Value.Wrapped.RawValue: PrefValueConvertible & Codable
-    {
-        let wrapped = ValueCodec<Value.Wrapped>.rawValue.readingForeignForms(hasNativeForm: false)
+    public init<Wrapped: RawRepresentable & Codable & Sendable>(
+        _ name: String, default defaultValue: Value = nil, schema: Schema = .init()
+    )
+    where Value == Wrapped?, Wrapped.RawValue: PrefValueConvertible & Codable {
+        let wrapped = ValueCodec<Wrapped>.rawValue.readingForeignForms(hasNativeForm: false)
         self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(wrapping: wrapped), schema: schema)
     }
 }

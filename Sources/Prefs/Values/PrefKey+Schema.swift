@@ -224,22 +224,22 @@ extension PrefKey {
 private enum EnumCases {
     static func of<Value>(_ type: Value.Type) -> [Value]? {
         if let iterable = type as? any CaseIterable.Type { return all(iterable).compactMap { $0 as? Value } }
-        if let optional = type as? any _OptionalPrefValue.Type { return wrapped(optional) as? [Value] }
+        if let optional = type as? any OptionalValue.Type { return wrapped(optional) as? [Value] }
         return nil
     }
 
     private static func all<T: CaseIterable>(_: T.Type) -> [Any] { T.allCases.map { $0 } }
 
-    private static func wrapped<O: _OptionalPrefValue>(_: O.Type) -> [O]? {
+    private static func wrapped<O: OptionalValue>(_: O.Type) -> [O]? {
         guard let iterable = O.Wrapped.self as? any CaseIterable.Type else { return nil }
-        return all(iterable).map { O(_wrapped: $0 as? O.Wrapped) }
+        return all(iterable).map { O(asOptional: $0 as? O.Wrapped) }
     }
 }
 
 /// The stored form's type name of a type without a value to look at (an optional key whose default is nil).
 private enum StoredKind {
     static func name(of type: Any.Type) -> String? {
-        if let optional = type as? any _OptionalPrefValue.Type { return wrappedName(optional) }
+        if let optional = type as? any OptionalValue.Type { return wrappedName(optional) }
         if type == Bool.self { return "bool" }
         if type is any BinaryInteger.Type { return "int" }
         if type == Float.self { return "float" }
@@ -251,7 +251,7 @@ private enum StoredKind {
         return nil
     }
 
-    private static func wrappedName<O: _OptionalPrefValue>(_: O.Type) -> String? { name(of: O.Wrapped.self) }
+    private static func wrappedName<O: OptionalValue>(_: O.Type) -> String? { name(of: O.Wrapped.self) }
     private static func rawName<R: RawRepresentable>(_: R.Type) -> String? { name(of: R.RawValue.self) }
 }
 

@@ -37,6 +37,7 @@ public struct PrefKey<Value: Sendable & Equatable>: Sendable {
     ///   - name: The name the value is stored under.
     ///   - defaultValue: The value read while nothing is stored.
     ///   - schema: What the key means and which values it allows (see ``Schema``); nothing by default.
+    @_disfavoredOverload  // the optionals' and raw values' own forms win over JSON
     public init(_ name: String, default defaultValue: Value, schema: Schema = .init()) where Value: Codable {
         self.init(
             name: name, defaultValue: defaultValue, codec: ValueCodec.codable.fillingMissingFields(from: defaultValue),
@@ -61,16 +62,20 @@ public struct PrefKey<Value: Sendable & Equatable>: Sendable {
 
     /// `PrefKey<User?>("owner")` declares an optional key for a ``PrefValueConvertible`` type: it reads nil until
     /// something is stored, and storing nil removes the key.
-    public init(_ name: String, default defaultValue: Value = nil, schema: Schema = .init())
-    where Value: _OptionalPrefValue, Value.Wrapped: PrefValueConvertible {
+    public init<Wrapped: PrefValueConvertible>(
+        _ name: String, default defaultValue: Value = nil, schema: Schema = .init()
+    )
+    where Value == Wrapped? {
         self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(wrapping: .native), schema: schema)
     }
 
     /// `PrefKey<Int?>("limit")` for an optional of a type that is both `Codable` and ``PrefValueConvertible``:
     /// its own stored form wins.
-    public init(_ name: String, default defaultValue: Value = nil, schema: Schema = .init())
-    where Value: _OptionalPrefValue & Codable, Value.Wrapped: PrefValueConvertible & Codable {
-        let wrapped = ValueCodec<Value.Wrapped>.native.readingForeignForms(hasNativeForm: true)
+    public init<Wrapped: PrefValueConvertible & Codable>(
+        _ name: String, default defaultValue: Value = nil, schema: Schema = .init()
+    )
+    where Value == Wrapped? {
+        let wrapped = ValueCodec<Wrapped>.native.readingForeignForms(hasNativeForm: true)
         self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(wrapping: wrapped), schema: schema)
     }
 

@@ -46,13 +46,14 @@ struct ValueCodec<Value: Sendable>: Sendable {
 
 }
 
-extension ValueCodec where Value: _OptionalPrefValue, Value.Wrapped: Sendable {
+extension ValueCodec where Value: OptionalValue, Value.Wrapped: Sendable {
     /// The codec of an optional made of its wrapped type's: nil removes the key; Boutique's `{"value":null}` reads
     /// as nil.
     init(wrapping wrapped: ValueCodec<Value.Wrapped>) {
         self.init(
-            encode: { value in try value._wrapped.flatMap(wrapped.encode) },
-            decode: { stored in ForeignForms.isBoutiqueNil(stored) ? nil : Value(_wrapped: try wrapped.decode(stored)) }
+            encode: { value in try value.asOptional.flatMap(wrapped.encode) },
+            decode: { stored in ForeignForms.isBoutiqueNil(stored) ? nil : Value(asOptional: try wrapped.decode(stored))
+            }
         )
     }
 }
@@ -172,19 +173,19 @@ extension ValueCodec where Value: Decodable {
     }
 }
 
-/// `Date?`, `Theme?`: `Optional` as a constraint, so that a declaration of an optional preference can name the
-/// wrapped type's stored form. Only `Optional` conforms; there is nothing to implement.
-public protocol _OptionalPrefValue: ExpressibleByNilLiteral {
+/// `Optional` as a constraint, for the code that handles an optional of any type (a codec, a value of unknown type
+/// from Foundation): only `Optional` conforms. Public declarations spell an optional `Value == Wrapped?` instead.
+protocol OptionalValue: ExpressibleByNilLiteral {
     associatedtype Wrapped
-    /// `value._wrapped` is the optional itself.
-    var _wrapped: Wrapped? { get }
-    /// `Value(_wrapped: x)` is `x`.
-    init(_wrapped: Wrapped?)
+    /// `value.asOptional` is the optional itself.
+    var asOptional: Wrapped? { get }
+    /// `Value(asOptional: x)` is `x`.
+    init(asOptional: Wrapped?)
 }
 
-extension Optional: _OptionalPrefValue {
-    /// `value._wrapped` is the optional itself.
-    public var _wrapped: Wrapped? { self }
-    /// `Optional(_wrapped: x)` is `x`.
-    public init(_wrapped: Wrapped?) { self = _wrapped }
+extension Optional: OptionalValue {
+    /// `value.asOptional` is the optional itself.
+    var asOptional: Wrapped? { self }
+    /// `Optional(asOptional: x)` is `x`.
+    init(asOptional optional: Wrapped?) { self = optional }
 }

@@ -45,55 +45,63 @@ extension StoredValue {
 
     /// `@StoredValue(key: "owner") var owner: User?` declares an optional ``PrefValueConvertible`` preference that
     /// reads nil until something is stored.
-    public init(key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil)
-    where Value: _OptionalPrefValue, Value.Wrapped: PrefValueConvertible {
+    public init<Wrapped: PrefValueConvertible>(
+        key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil
+    )
+    where Value == Wrapped? {
         self.init(PrefKey(key, schema: schema), store: store)
     }
 
     /// `@StoredValue(key: "limit") var limit: Int?` for an optional of a type that is both `Codable` and
     /// ``PrefValueConvertible``: its own stored form wins.
-    public init(key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil)
-    where Value: _OptionalPrefValue & Codable, Value.Wrapped: PrefValueConvertible & Codable {
+    public init<Wrapped: PrefValueConvertible & Codable>(
+        key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil
+    )
+    where Value == Wrapped? {
         self.init(PrefKey(key, schema: schema), store: store)
     }
 
     /// `@StoredValue(key: "limit", storage: defaults) var limit: Int?`: the same, in a `UserDefaults` instance.
-    public init(key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults)
-    where Value: _OptionalPrefValue & Codable, Value.Wrapped: PrefValueConvertible & Codable {
+    public init<Wrapped: PrefValueConvertible & Codable>(
+        key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults
+    )
+    where Value == Wrapped? {
         self.init(PrefKey(key, schema: schema), store: UserDefaultsStore.store(for: storage))
     }
 
     /// `@StoredValue(key: "lastOpenedDate") var lastOpenedDate: Date? = nil`: an optional of a built-in type, nil
     /// removing the key.
-    public init(
+    public init<Wrapped: PrefValueConvertible & Codable>(
         wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil
     )
-    where Value: _OptionalPrefValue & Codable, Value.Wrapped: PrefValueConvertible & Codable {
+    where Value == Wrapped? {
         self.init(PrefKey(key, default: wrappedValue, schema: schema), store: store)
     }
 
     /// `@StoredValue(key: "lastOpenedDate", storage: defaults) var lastOpenedDate: Date? = nil`: the same, in a
     /// `UserDefaults` instance.
-    public init(wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults)
-    where Value: _OptionalPrefValue & Codable, Value.Wrapped: PrefValueConvertible & Codable {
+    public init<Wrapped: PrefValueConvertible & Codable>(
+        wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults
+    )
+    where Value == Wrapped? {
         self.init(PrefKey(key, default: wrappedValue, schema: schema), store: UserDefaultsStore.store(for: storage))
     }
 
     /// `StoredValue(key: "limit", default: Int?(5))` creates the wrapper of an optional built-in type without
     /// property syntax.
-    public init(
+    public init<Wrapped: PrefValueConvertible & Codable>(
         key: String, default defaultValue: Value, schema: PrefKey<Value>.Schema = .init(),
         store: (any KeyValueStore)? = nil
     )
-    where Value: _OptionalPrefValue & Codable, Value.Wrapped: PrefValueConvertible & Codable {
+    where Value == Wrapped? {
         self.init(PrefKey(key, default: defaultValue, schema: schema), store: store)
     }
 
     /// `StoredValue(key: "limit", default: Int?(5), storage: defaults)`: the same, in a `UserDefaults` instance.
-    public init(
+    public init<Wrapped: PrefValueConvertible & Codable>(
         key: String, default defaultValue: Value, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults
     )
-    where Value: _OptionalPrefValue & Codable, Value.Wrapped: PrefValueConvertible & Codable {
+    where Value == Wrapped? {
         self.init(PrefKey(key, default: defaultValue, schema: schema), store: UserDefaultsStore.store(for: storage))
     }
 }

@@ -55,74 +55,61 @@ extension StoredValue where Value: RawRepresentable & Codable, Value.RawValue: P
 extension StoredValue {
     /// `@StoredValue(key: "sort") var sort: SortOrder?` declares an optional `RawRepresentable` preference, nil until
     /// something is stored.
-    public init(key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil)
-    where
-        Value: _OptionalPrefValue, Value.Wrapped: RawRepresentable & Sendable,
-        Value.Wrapped.RawValue: PrefValueConvertible & Codable
-    {
+    public init<Wrapped: RawRepresentable & Sendable>(
+        key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil
+    )
+    where Value == Wrapped?, Wrapped.RawValue: PrefValueConvertible & Codable {
         self.init(PrefKey(key, schema: schema), store: store)
     }
 
     /// `@StoredValue(key: "theme") var theme: Theme?` for an optional `RawRepresentable` type that is `Codable` too.
-    public init(key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil)
-    where
-        Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
-        Value.Wrapped.RawValue: PrefValueConvertible & Codable
-    {
+    public init<Wrapped: RawRepresentable & Codable & Sendable>(
+        key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil
+    )
+    where Value == Wrapped?, Wrapped.RawValue: PrefValueConvertible & Codable {
         self.init(PrefKey(key, schema: schema), store: store)
     }
 
     /// `@StoredValue(key: "theme", storage: defaults) var theme: Theme?`: the same, in a `UserDefaults` instance.
-    public init(key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults)
-    where
-        Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
-        Value.Wrapped.RawValue: PrefValueConvertible & Codable
-    {
+    public init<Wrapped: RawRepresentable & Codable & Sendable>(
+        key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults
+    )
+    where Value == Wrapped?, Wrapped.RawValue: PrefValueConvertible & Codable {
         self.init(PrefKey(key, schema: schema), store: UserDefaultsStore.store(for: storage))
     }
 
     /// `@StoredValue(key: "theme") var theme: Theme? = nil`: an optional raw-value type, nil removing the key.
-    public init(
+    public init<Wrapped: RawRepresentable & Codable & Sendable>(
         wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil
     )
-    where
-        Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
-        Value.Wrapped.RawValue: PrefValueConvertible & Codable
-    {
+    where Value == Wrapped?, Wrapped.RawValue: PrefValueConvertible & Codable {
         self.init(PrefKey(key, default: wrappedValue, schema: schema), store: store)
     }
 
     /// `@StoredValue(key: "theme", storage: defaults) var theme: Theme? = nil`: the same, in a `UserDefaults`
     /// instance.
-    public init(wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults)
-    where
-        Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
-        Value.Wrapped.RawValue: PrefValueConvertible & Codable
-    {
+    public init<Wrapped: RawRepresentable & Codable & Sendable>(
+        wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults
+    )
+    where Value == Wrapped?, Wrapped.RawValue: PrefValueConvertible & Codable {
         self.init(PrefKey(key, default: wrappedValue, schema: schema), store: UserDefaultsStore.store(for: storage))
     }
 
     /// `StoredValue(key: "theme", default: Theme?.none)` creates the wrapper of an optional raw-value type without
     /// property syntax.
-    public init(
+    public init<Wrapped: RawRepresentable & Codable & Sendable>(
         key: String, default defaultValue: Value, schema: PrefKey<Value>.Schema = .init(),
         store: (any KeyValueStore)? = nil
     )
-    where
-        Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
-        Value.Wrapped.RawValue: PrefValueConvertible & Codable
-    {
+    where Value == Wrapped?, Wrapped.RawValue: PrefValueConvertible & Codable {
         self.init(PrefKey(key, default: defaultValue, schema: schema), store: store)
     }
 
     /// `StoredValue(key: "theme", default: Theme?.none, storage: defaults)`: the same, in a `UserDefaults` instance.
-    public init(
+    public init<Wrapped: RawRepresentable & Codable & Sendable>(
         key: String, default defaultValue: Value, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults
     )
-    where
-        Value: _OptionalPrefValue & Codable, Value.Wrapped: RawRepresentable & Codable & Sendable,
-        Value.Wrapped.RawValue: PrefValueConvertible & Codable
-    {
+    where Value == Wrapped?, Wrapped.RawValue: PrefValueConvertible & Codable {
         self.init(PrefKey(key, default: defaultValue, schema: schema), store: UserDefaultsStore.store(for: storage))
     }
 }

@@ -55,6 +55,7 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     ///   - schema: What the key means and which values it allows (see ``PrefKey/Schema``); nothing by default. Every
     ///     initialiser that takes a `key:` takes it.
     ///   - store: Where to keep it; ``PrefsConfig/defaultStore`` when nil.
+    @_disfavoredOverload  // the optionals' and raw values' own forms win over JSON
     public init(
         wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil
     ) where Value: Codable {
@@ -68,6 +69,7 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     /// calls the instance directly sees the wrapper's writes at once, and the wrapper sees that code's writes at
     /// its next read. Wrappers given the same instance share one store. Under `.isolatedPreferences` the wrapper
     /// uses an in-memory stand-in for the instance instead, one per instance for the test.
+    @_disfavoredOverload  // the optionals' and raw values' own forms win over JSON
     public init(wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults)
     where Value: Codable {
         self.init(PrefKey(key, default: wrappedValue, schema: schema), store: UserDefaultsStore.store(for: storage))
@@ -75,13 +77,14 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
 
     /// `@StoredValue(key: "profile", storage: defaults) var profile: Profile?` declares an optional preference kept
     /// in a `UserDefaults` instance, nil until something is stored.
-    public init(key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults)
-    where Value: _OptionalPrefValue & Codable {
+    public init<Wrapped: Codable>(key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults)
+    where Value == Wrapped? {
         self.init(PrefKey(key, default: nil, schema: schema), store: UserDefaultsStore.store(for: storage))
     }
 
     /// `StoredValue(key: "editor", default: EditorSettings(), storage: defaults)` creates a wrapper over a
     /// `UserDefaults` instance without property syntax.
+    @_disfavoredOverload  // the optionals' and raw values' own forms win over JSON
     public init(
         key: String, default defaultValue: Value, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults
     ) where Value: Codable {
@@ -90,12 +93,15 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
 
     /// `@StoredValue(key: "profile") var profile: Profile?` declares an optional preference without `= nil`: it reads
     /// nil until something is stored, as with `@AppStorage`.
-    public init(key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil)
-    where Value: _OptionalPrefValue & Codable {
+    public init<Wrapped: Codable>(
+        key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil
+    )
+    where Value == Wrapped? {
         self.init(PrefKey(key, default: nil, schema: schema), store: store)
     }
 
     /// `StoredValue(key: "editor", default: EditorSettings())` creates the wrapper without property syntax.
+    @_disfavoredOverload  // the optionals' and raw values' own forms win over JSON
     public init(
         key: String, default defaultValue: Value, schema: PrefKey<Value>.Schema = .init(),
         store: (any KeyValueStore)? = nil

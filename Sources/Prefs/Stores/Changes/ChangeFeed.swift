@@ -1,5 +1,6 @@
 import Foundation
 import Observation
+import Synchronization
 
 /// `store.changes` announces which keys of a store changed, whoever changed them.
 ///
@@ -17,8 +18,11 @@ import Observation
 ///
 /// ### Announcing changes from a store
 ///
-/// A store announces each change in two steps, so that observers see every value that became current, in the
-/// order the store applied them, and yet no observer code runs while the store holds a lock:
+/// A store applies each change through ``apply(locking:_:)``, which takes the store's lock, lets it apply the
+/// change and say what changed, releases the lock and then runs the observers: they see every value that became
+/// current, in the order the store applied them, and no observer code runs while the store holds its lock.
+///
+/// The two steps `apply` takes can also be taken by hand:
 ///
 /// 1. While still holding the lock under which it applied a change, the store calls ``announce(_:)`` with the
 ///    new values of the keys that changed. This fixes the change's place in the order.
@@ -85,6 +89,8 @@ public final class ChangeFeed: Sendable {
         var nextAnnouncement: UInt64 = 0
         /// Announced changes not yet delivered, or being delivered, oldest first.
         var pending: [Announcement] = []
+        /// How many calls of `apply(locking:_:)` each thread is inside: only the outermost one delivers.
+        var applying: [ThreadID: Int] = [:]
 
         func isDelivering(_ thread: ThreadID) -> Bool { pending.contains { $0.deliverer == thread } }
 
@@ -126,6 +132,10 @@ public final class ChangeFeed: Sendable {
     static let handOverAfter: Duration = .seconds(1)
     /// Serialises the default read-modify-write of custom stores; see `ChangeFeed+UpdateLock.swift`.
     let updateLock = NSRecursiveLock()
+    /// The defaults registered with a store that keeps none of its own (the default implementation of
+    /// ``KeyValueStore/register(defaults:)``), and those its keys' declarations registered: kept here, with the
+    /// store, since the feed is the one piece of state every store owns.
+    let registeredDefaults = Mutex<[String: PrefValue]>([:])
 
     /// `let changes = ChangeFeed()` creates the feed a custom store exposes as ``KeyValueStore/changes``.
     public init() {}
@@ -286,6 +296,24 @@ public final class ChangeFeed: Sendable {
             let cell = KeyCell(key: key)
             state.cells[key] = cell
             return cell
+        }
+    }
+
+    /// Notes that this thread entered `apply(locking:_:)`; true when it was in none of this feed's.
+    func enterApply() -> Bool {
+        let me = ThreadID.current
+        return state.withLock { state, _ in
+            state.applying[me, default: 0] += 1
+            return state.applying[me] == 1
+        }
+    }
+
+    /// Notes that this thread left `apply(locking:_:)`.
+    func leaveApply() {
+        let me = ThreadID.current
+        state.withLock { state, _ in
+            let depth = (state.applying[me] ?? 1) - 1
+            state.applying[me] = depth > 0 ? depth : nil
         }
     }
 

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A store whose reads are served from a ``LayerStack``: every store Prefs ships.
 protocol LayeredStore: KeyValueStore {
     var layers: StoreLayers { get }
@@ -50,19 +52,25 @@ extension InMemoryStore {
     public func addLayer(_ source: LayerSource) { add(source) }
 }
 
-extension KeyValueStore {
-    /// `store.register(defaults: ["volume": .int(5)])` registers defaults for this process, as
-    /// `UserDefaults.register(defaults:)` does: an unset key reads as its registered default, through
-    /// ``value(forKey:)`` too, until a value is stored. Nothing is written; a later registration replaces an earlier
-    /// one.
-    public func register(defaults: [String: PrefValue]) {
-        if let layers = ownLayers {
-            layers.register(defaults)
-        } else {
-            CustomStoreDefaults.register(defaults, in: self, keepingExisting: false)
-        }
-    }
+extension FileBackedStore {
+    /// `store.register(defaults: ["volume": .int(5)])` registers defaults for this process in the store's
+    /// registered-defaults layer, which ``value(forKey:)`` reads too; see ``KeyValueStore/register(defaults:)``.
+    public func register(defaults: [String: PrefValue]) { layers.register(defaults) }
 
+    /// `store.registeredDefault(forKey: "volume")` is the value of the key in the registered-defaults layer, or nil.
+    public func registeredDefault(forKey key: String) -> PrefValue? { layers.values(of: .registered)[key] }
+}
+
+extension InMemoryStore {
+    /// `store.register(defaults: ["volume": .int(5)])` registers defaults for this process in the store's
+    /// registered-defaults layer, which ``value(forKey:)`` reads too; see ``KeyValueStore/register(defaults:)``.
+    public func register(defaults: [String: PrefValue]) { layers.register(defaults) }
+
+    /// `store.registeredDefault(forKey: "volume")` is the value of the key in the registered-defaults layer, or nil.
+    public func registeredDefault(forKey key: String) -> PrefValue? { layers.values(of: .registered)[key] }
+}
+
+extension KeyValueStore {
     /// `store.register(.fontSize)` registers a typed key's default, as a wrapper declaring the key does.
     public func register<Value>(_ key: PrefKey<Value>) {
         registerDeclared(key.name, default: key.defaultValue, codec: key.codec, describe: key.describe)
@@ -73,7 +81,7 @@ extension KeyValueStore {
     public func layer(ofKey key: String) -> PreferenceLayer? {
         if let layers = ownLayers { return layers.origin(of: key) }
         if (try? value(forKey: key)) != nil { return .user }
-        return CustomStoreDefaults.value(forKey: key, in: self) == nil ? nil : .registered
+        return registeredDefault(forKey: key) == nil ? nil : .registered
     }
 
     /// `store.isForced("volume")` is true when an administrator forced the key's value: writes of it throw
@@ -92,17 +100,24 @@ extension KeyValueStore {
         guard let encoded = (try? codec.encode(defaultValue, key: key)) ?? nil else { return }
         if let layers = ownLayers {
             layers.register([key: encoded], keepingExisting: true)
-        } else {
-            CustomStoreDefaults.register([key: encoded], in: self, keepingExisting: true)
+        } else if registeredDefault(forKey: key) == nil {
+            // Beside the store's feed, where the default `registeredDefault(forKey:)` reads it. A declaration
+            // announces nothing (see `StoreLayers.register`): cached reads only decode again.
+            let added = changes.registeredDefaults.withLock { registered in
+                guard registered[key] == nil else { return false }
+                registered[key] = encoded
+                return true
+            }
+            if added { changes.invalidate([key]) }
         }
     }
 
     /// The effective value a typed read starts from: the store's value, or for a custom store the default
-    /// registered with it.
+    /// registered with it (a layered store's value already is the effective one).
     func effectiveValue(forKey key: String) throws -> PrefValue? {
         if let stored = try value(forKey: key) { return stored }
         if ownLayers != nil { return nil }
-        return CustomStoreDefaults.value(forKey: key, in: self)
+        return registeredDefault(forKey: key)
     }
 
     /// Decodes an effective value for a typed read. In a UserDefaults domain every value (stored, registered,

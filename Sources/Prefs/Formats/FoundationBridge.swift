@@ -63,8 +63,8 @@ enum FoundationBridge {
     /// `.float`, 64-bit reals to `.double`. A URL is its full text, or its path for a file URL.
     static func value(_ object: Any) -> PrefValue? {
         // Foundation on Linux hands out the elements of an array as optionals.
-        if let optional = object as? any _OptionalPrefValue {
-            return optional._wrapped.flatMap { value($0 as Any) }
+        if let optional = object as? any OptionalValue {
+            return optional.asOptional.flatMap { value($0 as Any) }
         }
         let dynamicType = ObjectIdentifier(type(of: object))
         if dynamicType == ObjectIdentifier(Bool.self) || dynamicType == booleanNumberType {
