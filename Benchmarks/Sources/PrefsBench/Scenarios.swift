@@ -79,7 +79,7 @@ func comparisonScenarios(folders: Folders) -> [Scenario] {
                 baseline: reading { try decoder.decode(Appearance.self, from: data).fontSize }, budget: budget)
         },
         Scenario(
-            name: "durable_write_vs_userdefaults_sync", target: 1.25, ours: "set on a 100-key suite",
+            name: "durable_write_vs_userdefaults_sync", target: 1.0, ours: "set on a 100-key suite",
             baseline: "UserDefaults set + synchronize()"
         ) { budget in
             let store = try UserDefaultsStore(suiteName: "bench-write", directory: folders.config)
@@ -89,7 +89,7 @@ func comparisonScenarios(folders: Folders) -> [Scenario] {
             return try await compareDurableWrites(counter, defaults, key: "counter", budget: budget)
         },
         Scenario(
-            name: "secure_write_vs_plain_durable_write", target: 1.3, ours: "secure set, 100 secrets",
+            name: "secure_write_vs_plain_durable_write", target: 1.2, ours: "secure set, 100 secrets",
             baseline: "durable atomic write of the same plaintext"
         ) { budget in
             let vaultURL = folders.data.appending(path: "bench/write.vault")
@@ -101,7 +101,7 @@ func comparisonScenarios(folders: Folders) -> [Scenario] {
             return try await compareSecureWrites(secret, plain, plaintext: plaintext, budget: budget)
         },
         Scenario(
-            name: "secure_open_vs_read_and_decrypt", target: 8, ours: "open + first read, 1 000 secrets",
+            name: "secure_open_vs_read_and_decrypt", target: 7, ours: "open + first read, 1 000 secrets",
             baseline: "read file + one AEAD decrypt"
         ) { budget in
             try await compareSecureOpen(secretCount: 1_000, folders: folders, budget: budget)

@@ -517,9 +517,13 @@ final class StoreEngine: Sendable {
         var shared: FileLock?
         defer { shared?.release() }
         if reader == nil {
-            shared = try prefsIO { () throws(SystemCallError) in try fileSystem.lockShared(file.path) }
-            if shared == nil, access == .look { return .busy }
-            if shared == nil { shared = waitForSharedLock(of: file) }
+            do {
+                shared = try fileSystem.lockShared(file.path)
+                if shared == nil, access == .look { return .busy }
+                if shared == nil { shared = waitForSharedLock(of: file) }
+            } catch {
+                // A name that cannot be locked (a folder in the file's place): its read below says what it is.
+            }
             reader = shared
         }
         let contents: FileContents?
