@@ -1,6 +1,7 @@
 import EngineTestSupport
 import Foundation
 import PrefsTestSupport
+import Synchronization
 import TestThreads
 import Testing
 
@@ -71,5 +72,36 @@ struct EmptyFileTests {
         clock.advance(by: UserDefaultsStore.inPlaceRewriteGrace + .milliseconds(20))
         #expect(try store.value(forKey: "k") == nil, "empty past the grace: no values")
         #expect(store.damage == nil, "and no damage")
+    }
+
+    /// Linux sets a truncated file's size before its times, so for a moment an in-place rewrite's empty file still
+    /// carries the times of the file before it. A suite Prefs last wrote with values, found empty with old times, is
+    /// waited for all the same: here the rewriter finishes during the first pause of the open, which then reads
+    /// its values. (Taken for an old empty file, it was loaded as no values at once.)
+    @Test func anEmptySuitePrefsWroteWithValuesIsWaitedForEvenWithOldTimes() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let url = directory.file("s.plist")
+        try UserDefaultsStore(suiteName: "s", directory: directory.url).setValue(.int(1), forKey: "k")
+        let full = try Data(contentsOf: url)
+        let handle = try FileHandle(forWritingTo: url)
+        try handle.truncate(atOffset: 0)
+        try handle.close()
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date(timeIntervalSinceNow: -60)], ofItemAtPath: url.path(percentEncoded: false))
+        let pauses = Atomic(0)
+        let now = Mutex(Duration.zero)
+        let clock = EngineClock(
+            now: { now.withLock { $0 } },
+            pause: { step in
+                // The rewriter writes the rest of the file (in place, as Foundation does) during the first pause.
+                if pauses.add(1, ordering: .relaxed).newValue == 1 { try? full.write(to: url) }
+                now.withLock { $0 += step }
+            },
+            schedule: { _, _, _ in })
+        let store = try UserDefaultsStore(
+            suiteName: "s", directory: directory.url, fileSystem: SteppingFileSystem(watching: false), clock: clock)
+        #expect(try store.value(forKey: "k") == .int(1))
+        #expect(pauses.load(ordering: .relaxed) >= 1, "the open waited")
     }
 }

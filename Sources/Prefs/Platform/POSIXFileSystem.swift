@@ -132,9 +132,30 @@ package struct POSIXFileSystem: FileSystem {
             (fd, info) = opened
         }
         defer { if lock == nil { close(fd) } }
-        let data = try POSIX.readAll(fd, path: path, expectedSize: Int(info.st_size))
-        return FileContents(data: data, identity: FileIdentity(info))
+        // The identity must be that of the bytes read: a writer in place (no lock) may truncate or write the file
+        // between the `fstat` and the read, and bytes of its new content under the old file's time would pass for
+        // the old content. Read again while the file changes under the read (or the bytes read are not the size
+        // the file says it has); if it never settles, the later identity is the one returned: it was modified just
+        // now, so it counts as racy and is compared byte for byte before anything relies on it. (Linux updates a
+        // truncated file's size before its times, so an empty read can still carry the times of the file before:
+        // the engine does not take an empty suite's times for proof that nobody is rewriting it.)
+        var attempts = 0
+        while true {
+            let data = try POSIX.readAll(fd, path: path, expectedSize: Int(info.st_size))
+            var after = stat()
+            guard fstat(fd, &after) == 0 else { throw SystemCallError(path: path, operation: "stat") }
+            attempts += 1
+            let settled = FileIdentity(after) == FileIdentity(info) && Int64(data.count) == Int64(after.st_size)
+            if settled || attempts == Self.readAttempts {
+                return FileContents(data: data, identity: FileIdentity(after))
+            }
+            info = after
+            guard lseek(fd, 0, SEEK_SET) == 0 else { throw SystemCallError(path: path, operation: "read") }
+        }
     }
+
+    /// How many times a read starts again when the file changed while it was read.
+    static let readAttempts = 3
 
     package func writeTemporary(beside path: String, data: Data, mode: mode_t, durable: Bool)
         throws(SystemCallError) -> TemporaryFile

@@ -550,12 +550,11 @@ final class StoreEngine: Sendable {
         shared?.release()
         let values: [String: PrefValue]
         if contents.data.isEmpty {
-            // An empty file holds no values: the one a write's lock creates, or one emptied by anyone. A suite's
-            // that was emptied within the last tick may be Foundation's in-place rewrite halfway: waited for.
-            let mayBeRewriting =
-                guarded.withLock { ($0.store.file?.grace ?? .zero) > .zero } && lock?.createdEmpty != true
-                && fileSystem.isRacy(contents.identity)
-            if mayBeRewriting {
+            // An empty file holds no values: the one a write's lock creates, or one emptied by anyone. A suite's may
+            // be Foundation's in-place rewrite halfway, and is waited for through the grace when that cannot be
+            // ruled out: it was emptied within the last tick, or Prefs last committed it with values (Linux
+            // updates a truncated file's size before its times, so its times alone do not tell).
+            if lock?.createdEmpty != true, emptySuiteMayBeRewriting(contents, commitFile: commitFile, in: file) {
                 let verdict = unreadable(Self.emptyFile(file), in: file, access: access, emptyFile: true)
                 if case .damaged = verdict {} else { return verdict }
             }
@@ -575,6 +574,17 @@ final class StoreEngine: Sendable {
             values, contents: contents, commitFile: commitFile?.data, hash: hash, in: file,
             announcing: access != .load, verified: reader != nil)
         return .ready
+    }
+
+    /// Whether an empty suite file may be another writer's in-place rewrite halfway: it changed within the last
+    /// tick, or the commit file beside it says Prefs last committed it with values.
+    private func emptySuiteMayBeRewriting(_ contents: FileContents, commitFile: FileContents?, in file: BoundFile)
+        -> Bool
+    {
+        guard guarded.withLock({ ($0.store.file?.grace ?? .zero) > .zero }) else { return false }
+        if file.fileSystem.isRacy(contents.identity) { return true }
+        guard let record = commitFile.flatMap({ CommitFile.decode($0.data) })?.record else { return false }
+        return record.contentSize > 0 && !record.describesPrevious(Data())
     }
 
     /// The first load of a file whose writer is in the middle of a commit waits for that commit (a few
