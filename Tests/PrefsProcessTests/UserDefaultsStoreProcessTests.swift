@@ -36,6 +36,28 @@ struct UserDefaultsStoreProcessTests {
         #expect(list.lines.first.map { $0.hasSuffix("19]") || $0.hasSuffix("19)]") } == true, "\(list.lines)")
     }
 
+    /// An app that keeps its `UserDefaults` open sees each Prefs write at its next `synchronize()`, however soon
+    /// after its last read (a committed suite's modification time is set back, and Foundation's `synchronize()`
+    /// reads the file whatever its time).
+    @Test func foundationKeptOpenSeesEachPrefsWriteAtItsNextSynchronize() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try UserDefaultsStore(suiteName: "group.interop", directory: directory.url)
+        try store.setValue(.int(1), forKey: "count")
+        let foundation = try ChildProcess.start(
+            ["foundation-watch", "group.interop", "count"], environment: ["XDG_CONFIG_HOME": directory.url.path],
+            input: .pipe)
+        defer { foundation.kill() }
+        #expect(foundation.readLine() == "1")
+        for value in 2...4 {
+            try store.setValue(.int(Int64(value)), forKey: "count")
+            foundation.write("\n")
+            #expect(foundation.readLine() == String(value))
+        }
+        foundation.closeInput()
+        #expect(foundation.wait().succeeded)
+    }
+
     @Test func prefsReadsWhatFoundationWrites() async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }

@@ -39,6 +39,15 @@ enum CompatibilityCommands {
             // synchronize() after each (a pause of PAUSE_US microseconds between rounds, none for 0), until standard
             // input closes. Prints "started" after the first round and "last N" at the end.
             foundationLoop(suite: arguments[1], key: arguments[2], pauseMicroseconds: Int(arguments[3])!)
+        case "foundation-watch":
+            // foundation-watch SUITE KEY: prints KEY as Foundation's UserDefaults reads it, then again after a
+            // synchronize() for every line on standard input, as an app that reads the suite now and then does.
+            let defaults = UserDefaults(suiteName: arguments[1])!
+            emit(String(describing: defaults.object(forKey: arguments[2]) ?? "nil"))
+            while readLine() != nil {
+                defaults.synchronize()
+                emit(String(describing: defaults.object(forKey: arguments[2]) ?? "nil"))
+            }
         default:
             return false
         }

@@ -167,7 +167,8 @@ enum ReliabilityCommands {
 
     /// fsize SPEC KEY BYTES LIMIT: lowers RLIMIT_FSIZE to LIMIT bytes in this process only, then tries to store a
     /// BYTES-long string under KEY. Prints "refused <operation> <errno>" or "stored", then "kept N" with the number
-    /// of values still readable, then "small ok" once a small write has succeeded under the same limit.
+    /// of values still readable, then "small ok" once a small write has succeeded under the same limit, then "SIGXFSZ
+    /// untouched" when the process still has the signal's default action and none is pending.
     static func fileSizeLimit(spec: String, key: String, bytes: Int, limit: Int) throws {
         let store = try StoreSpec.open(spec)
         try withFileSizeLimit(limit) {
@@ -183,6 +184,12 @@ enum ReliabilityCommands {
             try store.set("small", for: PrefKey(key + "-small", default: ""))
             emit("small ok")
         }
+        // The library held SIGXFSZ back only for its writes: the process's handling of it is untouched, and the
+        // signal the refused write raised is not left pending.
+        var pending = sigset_t()
+        sigpending(&pending)
+        let previous = signal(SIGXFSZ, SIG_DFL)
+        emit(previous == nil && sigismember(&pending, SIGXFSZ) == 0 ? "SIGXFSZ untouched" : "SIGXFSZ changed")
     }
 
     /// full-disk-reports SPEC N: sets N wrappers to 1, then lowers RLIMIT_FSIZE below the file's size (every write

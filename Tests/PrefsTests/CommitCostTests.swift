@@ -72,7 +72,7 @@ struct CommitCostTests {
 
     /// Foundation rewriting the suite in place: the next commit reads the file and its record (and compares its
     /// bytes once more before its rename, the rewrite's time being within a tick of now); the commits after read
-    /// nothing, and keep a copy of their bytes in the commit file.
+    /// nothing. Each keeps a copy of its bytes in the commit file.
     @Test func aFoundationRewriteCostsOneReadAndThenACopyInTheCommitFile() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
@@ -95,7 +95,7 @@ struct CommitCostTests {
         #expect(fileSystem.counts.commitFileReads == 1, "\(fileSystem.counts)")
         #expect(try store.value(forKey: "foundation") == .int(1))
         let commitFile = try Data(contentsOf: URL(filePath: CommitFile.path(of: url.path(percentEncoded: false))))
-        #expect(CommitFile.decode(commitFile)?.copy != nil, "a rewriter was seen: commits keep a copy")
+        #expect(CommitFile.decode(commitFile)?.copy != nil, "a suite's commit keeps a copy of its bytes")
         fileSystem.reset()
         try store.setValue(.int(2), forKey: "mine")
         try store.setValue(.int(3), forKey: "mine")

@@ -164,11 +164,32 @@ enum POSIX {
     }
 
     /// Writes all of `bytes` to `fd`, retrying on `EINTR` and after short writes.
+    ///
+    /// A write past the process's file size limit (`RLIMIT_FSIZE`) raises `SIGXFSZ`, whose default action ends the
+    /// process: it is held back on this thread for the write, which then fails with `EFBIG` as on a full disk, and
+    /// the signal that write raised is taken off again (one that was pending before is left as it was). The
+    /// process's own handling of the signal stays as the app set it.
     static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws(SystemCallError) {
-        let written = try transferAll(bytes.count, path: path, operation: "write") {
-            write(fd, bytes.baseAddress! + $0, $1)
+        var held = sigset_t()
+        sigemptyset(&held)
+        sigaddset(&held, SIGXFSZ)
+        var previous = sigset_t()
+        pthread_sigmask(SIG_BLOCK, &held, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        var pending = sigset_t()
+        let pendingBefore = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1
+        do throws(SystemCallError) {
+            let written = try transferAll(bytes.count, path: path, operation: "write") {
+                write(fd, bytes.baseAddress! + $0, $1)
+            }
+            if written < bytes.count { throw SystemCallError(path: path, operation: "write", errno: ENOSPC) }
+        } catch {
+            if error.errno == EFBIG, !pendingBefore, sigpending(&pending) == 0, sigismember(&pending, SIGXFSZ) == 1 {
+                var noWait = timespec()
+                _ = sigtimedwait(&held, nil, &noWait)
+            }
+            throw error
         }
-        if written < bytes.count { throw SystemCallError(path: path, operation: "write", errno: ENOSPC) }
     }
 
     /// Writes all of `data` to `fd`, as ``writeAll(_:_:path:)`` does.

@@ -16,8 +16,8 @@ package import Foundation
 /// - A committed file's modification time is set two seconds back (``backdating``), so that a later write in place
 ///   (Foundation's `synchronize()`) always changes it, whatever the tick of the file system's clock: a file this
 ///   process committed is known unchanged from a `stat` alone, and only a file another program wrote within the
-///   last second (``racyWindow``) needs its bytes compared. Nothing here needs extended attributes or any other
-///   optional feature of the file system.
+///   last second (``racyWindow``) needs its bytes compared. (Foundation's `synchronize()` reads the file again
+///   whatever its time.) Nothing here needs extended attributes or any other optional feature of the file system.
 package struct POSIXFileSystem: FileSystem {
     /// How recent a modification time must be for the file to be "racily clean" (see ``isRacy(_:)``): longer than
     /// the tick of any Linux file system's clock that keeps times finer than a second.
@@ -160,7 +160,6 @@ package struct POSIXFileSystem: FileSystem {
     package func writeTemporary(beside path: String, data: Data, mode: mode_t, durable: Bool)
         throws(SystemCallError) -> TemporaryFile
     {
-        Self.ignoreFileSizeSignal()
         var temporary = try Self.createTemporary(beside: path, mode: mode)
         do throws(SystemCallError) {
             try POSIX.writeAll(temporary.descriptor, data, path: temporary.path)
@@ -313,19 +312,6 @@ package struct POSIXFileSystem: FileSystem {
         let offset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
         let start = UnsafeRawPointer(entry).advanced(by: offset).assumingMemoryBound(to: CChar.self)
         return Array(UnsafeRawBufferPointer(start: start, count: strlen(start)))
-    }
-
-    // MARK: Signals
-
-    private static let fileSizeSignalIgnored: Bool = {
-        signal(SIGXFSZ, SIG_IGN)
-        return true
-    }()
-
-    /// Ignores `SIGXFSZ` once per process, so a write beyond `RLIMIT_FSIZE` fails with `EFBIG` instead of killing
-    /// the process.
-    static func ignoreFileSizeSignal() {
-        _ = fileSizeSignalIgnored
     }
 }
 

@@ -27,9 +27,6 @@ struct CommitRecord: Equatable, Sendable {
     /// whose record was written and whose rename never happened (a writer killed between the two).
     var previousSize: UInt64 = 0
     var previousHash: UInt64 = 0
-    /// Whether a Prefs process has seen the file rewritten in place (a suite beside Foundation): from then on, each
-    /// commit keeps a copy of its bytes in the commit file, for processes that missed it to restore from.
-    var rewriterSeen = false
     /// The generation at which each key (by hash) last changed.
     var changed: [UInt64: UInt64] = [:]
     /// For a suite: the keys changed within ``restoreWindow``.
@@ -154,7 +151,7 @@ struct CommitRecord: Equatable, Sendable {
     // MARK: Encoding
 
     private static let magic: [UInt8] = Array("PRC2".utf8)
-    private static let headerSize = 4 + 7 * 8 + 1 + 4 + 4
+    private static let headerSize = 4 + 7 * 8 + 4 + 4
     private static let changedEntrySize = 16
 
     private var encodedSize: Int {
@@ -171,7 +168,6 @@ struct CommitRecord: Equatable, Sendable {
         for value in [lineage, generation, floor, contentSize, contentHash, previousSize, previousHash] {
             bytes.appendLittleEndian(value)
         }
-        bytes.append(rewriterSeen ? 1 : 0)
         bytes.appendLittleEndian(UInt32(changed.count))
         for (key, at) in changed.sorted(by: { $0.key < $1.key }) {
             bytes.appendLittleEndian(key)
@@ -202,7 +198,6 @@ struct CommitRecord: Equatable, Sendable {
                 record.contentHash = try reader.integer(UInt64.self)
                 record.previousSize = try reader.integer(UInt64.self)
                 record.previousHash = try reader.integer(UInt64.self)
-                record.rewriterSeen = try reader.integer(UInt8.self) != 0
                 for _ in 0..<(try reader.integer(UInt32.self)) {
                     let key = try reader.integer(UInt64.self)
                     record.changed[key] = try reader.integer(UInt64.self)

@@ -186,8 +186,6 @@ struct StoreState: Sendable {
         file.racy = racy
         file.verified = verified
         file.record = record
-        // A suite rewritten in place since its record: from now on each commit keeps a copy of what it wrote.
-        if file.restoresStaleRewrites, record != nil, !intact { file.record?.rewriterSeen = true }
         file.recordIntact = intact
         file.health = .healthy
         self.file = file
