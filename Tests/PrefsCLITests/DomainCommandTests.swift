@@ -176,6 +176,9 @@ import Testing
         #expect(try stored(sandbox, "app", "b") == .string("2"))
         try sandbox.prefs("delete", "app").expectSuccess()
         #expect(!FileManager.default.fileExists(atPath: sandbox.plist("app").path))
+        // Its commit file goes with it (first), so nothing of it is restored into a file made under that name.
+        let commitFile = sandbox.plist("app").deletingLastPathComponent().appending(path: ".app.plist.commit")
+        #expect(!FileManager.default.fileExists(atPath: commitFile.path))
         #expect(try sandbox.prefs("domains").output.isEmpty)
         #expect(try sandbox.prefs("read", "app").status == 1)
     }

@@ -175,11 +175,13 @@ extension StoreEngine {
     /// Moves the file to `destination` (nil: deletes it, with a suite's commit copy) and empties the store.
     func moveAside(to destination: String?, in file: BoundFile) throws -> Bool {
         try prefsIO { () throws(SystemCallError) in
+            // The commit file first: its record, and a suite's copy, describe commits of the file that goes, and
+            // would otherwise be restored into whatever file takes its name.
+            try? file.fileSystem.remove(CommitFile.path(of: file.path))
             if let destination {
                 try file.fileSystem.move(file.path, to: destination)
             } else {
                 try file.fileSystem.remove(file.path)
-                try? file.fileSystem.remove(CommitFile.path(of: file.path))
             }
         }
         try? file.fileSystem.syncFolder(of: file.path)
