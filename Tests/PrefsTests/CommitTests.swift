@@ -29,6 +29,17 @@ import Testing
         try handle.close()
     }
 
+    /// Two stores of the suite `shared` in `directory`, standing in for two processes: each with an engine of its own
+    /// that hears of no change on its own (the test asks for each look).
+    private static func twoProcesses(in directory: TempDir) throws -> (UserDefaultsStore, UserDefaultsStore) {
+        let open = {
+            try UserDefaultsStore(
+                suiteName: "shared", directory: directory.url, fileSystem: SteppingFileSystem(watching: false),
+                clock: .system)
+        }
+        return (try open(), try open())
+    }
+
     private static func foundationRead(_ url: URL) throws -> [String: Any] {
         try #require(
             try PropertyListSerialization.propertyList(from: Data(contentsOf: url), format: nil) as? [String: Any])
@@ -41,21 +52,13 @@ import Testing
     /// Process A appends `a1`, process B (which saw it) appends `b1`, then Foundation writes back the copy it read
     /// before either: A, which never saw `b1`, must restore B's later value, not its own older one. (A restored its
     /// own `[a1]`, and B then took that for an intended change: 17 to 174 of 300 appends lost with real processes.)
-    /// Foundation was seen rewriting the suite once before, so every commit since keeps a copy of its bytes.
+    /// Each commit keeps a copy of its bytes in the commit file, which A restores from.
     @Test(arguments: [false, true])
     func aStaleRewriteIsRestoredToTheLatestPrefsCommitEvenByAProcessThatMissedIt(committerClosed: Bool) throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
         let url = directory.file("shared.plist")
-        let a = try UserDefaultsStore(
-            suiteName: "shared", directory: directory.url, fileSystem: SteppingFileSystem(watching: false),
-            clock: .system)
-        let b = try UserDefaultsStore(
-            suiteName: "shared", directory: directory.url, fileSystem: SteppingFileSystem(watching: false),
-            clock: .system)
-        try a.setValue(.int(0), forKey: "warm")
-        try Self.foundationRewrite(url, from: Self.foundationRead(url), fk: 0)
-        a.engine.lookAtFile()  // A sees Foundation's rewrite: from its next commit on, commits keep a copy
+        let (a, b) = try Self.twoProcesses(in: directory)
         try a.set(["start"], for: PrefKey("tags", default: [String]()))
         let commitPath = CommitFile.path(of: url.path(percentEncoded: false))
         #expect(try CommitFile.decode(Data(contentsOf: URL(filePath: commitPath)))?.copy != nil)
@@ -148,12 +151,7 @@ import Testing
         let directory = try TempDir()
         defer { directory.cleanup() }
         let url = directory.file("shared.plist")
-        let a = try UserDefaultsStore(
-            suiteName: "shared", directory: directory.url, fileSystem: SteppingFileSystem(watching: false),
-            clock: .system)
-        let b = try UserDefaultsStore(
-            suiteName: "shared", directory: directory.url, fileSystem: SteppingFileSystem(watching: false),
-            clock: .system)
+        let (a, b) = try Self.twoProcesses(in: directory)
         try a.set(["start"], for: PrefKey("tags", default: [String]()))
         let stale = try Self.foundationRead(url)
         try a.updateValue(forKey: "tags") { _ in .array([.string("start"), .string("a1")]) }

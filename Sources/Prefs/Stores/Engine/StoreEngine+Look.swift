@@ -66,8 +66,9 @@ extension StoreEngine {
         }
         // The commit file, read under the same lock as the file; a look lets go of its shared lock at once, so that
         // writers waiting for the file are held up by two reads at most, never by decoding.
-        let commitFile = try? fileSystem.read(CommitFile.path(of: file.path), through: nil)
+        let commitFileData = try? fileSystem.read(CommitFile.path(of: file.path), through: nil)
         shared?.release()
+        let commitFile = commitFileData.flatMap { CommitFile.decode($0.data) }
         let values: [String: PrefValue]
         if contents.data.isEmpty {
             // An empty file holds no values: the one a write's lock creates, or one emptied by anyone. A suite's may
@@ -91,19 +92,19 @@ extension StoreEngine {
             }
         }
         load(
-            values, contents: contents, commitFile: commitFile?.data, hash: hash, in: file,
+            values, contents: contents, commitFile: commitFile, hash: hash, in: file,
             announcing: access != .load, verified: reader != nil)
         return .ready
     }
 
     /// Whether an empty suite file may be another writer's in-place rewrite halfway: it changed within the last
     /// tick, or the commit file beside it says Prefs last committed it with values.
-    func emptySuiteMayBeRewriting(_ contents: FileContents, commitFile: FileContents?, in file: BoundFile)
-        -> Bool
-    {
+    func emptySuiteMayBeRewriting(
+        _ contents: FileContents, commitFile: (record: CommitRecord, copy: Data?)?, in file: BoundFile
+    ) -> Bool {
         guard guarded.withLock({ ($0.store.file?.grace ?? .zero) > .zero }) else { return false }
         if file.fileSystem.isRacy(contents.identity) { return true }
-        guard let record = commitFile.flatMap({ CommitFile.decode($0.data) })?.record else { return false }
+        guard let record = commitFile?.record else { return false }
         return record.contentSize > 0 && !record.describesPrevious(Data())
     }
 
@@ -181,17 +182,16 @@ extension StoreEngine {
         }
     }
 
-    /// Takes newly read values (nil contents: no file), with the bytes of the commit file beside it, read with the
+    /// Takes newly read values (nil contents: no file), with the commit file beside it (decoded), read with the
     /// file: only when another writer changed it. `verified`: both were read under a lock of the file.
     func load(
-        _ values: [String: PrefValue], contents: FileContents?, commitFile commitFileData: Data? = nil,
+        _ values: [String: PrefValue], contents: FileContents?, commitFile: (record: CommitRecord, copy: Data?)? = nil,
         hash: UInt64? = nil, in file: BoundFile, announcing: Bool, verified: Bool = true
     ) {
         var record: CommitRecord?
         var lastCommit: [String: PrefValue]?
         var intact = true
         if let contents {
-            let commitFile = commitFileData.flatMap(CommitFile.decode)
             intact = commitFile?.record.describes(contents.data) ?? false
             // A record whose commit never reached the file (its writer stopped before the rename) tells nothing.
             if let commitFile, intact || !commitFile.record.describesPrevious(contents.data) {
