@@ -57,7 +57,7 @@ final class Server: Sendable {
     /// What the listener thread does now, for a failing test's message.
     let listenerActivity = Atomic<Int>(0)
     /// What the listener reports its failures through (``PrefsConfig/errorHandler``, once per cause).
-    private let reportSource = ChangeFeed()
+    private let reported = ReportLedger()
     /// Set once the store has reported that it cannot hear its notifications and polls instead.
     private let reportedDeafness = Atomic<Bool>(false)
 
@@ -422,7 +422,7 @@ final class Server: Sendable {
                     secrets: secrets, limits: limits, schema: schema, source: source)
                 try reloadAll(on: connection)
                 reconnections.add(1, ordering: .relaxed)
-                ErrorReporter.forgetIncidents(of: reportSource)
+                reported.forget()
                 state.withLockAndSignal { state in
                     state.primary = connection
                     state.primaryBusy = false
@@ -436,7 +436,7 @@ final class Server: Sendable {
             } catch {
                 let typed = error as? PostgresStoreError ?? .connectionLost(reason: "\(error)")
                 state.withLock { $0.listenerFailure = typed }
-                ErrorReporter.reportOnce(typed, key: "", operation: .read, source: reportSource)
+                ErrorReporter.reportOnce(typed, key: "", operation: .read, in: reported)
             }
             listenerActivity.store(Activity.backingOff.rawValue, ordering: .relaxed)
             // A wake (a writer handing back a broken connection, or close()) only cuts the wait short. Returning on

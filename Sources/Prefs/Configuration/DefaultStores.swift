@@ -203,7 +203,7 @@ enum DefaultStores {
             return (opened.store, true)
         }
         if isFirst, let error = opened.error, let source = store as? any KeyValueStore {
-            ErrorReporter.reportOnce(error, key: "", operation: .read, source: source.changes, file: opened.file)
+            ErrorReporter.reportOnce(error, key: "", operation: .read, in: source.changes.reported, file: opened.file)
         }
         return store
     }

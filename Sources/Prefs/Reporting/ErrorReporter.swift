@@ -9,12 +9,6 @@ import Synchronization
 /// itself read or write preferences, or replace the handler.
 package enum ErrorReporter {
     private static let handler = Mutex<@Sendable (PrefsReport) -> Void>(ErrorReporter.logToStandardError)
-    /// The store-level failures already reported, by source (a store's change feed) and error text.
-    private static let incidents = Mutex<[ObjectIdentifier: Set<String>]>([:])
-    /// Sources whose store-level failures are not reported: a store the library opens for a moment and whose
-    /// failures the operation that opened it handles itself (the store that moves a vault's key).
-    private static let silenced = Mutex<Set<ObjectIdentifier>>([])
-
     /// Whether the handler is still the default one, which prints: a test that captures reports then keeps them
     /// out of its output.
     private static let handlerIsDefault = Atomic<Bool>(true)
@@ -45,28 +39,13 @@ package enum ErrorReporter {
         deliver(report)
     }
 
-    /// Reports a failure of a whole store (a file that cannot be read) once, however many reads run into it;
-    /// the same error is reported again only after ``forgetIncidents(of:)``, when the store has recovered.
+    /// Reports a failure of a whole store (a file that cannot be read) once in `ledger` (the store's), however many
+    /// reads run into it; the same error is reported again only after the ledger forgets it, when the store has
+    /// recovered.
     package static func reportOnce(
-        _ error: any Error, key: String, operation: PrefsReport.Operation, source: AnyObject, file: String? = nil
+        _ error: any Error, key: String, operation: PrefsReport.Operation, in ledger: ReportLedger, file: String? = nil
     ) {
-        guard !silenced.withLock({ $0.contains(ObjectIdentifier(source)) }) else { return }
-        let text = String(describing: error)
-        let isNew = incidents.withLock { $0[ObjectIdentifier(source), default: []].insert(text).inserted }
-        if isNew { report(error, key: key, operation: operation, file: file) }
-    }
-
-    /// Runs `body` with the store-level failures of `source` (a store's change feed) unreported; `body` handles them.
-    package static func silencing<Result>(_ source: AnyObject, _ body: () throws -> Result) rethrows -> Result {
-        let id = ObjectIdentifier(source)
-        silenced.withLock { _ = $0.insert(id) }
-        defer { silenced.withLock { _ = $0.remove(id) } }
-        return try body()
-    }
-
-    /// Called when a store that failed works again, so a later failure is reported afresh.
-    package static func forgetIncidents(of source: AnyObject) {
-        incidents.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(source)) }
+        if ledger.isNew(String(describing: error)) { report(error, key: key, operation: operation, file: file) }
     }
 
     /// Runs `body`, reporting instead of throwing what it throws.
@@ -74,16 +53,12 @@ package enum ErrorReporter {
         do { try body() } catch { report(error, key: key, operation: operation) }
     }
 
-    /// Whether a failed write was ever reported, so that successful writes skip the lock until one is.
-    private static let anyWriteIncident = Atomic<Bool>(false)
-    private static let writeCausePrefix = "write\u{0}"
-
-    /// Runs a write of a wrapper that cannot throw, reporting a failure of the store's file once per store (`source`,
-    /// its change feed) and cause: a read-only folder or a damaged file fails every write alike, and a slider writing
-    /// sixty times a second must not print sixty lines. Only a write that reaches the store's file re-arms the report
-    /// (``writeReachedTheFile(of:)``): one that succeeds because it changed nothing says nothing about the cause.
-    /// Other failures (a forced key, a value that cannot be encoded) are reported every time.
-    static func reportingWrite(key: String, source: AnyObject, _ body: () throws -> Void) {
+    /// Runs a write of a wrapper that cannot throw, reporting a failure of the store's file once per cause in the
+    /// store's `ledger`: a read-only folder or a damaged file fails every write alike, and a slider writing sixty
+    /// times a second must not print sixty lines. Only a write that reaches the store's file re-arms the report
+    /// (``ReportLedger/writeReachedTheFile()``): one that succeeds because it changed nothing says nothing about the
+    /// cause. Other failures (a forced key, a value that cannot be encoded) are reported every time.
+    static func reportingWrite(key: String, ledger: ReportLedger, _ body: () throws -> Void) {
         do {
             try body()
         } catch {
@@ -92,25 +67,51 @@ package enum ErrorReporter {
                 report(error, key: key, operation: .write)
                 return
             }
-            anyWriteIncident.store(true, ordering: .relaxed)
-            let cause = writeCausePrefix + fileError.repeatCause
-            let isNew = incidents.withLock { $0[ObjectIdentifier(source), default: []].insert(cause).inserted }
-            if isNew { report(error, key: key, operation: .write) }
-        }
-    }
-
-    /// A write of the store whose feed is `source` reached its file: the next failure of a write is news.
-    static func writeReachedTheFile(of source: AnyObject) {
-        guard anyWriteIncident.load(ordering: .relaxed) else { return }
-        incidents.withLock { incidents in
-            let id = ObjectIdentifier(source)
-            incidents[id] = incidents[id]?.filter { !$0.hasPrefix(writeCausePrefix) }
+            if ledger.isNewWriteFailure(fileError.repeatCause) { report(error, key: key, operation: .write) }
         }
     }
 
     @Sendable static func logToStandardError(_ report: PrefsReport) {
         FileHandle.standardError.write(Data("Prefs: \(report)\n".utf8))
     }
+}
+
+/// The store-level failures already reported about one store (kept by its change feed) or one store's system-wide
+/// layers, by cause, so that each is reported once: it lives and dies with what it is about, so a store made later
+/// starts afresh. A ledger made `silenced` reports nothing: a store the library opens for a moment, whose failures
+/// the operation that opened it handles itself (the store that moves a vault's key).
+package final class ReportLedger: Sendable {
+    private let causes: Mutex<Set<String>>
+    private let silenced: Bool
+    /// Whether a write failure was ever noted, so that writes reaching the file skip the lock until one is.
+    private let anyWriteFailure = Atomic<Bool>(false)
+
+    package init(silenced: Bool = false) {
+        self.silenced = silenced
+        causes = Mutex([])
+    }
+
+    /// Whether `cause` is reported for the first time (and not silenced); notes it.
+    func isNew(_ cause: String) -> Bool {
+        !silenced && causes.withLock { $0.insert(cause).inserted }
+    }
+
+    /// The same for a write failure of the store's file, which ``writeReachedTheFile()`` forgets.
+    func isNewWriteFailure(_ cause: String) -> Bool {
+        anyWriteFailure.store(true, ordering: .relaxed)
+        return isNew(Self.writePrefix + cause)
+    }
+
+    /// The store works again: every failure is news again.
+    package func forget() { causes.withLock { $0.removeAll() } }
+
+    /// A write reached the store's file: the next failure of a write is news.
+    func writeReachedTheFile() {
+        guard anyWriteFailure.load(ordering: .relaxed) else { return }
+        causes.withLock { $0 = $0.filter { !$0.hasPrefix(Self.writePrefix) } }
+    }
+
+    private static let writePrefix = "write\u{0}"
 }
 
 /// The reports made inside one isolated test, in the order they were made.

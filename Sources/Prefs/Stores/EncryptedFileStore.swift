@@ -91,14 +91,12 @@ public final class EncryptedFileStore: FileBackedStore, @unchecked Sendable {
             // Another process may move the vault between our look and our move (then this move fails, and the vault
             // opens under `key` below): the store that had it open under the old key meeting it changing keys is
             // no failure to report.
-            let changes = ChangeFeed()
             do {
-                try ErrorReporter.silencing(changes) {
-                    let mover = try EncryptedFileStore(
-                        url: url, key: previous, cost: KDFParameters.Cost.defaultCost, changes: changes)
-                    defer { mover.close() }
-                    try mover.moveKey(to: key)
-                }
+                let mover = try EncryptedFileStore(
+                    url: url, key: previous, cost: KDFParameters.Cost.defaultCost,
+                    changes: ChangeFeed(reportingNothing: ()))
+                defer { mover.close() }
+                try mover.moveKey(to: key)
                 moved = true
             } catch {
                 // Moved but not known durable: the old key must stay, as moveKey(to:) leaves it.

@@ -301,7 +301,7 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     private func synchronize() throws {
         #if !canImport(Darwin)
             let saved = state.withLock { _ in defaults.synchronize() }
-            if saved { ErrorReporter.writeReachedTheFile(of: changes) }
+            if saved { changes.reported.writeReachedTheFile() }
             if !saved {
                 throw PrefsError.io(
                     path: "UserDefaults", operation: "synchronize", errno: 0,

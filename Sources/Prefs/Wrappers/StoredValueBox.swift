@@ -131,7 +131,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         do {
             stored = try store.effectiveValue(forKey: key)
         } catch {
-            ErrorReporter.reportOnce(error, key: key, operation: .read, source: store.changes)
+            ErrorReporter.reportOnce(error, key: key, operation: .read, in: store.changes.reported)
             return defaultValue
         }
         guard let stored else { return defaultValue }
@@ -147,7 +147,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     /// Runs a write of a wrapper that cannot throw on this state (resolved once, so the write and its report are
     /// about the same store), reporting a failure once per cause (see `ErrorReporter.reportingWrite`).
     func reportingWrite(_ body: (StoredValueBox) throws -> Void) {
-        ErrorReporter.reportingWrite(key: key, source: store.changes) { try body(self) }
+        ErrorReporter.reportingWrite(key: key, ledger: store.changes.reported) { try body(self) }
     }
 
     func write(_ newValue: Value) throws {

@@ -138,12 +138,14 @@ public final class ChangeFeed: Sendable {
     let registeredDefaults = Mutex<[String: PrefValue]>([:])
 
     /// `let changes = ChangeFeed()` creates the feed a custom store exposes as ``KeyValueStore/changes``.
-    public init() {}
+    public init() { reported = ReportLedger() }
 
-    deinit {
-        // Failures reported about this store are keyed by its feed; a later store must not inherit them.
-        ErrorReporter.forgetIncidents(of: self)
-    }
+    /// A feed whose store reports none of its failures: one the library opens for a moment and whose failures the
+    /// operation that opened it handles itself.
+    init(reportingNothing: Void) { reported = ReportLedger(silenced: true) }
+
+    /// The failures of the store already reported, each once until the store recovers; it goes with the store.
+    package let reported: ReportLedger
 
     /// `changes.announce(["theme": .string("dark"), "zoom": nil])` records that these keys now hold these values
     /// (nil: removed); call it while holding the lock under which your store applied the change.

@@ -55,9 +55,10 @@ struct CommitRecord: Equatable, Sendable {
     // MARK: Questions
 
     /// Whether these are the bytes this record was committed with (not rewritten in place since).
-    func describes(_ data: Data) -> Bool {
-        contentSize == UInt64(data.count) && contentHash == StableHash.ofContents(data)
-    }
+    func describes(_ data: Data) -> Bool { describes(size: data.count, hash: StableHash.ofContents(data)) }
+
+    /// The same, for bytes of `size` whose ``StableHash/ofContents(_:)`` is `hash`.
+    func describes(size: Int, hash: UInt64) -> Bool { contentSize == UInt64(size) && contentHash == hash }
 
     /// Whether these are the bytes of the commit before this record's: this record's commit never reached the file.
     func describesPrevious(_ data: Data) -> Bool {

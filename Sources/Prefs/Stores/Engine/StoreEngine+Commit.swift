@@ -128,7 +128,7 @@ extension StoreEngine {
                 path: file.path, operation: error.operation + " " + error.path, errno: error.errno,
                 message: error.message)
         }
-        ErrorReporter.writeReachedTheFile(of: changes)
+        changes.reported.writeReachedTheFile()
         let racy = fileSystem.isRacy(identity)
         guarded.withLock { guarded in
             let changed = guarded.store.committed(
@@ -190,7 +190,7 @@ extension StoreEngine {
             announce(changed, of: guarded.store.values)
         }
         publishDamage()
-        ErrorReporter.forgetIncidents(of: changes)
+        changes.reported.forget()
         return true
     }
 }

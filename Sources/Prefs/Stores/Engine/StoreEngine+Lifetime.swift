@@ -70,7 +70,7 @@ extension StoreEngine {
             // Closed meanwhile: nobody is left to tell, and nothing reports once `close()` has returned.
             if case .storeClosed? = error as? PrefsError { return }
             if isShut { return }
-            ErrorReporter.reportOnce(error, key: "", operation: operation, source: changes, file: path)
+            ErrorReporter.reportOnce(error, key: "", operation: operation, in: changes.reported, file: path)
         }
     }
 

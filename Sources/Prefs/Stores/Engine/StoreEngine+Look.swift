@@ -191,8 +191,9 @@ extension StoreEngine {
         var record: CommitRecord?
         var lastCommit: [String: PrefValue]?
         var intact = true
-        if let contents {
-            intact = commitFile?.record.describes(contents.data) ?? false
+        let contentHash = contents.map { hash ?? StableHash.ofContents($0.data) }
+        if let contents, let contentHash {
+            intact = commitFile?.record.describes(size: contents.data.count, hash: contentHash) ?? false
             // A record whose commit never reached the file (its writer stopped before the rename) tells nothing.
             if let commitFile, intact || !commitFile.record.describesPrevious(contents.data) {
                 record = commitFile.record
@@ -207,13 +208,13 @@ extension StoreEngine {
             let recovered = guarded.store.damage != nil
             let changed = guarded.store.load(
                 values, identity: contents?.identity,
-                contentHash: contents.map { hash ?? StableHash.ofContents($0.data) }, record: record, intact: intact,
-                now: now, keyHash: file.codec.recordHash, lastCommit: lastCommit, racy: racy, verified: verified)
+                contentHash: contentHash, record: record, intact: intact, now: now, keyHash: file.codec.recordHash,
+                lastCommit: lastCommit, racy: racy, verified: verified, reportingChanges: announcing)
             if announcing { announce(changed, of: guarded.store.values) }
             return recovered
         }
         if recovered {
-            ErrorReporter.forgetIncidents(of: changes)
+            changes.reported.forget()
             publishDamage()
         }
     }

@@ -127,11 +127,12 @@ struct StoreState: Sendable {
     ///   (this process's, or from `lastCommit`, the copy the committer kept), and it is due to be written again
     ///   (``needsWrite``).
     ///
-    /// Clears damage and suspicion. Returns the keys whose values in memory changed.
+    /// Clears damage and suspicion. Returns the keys whose values in memory changed (none unless
+    /// `reportingChanges`).
     mutating func load(
         _ newValues: [String: PrefValue], identity: FileIdentity?, contentHash: UInt64? = nil, record: CommitRecord?,
         intact: Bool, now: Duration, keyHash: (String) -> UInt64, lastCommit: [String: PrefValue]? = nil,
-        racy: Bool = false, verified: Bool = true
+        racy: Bool = false, verified: Bool = true, reportingChanges: Bool = true
     ) -> Set<String> {
         guard var file else { return [] }
         // The values this process knows Prefs committed last: memory, but for changes not committed yet (a value
@@ -191,7 +192,8 @@ struct StoreState: Sendable {
         self.file = file
         let old = values
         values = merged
-        return Self.diff(old, merged)
+        // Not computed for a first load, which announces nothing: a set of every key was 8% of opening a vault.
+        return reportingChanges ? Self.diff(old, merged) : []
     }
 
     /// Records that the file could not be decoded at `now`, and decides what that means. With `graceful` false the

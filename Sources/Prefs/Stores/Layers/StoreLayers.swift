@@ -41,6 +41,8 @@ final class StoreLayers: Sendable {
 
     private let state = Mutex(State())
     let changes: ChangeFeed
+    /// The failures of the system-wide files already reported, each once until they read again.
+    private let reported = ReportLedger()
 
     init(changes: ChangeFeed) { self.changes = changes }
 
@@ -49,8 +51,6 @@ final class StoreLayers: Sendable {
 
     deinit {
         for token in state.withLock({ $0.watches.values }) { token.cancel() }
-        // System-file failures are reported keyed by this object; layers made later at its address start afresh.
-        ErrorReporter.forgetIncidents(of: self)
     }
 
     // MARK: Reads
@@ -192,8 +192,8 @@ final class StoreLayers: Sendable {
             }
             let errors = defaults.errors + managed.errors
             watchesAdded = rearmWatches(files)
-            if errors.isEmpty { ErrorReporter.forgetIncidents(of: self) }
-            for error in errors { ErrorReporter.reportOnce(error, key: "", operation: .read, source: self) }
+            if errors.isEmpty { reported.forget() }
+            for error in errors { ErrorReporter.reportOnce(error, key: "", operation: .read, in: reported) }
             changes.publish(changedKeys: changed)
         }
     }
