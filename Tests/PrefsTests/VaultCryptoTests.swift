@@ -151,19 +151,23 @@ struct VaultCryptoTests {
     }
 
     @Test func newPassphraseVaultsGetFreshSalts() throws {
-        try KDFParameters.Cost.$defaultCost.withValue(.testing) {
-            let first = try VaultKey.passphrase("same").resolve(for: nil, creating: true)
-            let second = try VaultKey.passphrase("same").resolve(for: nil, creating: true)
-            #expect(first.kdf.memLimit == 8 << 20)
-            #expect(first.kdf.salt != second.kdf.salt)
-            let differ = first.key.withUnsafeBytes { a in second.key.withUnsafeBytes { b in !a.elementsEqual(b) } }
-            #expect(differ)
-        }
+        let first = try VaultKey.passphrase("same").resolve(for: nil, creating: true, cost: .testing)
+        let second = try VaultKey.passphrase("same").resolve(for: nil, creating: true, cost: .testing)
+        #expect(first.kdf.memLimit == 8 << 20)
+        #expect(first.kdf.salt != second.kdf.salt)
+        let differ = first.key.withUnsafeBytes { a in second.key.withUnsafeBytes { b in !a.elementsEqual(b) } }
+        #expect(differ)
     }
 
-    @Test func defaultCostIsInteractiveArgon2id() {
-        #expect(KDFParameters.Cost.defaultCost == .interactive)
-        #expect(KDFParameters.Cost.interactive.memLimit == 64 << 20)
+    @Test func aNewPassphraseVaultIsDerivedWithInteractiveArgon2id() throws {
+        let vault = try TempDir()
+        defer { vault.cleanup() }
+        let url = vault.file("passphrase.vault")
+        try EncryptedFileStore(url: url, key: .passphrase("pw")).setValue(.int(1), forKey: "n")
+        let header = try VaultFormat.parseHeader(try Data(contentsOf: url))
+        #expect(header.kdf.algorithm == .argon2id13)
+        #expect(header.kdf.memLimit == 64 << 20)
+        #expect(header.kdf.opsLimit == KDFParameters.Cost.interactive.opsLimit)
     }
 
     @Test func emptyPassphraseIsInvalid() {

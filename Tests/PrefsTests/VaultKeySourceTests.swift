@@ -163,9 +163,7 @@ struct SourceFailure: Error, Equatable {
         #expect(forgotten?.description.contains("the memory source keeps no key for the vault") == true)
         // A source never opens a passphrase vault.
         let passphrase = folder.file("passphrase.vault")
-        try KDFParameters.Cost.$defaultCost.withValue(.testing) {
-            try EncryptedFileStore(url: passphrase, key: .passphrase("pw")).setValue(.int(1), forKey: "n")
-        }
+        try EncryptedFileStore(url: passphrase, key: .passphrase("pw"), cost: .testing).setValue(.int(1), forKey: "n")
         #expect(throws: VaultError.invalidKey(reason: "this vault is protected by a passphrase")) {
             try EncryptedFileStore(url: passphrase, key: .source(source))
         }

@@ -48,7 +48,7 @@ extension JSONFormat {
         }
         /// The most bytes of text kept.
         let budget: Int
-        private let texts = Mutex<[Slot: Entry]>([:])
+        let texts = Mutex<[Slot: Entry]>([:])
 
         init(budget: Int = 16 << 20) { self.budget = budget }
 
@@ -61,10 +61,6 @@ extension JSONFormat {
         }
 
         func keep(_ kept: [Slot: Entry]) { texts.withLock { $0 = kept } }
-
-        /// How many texts are kept, and the hash of each one's slot, for tests.
-        var count: Int { texts.withLock { $0.count } }
-        var keyHashes: [Int] { texts.withLock { $0.keys.map(\.hashValue) } }
     }
 
     /// One value as single-line JSON text, as the CLI prints it: `[1, 2]`, `{"$float": 0.5}`, `"dark"`.

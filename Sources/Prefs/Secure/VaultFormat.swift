@@ -59,20 +59,14 @@ struct KDFParameters: Sendable, Equatable {
                 memLimit: UInt64(crypto_pwhash_memlimit_interactive())
             )
         }
-
-        /// A cheap but still valid Argon2id13 cost (8 MiB, one pass) for tests only.
-        static let testing = Cost(opsLimit: 1, memLimit: 8 << 20)
-
-        /// The cost used for new passphrase vaults; tests lower it with `$defaultCost.withValue(.testing) { … }`.
-        @TaskLocal static var defaultCost: Cost = .interactive
     }
 
     static let saltCount = 16
     /// The most a header may ask for: the cost this build writes (libsodium's interactive limits). The cost fields
     /// are only authenticated once the key has been derived with them, so anything above is refused before
     /// deriving: a tampered file cannot make opening (or every reload on the watcher thread) slow or memory-hungry.
-    static var maxOpsLimit: UInt64 { max(Cost.interactive.opsLimit, Cost.defaultCost.opsLimit) }
-    static var maxMemLimit: UInt64 { max(Cost.interactive.memLimit, Cost.defaultCost.memLimit) }
+    static var maxOpsLimit: UInt64 { Cost.interactive.opsLimit }
+    static var maxMemLimit: UInt64 { Cost.interactive.memLimit }
 
     var algorithm: Algorithm
     var opsLimit: UInt64

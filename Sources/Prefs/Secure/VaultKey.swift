@@ -57,7 +57,7 @@ extension VaultKey {
     /// Produces the key for a vault: `header` is the existing vault's header, or nil for a new vault.
     /// See ``VaultKeyMaterial/resolve(for:creating:cost:)``.
     func resolve(
-        for header: VaultHeader?, creating: Bool, cost: KDFParameters.Cost = KDFParameters.Cost.defaultCost,
+        for header: VaultHeader?, creating: Bool, cost: KDFParameters.Cost = KDFParameters.Cost.interactive,
         vaultPath: String = "/nonexistent/test.vault"
     ) throws -> (key: SecureBytes, kdf: KDFParameters) {
         try VaultKeyMaterial(self, vaultPath: vaultPath).resolve(for: header, creating: creating, cost: cost)
@@ -99,7 +99,7 @@ enum VaultKeyMaterial: Sendable {
     /// A missing key file, or a key a source does not hold yet, is created only when `creating` is true. The
     /// returned parameters go into the header of the next seal. Throws a ``VaultError``, or what a source threw.
     func resolve(
-        for header: VaultHeader?, creating: Bool, cost: KDFParameters.Cost = KDFParameters.Cost.defaultCost
+        for header: VaultHeader?, creating: Bool, cost: KDFParameters.Cost = KDFParameters.Cost.interactive
     ) throws -> (key: SecureBytes, kdf: KDFParameters) {
         switch self {
         case .passphrase(let passphrase):

@@ -36,12 +36,12 @@ public final class EncryptedFileStore: FileBackedStore, @unchecked Sendable {
     ///   - key: Where the key comes from: a key file, a passphrase (Argon2id) or 32 raw bytes.
     /// - Throws: ``VaultError`` when the vault exists but cannot be opened with `key`; the file is left untouched.
     public convenience init(url: URL, key: VaultKey) throws {
-        try self.init(url: url, key: key, cost: KDFParameters.Cost.defaultCost)
+        try self.init(url: url, key: key, cost: KDFParameters.Cost.interactive)
     }
 
     /// A vault on `fileSystem` and `clock` (for tests).
     package convenience init(url: URL, key: VaultKey, fileSystem: any FileSystem, clock: EngineClock) throws {
-        try self.init(url: url, key: key, cost: KDFParameters.Cost.defaultCost, fileSystem: fileSystem, clock: clock)
+        try self.init(url: url, key: key, cost: KDFParameters.Cost.interactive, fileSystem: fileSystem, clock: clock)
     }
 
     init(
@@ -93,7 +93,7 @@ public final class EncryptedFileStore: FileBackedStore, @unchecked Sendable {
             // no failure to report.
             do {
                 let mover = try EncryptedFileStore(
-                    url: url, key: previous, cost: KDFParameters.Cost.defaultCost,
+                    url: url, key: previous, cost: KDFParameters.Cost.interactive,
                     changes: ChangeFeed(reportingNothing: ()))
                 defer { mover.close() }
                 try mover.moveKey(to: key)

@@ -18,7 +18,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     ///
     /// A class in an array, not a value in a dictionary: delivery updates `last` in place, and in this generic code
     /// every dictionary lookup and iteration element type was a runtime metadata look-up (a tenth of a delivery).
-    private final class Subscriber: @unchecked Sendable {
+    final class Subscriber: @unchecked Sendable {
         // @unchecked Sendable: `last` is only read or written while holding the box's `subscribers` lock.
         let token: UInt64
         let yield: @Sendable (_ old: Value, _ new: Value) -> Void
@@ -34,7 +34,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         }
     }
 
-    private struct Subscribers {
+    struct Subscribers {
         var list: [Subscriber] = []
         var nextToken: UInt64 = 0
         var listening = false
@@ -47,7 +47,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     private let cachedVersion = Mutex<UInt64>(0)
     /// Only read or written while holding `cachedVersion`'s lock, which makes the accesses exclusive.
     @exclusivity(unchecked) private nonisolated(unsafe) var cachedValue: Value
-    private let subscribers = Mutex(Subscribers())
+    let subscribers = Mutex(Subscribers())
     /// Whether the store is a ``FoundationUserDefaultsStore``, which cannot tell when other code changes the
     /// instance: each read first looks at the instance, so such a change is seen (and announced) at once.
     let looksBeforeReading: Bool
@@ -252,6 +252,4 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         guard let stored else { return defaultValue }
         return (try? codec.decode(stored, key: key)) ?? defaultValue
     }
-
-    var subscriberCount: Int { subscribers.withLock { $0.list.count } }
 }

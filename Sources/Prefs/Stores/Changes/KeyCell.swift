@@ -7,7 +7,7 @@ final class KeyCell: Observable, Sendable {
     let key: String
     let versionCounter = Atomic<UInt64>(1)
     let registrar = ObservationRegistrar()
-    private let listeners = Mutex<[ObjectIdentifier: @Sendable (UInt64, ChangeFeed.Update) -> Void]>([:])
+    let listeners = Mutex<[ObjectIdentifier: @Sendable (UInt64, ChangeFeed.Update) -> Void]>([:])
     /// The first declaration of the key by a wrapper, and the conflicting ones already reported.
     let declarations = Mutex<(first: KeyDeclaration?, reported: Set<String>)>((nil, []))
     // Key paths are immutable; the stored one only avoids re-forming it on every read. An instance constant, not a
@@ -53,8 +53,6 @@ final class KeyCell: Observable, Sendable {
     func removeListener(_ owner: ObjectIdentifier) {
         listeners.withLock { _ = $0.removeValue(forKey: owner) }
     }
-
-    var listenerCount: Int { listeners.withLock { $0.count } }
 }
 
 /// How one wrapper declared a key: its type and default, so two declarations of one key on one store that would
