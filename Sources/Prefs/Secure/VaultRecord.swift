@@ -200,13 +200,18 @@ enum VaultRecord {
     ///
     /// A store that appended the last line keeps the record open (``Appendable``): its next generation of the same
     /// vault is appended after one `lstat` shows the record untouched since, without opening or reading it.
+    ///
+    /// `replacing` is a commit's, made holding the vault's own lock, which every process committing this vault
+    /// takes: the record needs no lock of its own then. Only a first open (which takes no lock of the vault) locks
+    /// the record by `flock` on itself; such a writer racing a commit can at worst leave the record behind the
+    /// vault, never ahead of it, as it writes only an identity it read from the vault.
     @discardableResult
     static func remember(_ identity: VaultIdentity, in record: Location, replacing: Bool) -> String? {
         do {
-            // The record is locked by `flock` on itself, as a store file is (a missing one is created empty).
+            if replacing { return try rememberLocked(identity, in: record, replacing: true) }
             let lock = try fileSystem.lock(record.path, timeout: LockWait.timeout, clock: .system)
             defer { lock.release() }
-            return try rememberLocked(identity, in: record, replacing: replacing)
+            return try rememberLocked(identity, in: record, replacing: false)
         } catch let error as SystemCallError {
             return "cannot be written (\(error.prefsError))"
         } catch {
@@ -217,7 +222,7 @@ enum VaultRecord {
     /// The system's file system, through which records are read, locked and replaced.
     private static let fileSystem = POSIXFileSystem()
 
-    /// ``remember(_:in:replacing:)`` holding the record's lock.
+    /// ``remember(_:in:replacing:)`` holding the record's lock, or the vault's.
     private static func rememberLocked(_ identity: VaultIdentity, in record: Location, replacing: Bool) throws
         -> String?
     {

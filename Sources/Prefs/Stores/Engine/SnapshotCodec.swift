@@ -5,7 +5,7 @@ protocol SnapshotCodec: Sendable {
     func encode(_ values: [String: PrefValue]) throws -> Data
     func decode(_ data: Data, path: String) throws -> [String: PrefValue]
     /// Called once the bytes of the last `encode` are in place (renamed over the file), even when their
-    /// durability could not be confirmed.
+    /// durability could not be confirmed; still holding the file's lock.
     func didCommit()
     /// A key's hash in the file's commit record: the same in every process that opens the file.
     func recordHash(_ key: String) -> UInt64
