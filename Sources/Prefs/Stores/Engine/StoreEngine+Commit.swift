@@ -84,11 +84,14 @@ extension StoreEngine {
             throw PrefsError.tooLarge(path: file.path, size: data.count, limit: POSIX.maximumFileSize)
         }
         // After encoding: a vault's key hashes need the key the encoding resolved.
-        let (base, sweep) = guarded.withLock { ($0.store.file?.identity, $0.store.takeSweep()) }
-        var record = guarded.withLock {
-            $0.store.commitRecord(
-                for: draft.values, changedKeys: draft.changedKeys, now: now, keyHash: file.codec.recordHash,
-                freshLineage: draft.force)
+        var (base, sweep, record, keepsCopy) = guarded.withLock { guarded in
+            (
+                guarded.store.file?.identity, guarded.store.takeSweep(),
+                guarded.store.commitRecord(
+                    for: draft.values, changedKeys: draft.changedKeys, now: now, keyHash: file.codec.recordHash,
+                    freshLineage: draft.force),
+                guarded.store.file?.restoresStaleRewrites ?? false
+            )
         }
         record.contentSize = UInt64(data.count)
         record.contentHash = StableHash.ofContents(data)
@@ -107,7 +110,6 @@ extension StoreEngine {
         // put back a commit a stale in-place rewrite undid, the first one included (with copies only once a rewrite
         // was seen, another process appending on top of that first one lost the committer's values: 9 to 23 of 300
         // appends beside Foundation, in 1 run of 4 to 8).
-        let keepsCopy = guarded.withLock { $0.store.file?.restoresStaleRewrites ?? false }
         try? fileSystem.overwrite(
             CommitFile.path(of: file.path), with: CommitFile.encode(record, copy: keepsCopy ? data : nil),
             mode: 0o600)
