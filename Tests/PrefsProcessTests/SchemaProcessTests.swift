@@ -89,6 +89,20 @@ import Testing
         #expect(merged.keys["other"] != nil)
     }
 
+    /// Foundation's `Data.write` raised SIGXFSZ, whose default action ends the process, when the schema did not fit
+    /// the process's RLIMIT_FSIZE; it is written through Prefs' own writes now, which are refused with EFBIG instead.
+    @Test func aSchemaTooLargeForTheFileSizeLimitIsReportedAndTheAppGoesOn() throws {
+        let app = try App()
+        defer { app.directory.cleanup() }
+        let lines = try app.run("publish-limited", ["64"])
+        #expect(lines.contains("wrote 0"), "\(lines)")
+        #expect(lines.contains("SIGXFSZ untouched"), "\(lines)")
+        #expect(
+            lines.contains { $0.hasPrefix("report:") && $0.contains("could not be written") && $0.contains("too large") },
+            "\(lines)")
+        #expect(!FileManager.default.fileExists(atPath: app.schemaFile.path))
+    }
+
     @Test func aDamagedOrNewerSchemaNeverStopsTheAppAndIsReportedOnce() throws {
         let app = try App()
         defer { app.directory.cleanup() }

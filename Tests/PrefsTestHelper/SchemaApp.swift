@@ -41,6 +41,15 @@ enum SchemaAppCommands {
             // publish [FOLDER]: the files written, one a line.
             let folder = arguments.count > 3 ? URL(filePath: arguments[3], directoryHint: .isDirectory) : nil
             for url in PrefsConfig.publishSchema(into: folder) { emit("wrote \(url.path(percentEncoded: false))") }
+        case "publish-limited":
+            // publish-limited LIMIT: publishes with RLIMIT_FSIZE lowered to LIMIT bytes, then says whether SIGXFSZ
+            // still has its default action and none is pending (the process is alive to say so).
+            let written = ReliabilityCommands.withFileSizeLimit(Int(arguments[3])!) { PrefsConfig.publishSchema() }
+            emit("wrote \(written.count)")
+            var pending = sigset_t()
+            sigpending(&pending)
+            let previous = signal(SIGXFSZ, SIG_DFL)
+            emit(previous == nil && sigismember(&pending, SIGXFSZ) == 0 ? "SIGXFSZ untouched" : "SIGXFSZ changed")
         case "read":
             // Every value as the app reads it, twice (a second read reports nothing new).
             for _ in 0..<2 {

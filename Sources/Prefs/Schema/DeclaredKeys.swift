@@ -48,13 +48,20 @@ package enum DeclaredKeys {
                 ErrorReporter.report(error, key: "", operation: .write, file: path)
                 if error.isNewer { continue }
             }
+            // Through Prefs' own writes, like a store's file: past RLIMIT_FSIZE a write is refused with EFBIG, where
+            // Foundation's `Data.write` raised SIGXFSZ, whose default action ends the process.
             do {
-                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-                try merged.jsonDocument().write(to: url, options: .atomic)
+                try POSIX.createDirectory(atPath: folder.path(percentEncoded: false), mode: 0o755)
+                let fileSystem = POSIXFileSystem()
+                let temporary = try fileSystem.writeTemporary(
+                    beside: path, data: merged.jsonDocument(), mode: 0o644, durable: true)
+                _ = try fileSystem.commit(temporary, to: path)
+                try? fileSystem.syncFolder(of: path)
                 written.append(url)
             } catch {
+                let reason = (error as? SystemCallError)?.prefsError ?? error
                 ErrorReporter.report(
-                    SchemaFileProblem(path: path, reason: "it could not be written (\(error))"), key: "",
+                    SchemaFileProblem(path: path, reason: "it could not be written (\(reason))"), key: "",
                     operation: .write, file: path)
             }
         }
