@@ -23,6 +23,17 @@ enum DefaultStores {
         var checkedFoundationDomain = false
         /// What the standard domain does with a file that does not decode (`PrefsConfig.damagedStandardDomain`).
         var damagedStandardDomain = DamagedFilePolicy.keepAside
+        /// The notices of a test process using a real default store already given: each once per process.
+        var noticesGiven: Set<TestNotice> = []
+    }
+
+    enum TestNotice {
+        case standardInsideIsolatedTest, unisolatedStandard, unisolatedVault
+    }
+
+    /// Whether `notice` is given for the first time; notes it.
+    private static func firstTime(_ notice: TestNotice) -> Bool {
+        state.withLock { $0.noticesGiven.insert(notice).inserted }
     }
 
     static let state = Mutex(State())
@@ -76,7 +87,7 @@ enum DefaultStores {
             // The folders resolved once for the whole process, like the standard domain's.
             let location = EncryptedFileStore.defaultLocation(appIdentifier: app)
             // A secure wrapper of a test that has no isolation: its secrets go to the test process's real vault.
-            if isTestProcess, !insideIsolatedTest, !reportedUnisolatedVault.exchange(true, ordering: .relaxed) {
+            if isTestProcess, !insideIsolatedTest, firstTime(.unisolatedVault) {
                 reportUnisolatedTest(what: "the default vault", path: location.vault.path(percentEncoded: false))
             }
             let keyFile = VaultKey.keyFile(location.keyFile)
@@ -106,9 +117,7 @@ enum DefaultStores {
     static var standardFile: UserDefaultsStore {
         if insideIsolatedTest {
             reportNotIsolated()
-        } else if !reportedUnisolatedStandard.load(ordering: .relaxed), isTestProcess,
-            !reportedUnisolatedStandard.exchange(true, ordering: .relaxed)
-        {
+        } else if isTestProcess, firstTime(.unisolatedStandard) {
             reportUnisolatedTest(what: "the standard domain", path: standardPath())
         }
         if let standard = state.withLock({ $0.standard }) { return standard }
@@ -123,14 +132,10 @@ enum DefaultStores {
         return standard
     }
 
-    private static let reportedNotIsolated = Atomic<Bool>(false)
-    private static let reportedUnisolatedStandard = Atomic<Bool>(false)
-    private static let reportedUnisolatedVault = Atomic<Bool>(false)
-
     /// Inside a test under `.isolatedPreferences`, the standard
     /// domain is the real file: said once, at its first use there, rather than left to fail a later run.
     private static func reportNotIsolated() {
-        guard !reportedNotIsolated.exchange(true, ordering: .relaxed) else { return }
+        guard firstTime(.standardInsideIsolatedTest) else { return }
         ErrorReporter.report(
             PrefsNotIsolated(path: standardPath(), what: "UserDefaultsStore.standard"), key: "", operation: .read)
     }
