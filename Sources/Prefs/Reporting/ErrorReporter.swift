@@ -8,17 +8,14 @@ import Synchronization
 /// ``PrefsConfig``'s state. The handler is copied out under the lock and called after releasing it: a handler may
 /// itself read or write preferences, or replace the handler.
 package enum ErrorReporter {
-    private static let handler = Mutex<@Sendable (PrefsReport) -> Void>(ErrorReporter.logToStandardError)
-    /// Whether the handler is still the default one, which prints: a test that captures reports then keeps them
-    /// out of its output.
-    private static let handlerIsDefault = Atomic<Bool>(true)
+    /// The handler, and whether it is still the default one, which prints: a test that captures reports then keeps
+    /// them out of its output.
+    private static let handler = Mutex<(deliver: @Sendable (PrefsReport) -> Void, isDefault: Bool)>(
+        (ErrorReporter.logToStandardError, true))
 
     package static var current: @Sendable (PrefsReport) -> Void {
-        get { handler.withLock { $0 } }
-        set {
-            handler.withLock { $0 = newValue }
-            handlerIsDefault.store(false, ordering: .relaxed)
-        }
+        get { handler.withLock { $0.deliver } }
+        set { handler.withLock { $0 = (newValue, false) } }
     }
 
     /// The reports of the task's isolated test (PrefsTesting's `.isolatedPreferences`), where it keeps them.
@@ -31,11 +28,11 @@ package enum ErrorReporter {
         _ error: any Error, key: String, operation: PrefsReport.Operation, file: String? = nil, domain: String? = nil
     ) {
         let report = PrefsReport(key: key, operation: operation, error: error, file: file, domain: domain)
+        let (deliver, isDefault) = handler.withLock { $0 }
         if let capture {
             capture.append(report)
-            if handlerIsDefault.load(ordering: .relaxed), !report.isNotice { return }
+            if isDefault, !report.isNotice { return }
         }
-        let deliver = current
         deliver(report)
     }
 
