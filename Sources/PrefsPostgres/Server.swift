@@ -436,7 +436,7 @@ final class Server: Sendable {
             } catch {
                 let typed = error as? PostgresStoreError ?? .connectionLost(reason: "\(error)")
                 state.withLock { $0.listenerFailure = typed }
-                ErrorReporter.reportOnce(typed, key: "", operation: .read, in: reported)
+                reported.reportOnce(typed, key: "", operation: .read)
             }
             listenerActivity.store(Activity.backingOff.rawValue, ordering: .relaxed)
             // A wake (a writer handing back a broken connection, or close()) only cuts the wait short. Returning on

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import PrefsTestSupport
 import TestThreads
 import Testing
@@ -134,5 +135,62 @@ extension ReportTests {
         #expect(reports.first?.file?.hasSuffix(".plist") == true)
         #expect(reports.first?.description.hasPrefix("notice about ") == true)
         #expect(reports.first?.description.contains("UserDefaultsStore.standard is the real file") == true)
+    }
+}
+
+/// The gate of a store's background reports (looks at its file, timed commits, reloads of system-wide files): once
+/// the store's file is closed nothing more reaches the handler, and closing waits for a report being delivered.
+@Suite(.ownThreads) struct BackgroundReportTests {
+    @Test func closingWaitsForAReportBeingDeliveredOnAnotherThread() {
+        let ledger = ReportLedger()
+        let events = Mutex<[String]>([])
+        let entered = DispatchSemaphore(value: 0)
+        let go = DispatchSemaphore(value: 0)
+        let closing = DispatchSemaphore(value: 0)
+        let closed = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            ledger.fromBackground {
+                entered.signal()
+                go.wait()
+                events.withLock { $0.append("delivered") }
+            }
+        }
+        #expect(entered.wait(timeout: .now() + 10) == .success, "the report's delivery began")
+        Thread.detachNewThread {
+            closing.signal()
+            ledger.close()
+            events.withLock { $0.append("closed") }
+            closed.signal()
+        }
+        #expect(closing.wait(timeout: .now() + 10) == .success, "the closing thread started")
+        go.signal()
+        #expect(closed.wait(timeout: .now() + 10) == .success, "close() returned")
+        #expect(events.withLock { $0 } == ["delivered", "closed"])
+    }
+
+    @Test func nothingIsDeliveredOnceClosedAndAHandlerMayCloseItsOwnStore() {
+        let ledger = ReportLedger()
+        var ran = 0
+        ledger.fromBackground {
+            ran += 1
+            ledger.close()  // on the delivering thread: does not wait for itself
+        }
+        ledger.fromBackground { ran += 1 }
+        #expect(ran == 1)
+    }
+
+    @Test func aStoreThatClosedDeliversNoReportOfItsBackgroundWork() throws {
+        let folder = try TempDir()
+        defer { folder.cleanup() }
+        let store = try FileStore(url: folder.file("settings.json"))
+        let other = try FileStore(url: folder.file("settings.json"))
+        try store.setValue(.int(1), forKey: "a")
+        var delivered = 0
+        store.close()
+        store.changes.reported.fromBackground { delivered += 1 }
+        #expect(delivered == 1, "another store still has the file open: its looks still report")
+        other.close()
+        store.changes.reported.fromBackground { delivered += 1 }
+        #expect(delivered == 1, "the file's last store closed: nothing more is reported")
     }
 }

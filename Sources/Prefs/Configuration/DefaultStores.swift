@@ -208,7 +208,7 @@ enum DefaultStores {
             return (opened.store, true)
         }
         if isFirst, let error = opened.error, let source = store as? any KeyValueStore {
-            ErrorReporter.reportOnce(error, key: "", operation: .read, in: source.changes.reported, file: opened.file)
+            source.changes.reported.reportOnce(error, key: "", operation: .read, file: opened.file)
         }
         return store
     }

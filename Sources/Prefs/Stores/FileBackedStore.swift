@@ -53,6 +53,11 @@ public class FileBackedStore: KeyValueStore, @unchecked Sendable {
     /// is closed (or deinitialised), after any write in progress has finished and with the deferred writes still
     /// in memory committed, and nothing of it then touches the file or its folder, so the folder can be deleted. A
     /// store opened on the file later starts afresh from the file. Closing twice does nothing.
+    ///
+    /// Nothing found by the store's own work in the background (a look at the file another process changed, a
+    /// timed commit of deferred writes) reaches ``PrefsConfig/errorHandler`` once the last close has returned: a
+    /// report of it being handled on another thread at that moment is waited for, so an error handler must not wait
+    /// for the thread that closes the store.
     public func close() {
         if !closed.exchange(true, ordering: .relaxed) { engine.release() }
     }

@@ -131,7 +131,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         do {
             stored = try store.effectiveValue(forKey: key)
         } catch {
-            ErrorReporter.reportOnce(error, key: key, operation: .read, in: store.changes.reported)
+            store.changes.reported.reportOnce(error, key: key, operation: .read)
             return defaultValue
         }
         guard let stored else { return defaultValue }
@@ -145,9 +145,9 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     }
 
     /// Runs a write of a wrapper that cannot throw on this state (resolved once, so the write and its report are
-    /// about the same store), reporting a failure once per cause (see `ErrorReporter.reportingWrite`).
+    /// about the same store), reporting a failure once per cause (see `ReportLedger.reportingWrite`).
     func reportingWrite(_ body: (StoredValueBox) throws -> Void) {
-        ErrorReporter.reportingWrite(key: key, ledger: store.changes.reported) { try body(self) }
+        store.changes.reported.reportingWrite(key: key) { try body(self) }
     }
 
     func write(_ newValue: Value) throws {

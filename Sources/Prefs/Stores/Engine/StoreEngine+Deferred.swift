@@ -53,7 +53,7 @@ extension StoreEngine {
         file.clock.schedule(delay, queue) { [weak self] in
             guard let self else { return }
             self.guarded.withLock { if $0.commitDue == deadline { $0.commitDue = nil } }
-            try? self.commitDeferred()
+            try? self.commitDeferred(fromBackground: true)
         }
     }
 
@@ -63,7 +63,7 @@ extension StoreEngine {
     /// Writes every change deferred so far in one durable, atomic write (the one transaction), and returns once it
     /// is in the file; with nothing deferred it returns at once. A failure is reported (once while it repeats), the
     /// values stay in memory and, when `retrying`, another commit is scheduled.
-    func commitDeferred(retrying: Bool = true) throws {
+    func commitDeferred(retrying: Bool = true, fromBackground: Bool = false) throws {
         // From inside a batch or a transform of this store, on the thread holding its locks, a flush would wait for
         // itself; what that write holds reaches the file when it ends.
         writer.lock()
@@ -79,7 +79,7 @@ extension StoreEngine {
         }
         guard deferred else { return }
         do {
-            try perform(.write) { ((), .pending) }
+            try perform(.write, fromBackground: fromBackground) { ((), .pending) }
             guarded.withLock { $0.reportedFailure = nil }
         } catch {
             // Closed meanwhile (a timed commit racing the last close, which committed what was deferred).
@@ -89,7 +89,10 @@ extension StoreEngine {
                 defer { guarded.reportedFailure = text }
                 return (guarded.reportedFailure != text, guarded.store.unwritten(.deferred).sorted())
             }
-            if isNew { ErrorReporter.report(error, key: keys.joined(separator: ", "), operation: .write) }
+            if isNew {
+                let report = { ErrorReporter.report(error, key: keys.joined(separator: ", "), operation: .write) }
+                if fromBackground { changes.reported.fromBackground(report) } else { report() }
+            }
             if retrying, !keys.isEmpty { scheduleCommit(within: Self.retryDelay) }
             throw error
         }

@@ -60,17 +60,18 @@ extension StoreEngine {
         if recheck { guarded.withLock { $0.store.recheckRan() } }
         var operation = PrefsReport.Operation.read
         do {
-            do { try perform(.look) { ((), .keep) } } catch  where keepsDamagedFilesAside(error) {
-                try perform(.write) { ((), .keep) }
+            do { try perform(.look, fromBackground: true) { ((), .keep) } } catch  where keepsDamagedFilesAside(error) {
+                try perform(.write, fromBackground: true) { ((), .keep) }
             }
             guard guarded.withLock({ $0.store.hasRestoredValues }) else { return }
             operation = .write
-            try perform(.write) { ((), .none) }
+            try perform(.write, fromBackground: true) { ((), .none) }
         } catch {
             // Closed meanwhile: nobody is left to tell, and nothing reports once `close()` has returned.
             if case .storeClosed? = error as? PrefsError { return }
-            if isShut { return }
-            ErrorReporter.reportOnce(error, key: "", operation: operation, in: changes.reported, file: path)
+            changes.reported.fromBackground {
+                changes.reported.reportOnce(error, key: "", operation: operation, file: path)
+            }
         }
     }
 
@@ -98,14 +99,16 @@ extension StoreEngine {
                         .joined(separator: ", "), operation: .write)
             }
         }
-        let token = guarded.withLock { guarded -> FileWatchToken? in
-            guard guarded.store.release() else { return nil }
+        let (shut, token) = guarded.withLock { guarded -> (Bool, FileWatchToken?) in
+            guard guarded.store.release() else { return (false, nil) }
             defer { guarded.watch = nil }
-            return guarded.watch
+            return (true, guarded.watch)
         }
         writer.unlock()
         token?.cancel()
         changes.deliverAnnouncements()
+        // Shut: a report of a look or a timed commit still being delivered on another thread ends before this returns.
+        if shut, file != nil { changes.reported.close() }
     }
 
     // MARK: Damage

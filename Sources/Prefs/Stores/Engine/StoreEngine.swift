@@ -260,9 +260,12 @@ final class StoreEngine: Sendable {
     }
 
     /// Runs `apply` as one transaction (see the type's description), and delivers what it announced once every
-    /// lock is released, unless this thread is inside another run of this engine, whose end delivers.
+    /// lock is released, unless this thread is inside another run of this engine, whose end delivers. Its reports
+    /// are those of the store's background work when `fromBackground` (none after the store has closed).
     @discardableResult
-    func perform<T>(_ access: Access, delivering: Bool = true, _ apply: () throws -> (T, Edit)) throws -> T {
+    func perform<T>(
+        _ access: Access, delivering: Bool = true, fromBackground: Bool = false, _ apply: () throws -> (T, Edit)
+    ) throws -> T {
         var outermost = false
         defer {
             if outermost, delivering {
@@ -271,7 +274,13 @@ final class StoreEngine: Sendable {
                     defer { guarded.reports = [] }
                     return guarded.reports
                 }
-                for report in reports { ErrorReporter.report(report, key: "", operation: .read) }
+                if fromBackground {
+                    changes.reported.fromBackground {
+                        for report in reports { ErrorReporter.report(report, key: "", operation: .read) }
+                    }
+                } else {
+                    for report in reports { ErrorReporter.report(report, key: "", operation: .read) }
+                }
             }
         }
         return try run(access, &outermost, apply)

@@ -193,7 +193,9 @@ final class StoreLayers: Sendable {
             let errors = defaults.errors + managed.errors
             watchesAdded = rearmWatches(files)
             if errors.isEmpty { reported.forget() }
-            for error in errors { ErrorReporter.reportOnce(error, key: "", operation: .read, in: reported) }
+            changes.reported.fromBackground {
+                for error in errors { reported.reportOnce(error, key: "", operation: .read) }
+            }
             changes.publish(changedKeys: changed)
         }
     }
