@@ -110,14 +110,6 @@ enum VaultRecord {
         case unusable(reason: String)
     }
 
-    /// `VaultRecord.isOptional = true` (through ``EncryptedFileStore/rollbackRecordIsOptional``): a record that
-    /// cannot be kept is not reported, for environments that cannot keep state.
-    static var isOptional: Bool {
-        get { optional.load(ordering: .relaxed) }
-        set { optional.store(newValue, ordering: .relaxed) }
-    }
-    private static let optional = Atomic<Bool>(false)
-
     /// The remembered identity, nothing, or why the record cannot be used; and whether the record is a file this
     /// process opened for writing as ``remember(_:in:replacing:)`` does, so ``problem(keeping:)`` has nothing to add.
     static func read(_ record: Location) -> (reading: Reading, writable: Bool) {

@@ -117,11 +117,11 @@ final class VaultSnapshotCodec: SnapshotCodec {
         return .rollbackRecordUnavailable(path: record.path, reason: problem)
     }
 
-    /// Reports ``recordProblem()`` once per store, unless the record is optional; call holding no lock.
+    /// Reports ``recordProblem()`` once per store; call holding no lock.
     func reportRecordProblem() {
         // Read, parsed and opened for writing when the vault was: nothing to report, nothing to look at again.
         let known = state.withLock { $0.recordProblem == nil && $0.recordWritable }
-        guard !VaultRecord.isOptional, !known, let problem = recordProblem() else { return }
+        guard !known, let problem = recordProblem() else { return }
         let isFirst = state.withLock { state in
             defer { state.recordReported = true }
             return !state.recordReported
