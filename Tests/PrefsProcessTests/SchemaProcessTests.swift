@@ -98,7 +98,9 @@ import Testing
         #expect(lines.contains("wrote 0"), "\(lines)")
         #expect(lines.contains("SIGXFSZ untouched"), "\(lines)")
         #expect(
-            lines.contains { $0.hasPrefix("report:") && $0.contains("could not be written") && $0.contains("too large") },
+            lines.contains {
+                $0.hasPrefix("report:") && $0.contains("could not be written") && $0.contains("too large")
+            },
             "\(lines)")
         #expect(!FileManager.default.fileExists(atPath: app.schemaFile.path))
     }

@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import PrefsTestSupport
+import Synchronization
 import TestThreads
 import Testing
 
