@@ -9,7 +9,7 @@ import Synchronization
 /// The system's file system, counting what an engine asks of it: how often it opens (locks or reads) the store file,
 /// writes a file, flushes one to the disk, and reads the commit file. A test makes commits and compares the counts
 /// with what the design says each costs.
-package final class CountingFileSystem: FileSystem {
+package final class CountingFileSystem: PassThroughFileSystem {
     /// What was asked, since the last ``reset()``.
     package struct Counts: Equatable, Sendable, CustomStringConvertible {
         /// Opens of the store file: its exclusive lock, a shared lock, a read that takes neither.
@@ -31,9 +31,9 @@ package final class CountingFileSystem: FileSystem {
         }
     }
 
-    private let base = POSIXFileSystem()
+    package let base = POSIXFileSystem()
     private let counted = Mutex(Counts())
-    private let watching: Bool
+    package let watching: Bool
 
     /// Made with `watching: false`, the engine hears of no change on its own: the test asks for each look.
     package init(watching: Bool = false) { self.watching = watching }
@@ -44,8 +44,6 @@ package final class CountingFileSystem: FileSystem {
 
     private func count(_ change: (inout Counts) -> Void) { counted.withLock { change(&$0) } }
 
-    package func identity(at path: String) throws(SystemCallError) -> FileIdentity? { try base.identity(at: path) }
-
     package func lock(_ path: String, timeout: Duration, clock: EngineClock) throws -> FileLock {
         count { $0.storeFileOpens += 1 }
         return try base.lock(path, timeout: timeout, clock: clock)
@@ -55,8 +53,6 @@ package final class CountingFileSystem: FileSystem {
         count { $0.storeFileOpens += 1 }
         return try base.lockShared(path)
     }
-
-    package func isRacy(_ identity: FileIdentity) -> Bool { base.isRacy(identity) }
 
     package func read(_ path: String, through lock: FileLock?) throws(SystemCallError) -> FileContents? {
         if path.hasSuffix(".commit") {
@@ -80,12 +76,6 @@ package final class CountingFileSystem: FileSystem {
         return try base.writeTemporary(beside: path, data: data, mode: mode, durable: durable)
     }
 
-    package func commit(_ temporary: TemporaryFile, to path: String) throws -> FileIdentity {
-        try base.commit(temporary, to: path)
-    }
-
-    package func discard(_ temporary: TemporaryFile) { base.discard(temporary) }
-
     package func overwrite(_ path: String, with data: Data, mode: mode_t) throws(SystemCallError) {
         count { $0.filesWritten += 1 }
         try base.overwrite(path, with: data, mode: mode)
@@ -94,17 +84,5 @@ package final class CountingFileSystem: FileSystem {
     package func syncFolder(of path: String) throws(SystemCallError) {
         count { $0.syncs += 1 }
         try base.syncFolder(of: path)
-    }
-
-    package func move(_ path: String, to destination: String) throws(SystemCallError) {
-        try base.move(path, to: destination)
-    }
-
-    package func remove(_ path: String) throws(SystemCallError) { try base.remove(path) }
-
-    package func removeStaleTemporaries(beside path: String) { base.removeStaleTemporaries(beside: path) }
-
-    package func watch(_ path: String, onChange: @escaping @Sendable () -> Void) -> FileWatchToken {
-        watching ? base.watch(path, onChange: onChange) : FileWatchToken {}
     }
 }

@@ -14,7 +14,7 @@ import Synchronization
 ///
 /// Made with `watching: false`, the engine hears of no change on its own: the test calls for a look when it wants
 /// one, so that what another writer does in between is not seen before the test says so.
-package final class SteppingFileSystem: FileSystem {
+package final class SteppingFileSystem: PassThroughFileSystem {
     /// The steps a test can stop at.
     package enum Step: Hashable, Sendable, CustomStringConvertible {
         /// A write holds the file's lock.
@@ -45,9 +45,9 @@ package final class SteppingFileSystem: FileSystem {
         case run(@Sendable () -> Void)
     }
 
-    private let base = POSIXFileSystem()
+    package let base = POSIXFileSystem()
     private let instructions = Mutex<[Step: [Instruction]]>([:])
-    private let watching: Bool
+    package let watching: Bool
     private let hidesTimes: Bool
 
     /// With `hidingTimes`, every identity it reports carries no times, as on a file system whose clock ticks
@@ -110,10 +110,6 @@ package final class SteppingFileSystem: FileSystem {
         return lock
     }
 
-    package func lockShared(_ path: String) throws(SystemCallError) -> FileLock? {
-        try base.lockShared(path)
-    }
-
     /// With `hidingTimes`, every file is racy: only its bytes tell whether it changed.
     package func isRacy(_ identity: FileIdentity) -> Bool { hidesTimes || base.isRacy(identity) }
 
@@ -123,12 +119,6 @@ package final class SteppingFileSystem: FileSystem {
         if !path.hasSuffix(".commit"), let error = reach(.afterRead) { throw error }
         if let identity = contents?.identity { contents?.identity = shown(identity) }
         return contents
-    }
-
-    package func writeTemporary(beside path: String, data: Data, mode: mode_t, durable: Bool)
-        throws(SystemCallError) -> TemporaryFile
-    {
-        try base.writeTemporary(beside: path, data: data, mode: mode, durable: durable)
     }
 
     package func commit(_ temporary: TemporaryFile, to path: String) throws -> FileIdentity {
@@ -141,27 +131,9 @@ package final class SteppingFileSystem: FileSystem {
         return shown(identity)
     }
 
-    package func discard(_ temporary: TemporaryFile) { base.discard(temporary) }
-
-    package func overwrite(_ path: String, with data: Data, mode: mode_t) throws(SystemCallError) {
-        try base.overwrite(path, with: data, mode: mode)
-    }
-
     package func syncFolder(of path: String) throws(SystemCallError) {
         if let error = reach(.beforeFolderSync) { throw error }
         try base.syncFolder(of: path)
-    }
-
-    package func move(_ path: String, to destination: String) throws(SystemCallError) {
-        try base.move(path, to: destination)
-    }
-
-    package func remove(_ path: String) throws(SystemCallError) { try base.remove(path) }
-
-    package func removeStaleTemporaries(beside path: String) { base.removeStaleTemporaries(beside: path) }
-
-    package func watch(_ path: String, onChange: @escaping @Sendable () -> Void) -> FileWatchToken {
-        watching ? base.watch(path, onChange: onChange) : FileWatchToken {}
     }
 }
 
