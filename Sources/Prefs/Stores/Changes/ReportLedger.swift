@@ -74,8 +74,10 @@ package final class ReportLedger: Sendable {
     private static let writePrefix = "write\u{0}"
 
     /// Runs `deliver`, which reports something the store's background work found, unless the store's file has been
-    /// closed; ``close()`` waits for it to return. Call holding no lock.
-    func fromBackground(_ deliver: () -> Void) {
+    /// closed; ``close()`` waits for it to return. With `background` false (the same work run for a caller), it just
+    /// runs it. Call holding no lock.
+    func fromBackground(if background: Bool = true, _ deliver: () -> Void) {
+        guard background else { return deliver() }
         let thread = ThreadID.current
         let admitted = state.withLock { state, _ in
             guard !state.closed else { return false }

@@ -90,8 +90,9 @@ extension StoreEngine {
                 return (guarded.reportedFailure != text, guarded.store.unwritten(.deferred).sorted())
             }
             if isNew {
-                let report = { ErrorReporter.report(error, key: keys.joined(separator: ", "), operation: .write) }
-                if fromBackground { changes.reported.fromBackground(report) } else { report() }
+                changes.reported.fromBackground(if: fromBackground) {
+                    ErrorReporter.report(error, key: keys.joined(separator: ", "), operation: .write)
+                }
             }
             if retrying, !keys.isEmpty { scheduleCommit(within: Self.retryDelay) }
             throw error

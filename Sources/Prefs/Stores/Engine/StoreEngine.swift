@@ -274,11 +274,7 @@ final class StoreEngine: Sendable {
                     defer { guarded.reports = [] }
                     return guarded.reports
                 }
-                if fromBackground {
-                    changes.reported.fromBackground {
-                        for report in reports { ErrorReporter.report(report, key: "", operation: .read) }
-                    }
-                } else {
+                changes.reported.fromBackground(if: fromBackground) {
                     for report in reports { ErrorReporter.report(report, key: "", operation: .read) }
                 }
             }
