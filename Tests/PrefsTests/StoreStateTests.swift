@@ -239,21 +239,23 @@ struct StoreStateTests {
 
     @Test func aNestedBatchThatThrowsUndoesOnlyItsOwnWrites() {
         var state = Self.loaded(["a": .int(1)])
-        let outermostWrite = state.beginWrite()
+        var write = WriteInProgress()
+        let outermostWrite = write.beginWrite()
         #expect(outermostWrite)
-        let outer = state.beginBatch()
+        let outer = write.beginBatch(at: state.batchPoint)
         #expect(outer.outermost)
         _ = state.setInMemory(.int(2), forKey: "a", reason: .batch)
-        let inner = state.beginBatch()
+        let inner = write.beginBatch(at: state.batchPoint)
         #expect(!inner.outermost)
         _ = state.setInMemory(.int(3), forKey: "b", reason: .batch)
-        let undone = state.rollBack(to: inner.restore, endingBatch: false)
+        let undone = state.rollBack(to: inner.restore)
         #expect(undone == ["b"])
-        #expect(state.values == ["a": .int(2)] && state.inBatch)
-        let start = state.endBatch()
+        #expect(state.values == ["a": .int(2)] && write.inBatch)
+        let start = write.endBatch()
         #expect(start == ["a": .int(1)])
-        #expect(!state.inBatch)
-        state.endWrite()
+        #expect(!write.inBatch)
+        write.endWrite()
+        #expect(write.depth == 0)
     }
 
     @Test func theLastHandleShutsTheStateForGood() {

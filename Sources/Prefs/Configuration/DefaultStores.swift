@@ -25,6 +25,8 @@ enum DefaultStores {
         var damagedStandardDomain = DamagedFilePolicy.keepAside
         /// The notices of a test process using a real default store already given: each once per process.
         var noticesGiven: Set<TestNotice> = []
+        /// The store over each `UserDefaults` instance given to wrappers, by instance.
+        var foundationStores: [ObjectIdentifier: FoundationUserDefaultsStore.Registered] = [:]
     }
 
     enum TestNotice {
@@ -64,12 +66,59 @@ enum DefaultStores {
         }
     }
 
-    @TaskLocal static var scopedDefault: Scope?
-    @TaskLocal static var scopedSecure: Scope?
-    /// True inside a test under `.isolatedPreferences` (see `PrefsConfig.withIsolatedTest`).
-    @TaskLocal static var insideIsolatedTest = false
-    /// Inside an isolated test: the stand-ins for the `UserDefaults` instances given to `storage:`.
-    @TaskLocal static var userDefaultsStandIns: UserDefaultsStandIns?
+    /// What the scopes this task runs in set, innermost first; nil outside every scope. One task-local for all of
+    /// them, read once by a wrapper without `store:`.
+    @TaskLocal static var scopes: Scopes?
+
+    /// The scopes a task runs in: `withDefaultStore`, `withDefaultSecureStore`, an isolated test and its stand-ins.
+    final class Scopes: Sendable {
+        let defaultStore: Scope?
+        let secureStore: Scope?
+        /// True inside a test under `.isolatedPreferences` (see `PrefsConfig.withIsolatedTest`).
+        let insideIsolatedTest: Bool
+        /// Inside an isolated test: the stand-ins for the `UserDefaults` instances given to `storage:`.
+        let userDefaultsStandIns: UserDefaultsStandIns?
+
+        init(
+            defaultStore: Scope? = nil, secureStore: Scope? = nil, insideIsolatedTest: Bool = false,
+            userDefaultsStandIns: UserDefaultsStandIns? = nil
+        ) {
+            self.defaultStore = defaultStore
+            self.secureStore = secureStore
+            self.insideIsolatedTest = insideIsolatedTest
+            self.userDefaultsStandIns = userDefaultsStandIns
+        }
+
+        /// This task's scopes with `store` as the default store.
+        static func defaultStore(_ store: any KeyValueStore) -> Scopes {
+            let now = DefaultStores.scopes
+            return Scopes(
+                defaultStore: Scope(store), secureStore: now?.secureStore,
+                insideIsolatedTest: now?.insideIsolatedTest ?? false, userDefaultsStandIns: now?.userDefaultsStandIns)
+        }
+
+        /// This task's scopes with `store` as the default vault.
+        static func secureStore(_ store: any KeyValueStore) -> Scopes {
+            let now = DefaultStores.scopes
+            return Scopes(
+                defaultStore: now?.defaultStore, secureStore: Scope(store),
+                insideIsolatedTest: now?.insideIsolatedTest ?? false, userDefaultsStandIns: now?.userDefaultsStandIns)
+        }
+
+        /// This task's scopes inside an isolated test; `standIns`: with in-memory `UserDefaults` stand-ins.
+        static func isolatedTest(standIns: Bool) -> Scopes {
+            let now = DefaultStores.scopes
+            return Scopes(
+                defaultStore: now?.defaultStore, secureStore: now?.secureStore,
+                insideIsolatedTest: (now?.insideIsolatedTest ?? false) || !standIns,
+                userDefaultsStandIns: standIns ? UserDefaultsStandIns() : now?.userDefaultsStandIns)
+        }
+    }
+
+    static var scopedDefault: Scope? { scopes?.defaultStore }
+    static var scopedSecure: Scope? { scopes?.secureStore }
+    static var insideIsolatedTest: Bool { scopes?.insideIsolatedTest ?? false }
+    static var userDefaultsStandIns: UserDefaultsStandIns? { scopes?.userDefaultsStandIns }
 
     /// The store of wrappers without `store:`: the innermost `withDefaultStore` scope, else the store set through
     /// `PrefsConfig.defaultStore`, else the standard domain.

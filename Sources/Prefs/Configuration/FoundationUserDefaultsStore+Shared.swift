@@ -2,24 +2,22 @@ import Foundation
 import Synchronization
 
 extension FoundationUserDefaultsStore {
-    private final class Entry: Sendable {
+    /// One store of the process's registry (``DefaultStores/State/foundationStores``).
+    final class Registered: Sendable {
         weak let store: FoundationUserDefaultsStore?
         init(_ store: FoundationUserDefaultsStore) { self.store = store }
     }
 
-    /// The live stores by instance. A store keeps its instance alive, so an identifier is not reused while its
-    /// store lives.
-    private static let registry = Mutex<[ObjectIdentifier: Entry]>([:])
-
-    /// The one store over `defaults` that wrappers share, created on first use.
+    /// The one store over `defaults` that wrappers share, created on first use. A store keeps its instance alive,
+    /// so an instance's identifier is not reused while its store lives.
     static func shared(over defaults: UserDefaults) -> FoundationUserDefaultsStore {
         let id = ObjectIdentifier(defaults)
-        if let existing = registry.withLock({ $0[id]?.store }) { return existing }
+        if let existing = DefaultStores.state.withLock({ $0.foundationStores[id]?.store }) { return existing }
         let created = FoundationUserDefaultsStore(defaults)
-        return registry.withLock { registry in
-            if let existing = registry[id]?.store { return existing }
-            registry = registry.filter { $0.value.store != nil }
-            registry[id] = Entry(created)
+        return DefaultStores.state.withLock { state in
+            if let existing = state.foundationStores[id]?.store { return existing }
+            state.foundationStores = state.foundationStores.filter { $0.value.store != nil }
+            state.foundationStores[id] = Registered(created)
             return created
         }
     }

@@ -67,11 +67,10 @@ package struct EngineClock: Sendable {
 /// How long a writer waits for the cross-process lock of a store's file before it gives up with
 /// `PrefsError.lockTimedOut`. See `PrefsConfig.lockTimeout`.
 enum LockWait {
-    private static let configured = Mutex<Duration>(.seconds(5))
     @TaskLocal static var scoped: Duration?
 
     static var timeout: Duration {
-        get { scoped ?? configured.withLock { $0 } }
-        set { configured.withLock { $0 = max(.zero, newValue) } }
+        get { scoped ?? ProcessSettings.values.withLock { $0.lockTimeout } }
+        set { ProcessSettings.values.withLock { $0.lockTimeout = max(.zero, newValue) } }
     }
 }

@@ -8,14 +8,14 @@ import Synchronization
 /// ``PrefsConfig``'s state. The handler is copied out under the lock and called after releasing it: a handler may
 /// itself read or write preferences, or replace the handler.
 package enum ErrorReporter {
-    /// The handler, and whether it is still the default one, which prints: a test that captures reports then keeps
-    /// them out of its output.
-    private static let handler = Mutex<(deliver: @Sendable (PrefsReport) -> Void, isDefault: Bool)>(
-        (ErrorReporter.logToStandardError, true))
-
     package static var current: @Sendable (PrefsReport) -> Void {
-        get { handler.withLock { $0.deliver } }
-        set { handler.withLock { $0 = (newValue, false) } }
+        get { ProcessSettings.values.withLock { $0.handler } }
+        set {
+            ProcessSettings.values.withLock {
+                $0.handler = newValue
+                $0.handlerIsDefault = false
+            }
+        }
     }
 
     /// The reports of the task's isolated test (PrefsTesting's `.isolatedPreferences`), where it keeps them.
@@ -28,7 +28,7 @@ package enum ErrorReporter {
         _ error: any Error, key: String, operation: PrefsReport.Operation, file: String? = nil, domain: String? = nil
     ) {
         let report = PrefsReport(key: key, operation: operation, error: error, file: file, domain: domain)
-        let (deliver, isDefault) = handler.withLock { $0 }
+        let (deliver, isDefault) = ProcessSettings.values.withLock { ($0.handler, $0.handlerIsDefault) }
         if let capture {
             capture.append(report)
             if isDefault, !report.isNotice { return }

@@ -26,53 +26,54 @@ extension StoreEngine {
         }
     }
 
-    /// The draft for `edit`, from the latest values; nil when there is nothing to write.
-    func draft(for edit: Edit) -> Draft? {
-        guarded.withLock { guarded -> Draft? in
-            let values = guarded.store.values
-            let pending = guarded.store.needsWrite
-            switch edit {
-            case .keep:
-                return nil
-            case .none:
-                return guarded.store.hasRestoredValues ? Draft(values: values, changedKeys: []) : nil
-            case .pending:
-                return pending ? Draft(values: values, changedKeys: []) : nil
-            case .set(let key, let value):
-                guard values[key] != value else { return nil }
-                var draft = Draft(values: values, changedKeys: [key], own: [key: value])
-                draft.values[key] = value
-                return draft
-            case .replace(let new):
-                guard new != values else { return nil }
-                return Draft(values: new, replacement: new)
-            case .remove(let keys):
-                let present = keys.filter { values[$0] != nil }
-                guard !present.isEmpty else { return nil }
-                var draft = Draft(values: values, changedKeys: Set(present))
-                for key in present {
-                    draft.values[key] = nil
-                    draft.own.updateValue(nil, forKey: key)
-                }
-                return draft
-            case .batch:
-                let start = guarded.store.endBatch()
-                guard pending || (start != nil && start != values) else { return nil }
-                // Its changes are in memory, which a file changed under the lock replaces: kept to apply again.
-                let own = guarded.store.unwritten(.batch).map { ($0, values[$0]) }
-                return Draft(values: values, announcedFrom: start, own: Dictionary(uniqueKeysWithValues: own))
-            case .rewrite:
-                return Draft(values: values, changedKeys: [], force: true)
-            case .moveAside(let destination):
-                return Draft(values: [:], moveAside: destination)
+    /// The draft for `edit`, from the latest values (`state`); nil when there is nothing to write.
+    func draft(for edit: Edit, from state: StoreState) -> Draft? {
+        let values = state.values
+        let pending = state.needsWrite
+        switch edit {
+        case .keep:
+            return nil
+        case .none:
+            return state.hasRestoredValues ? Draft(values: values, changedKeys: []) : nil
+        case .pending:
+            return pending ? Draft(values: values, changedKeys: []) : nil
+        case .set(let key, let value):
+            guard values[key] != value else { return nil }
+            var draft = Draft(values: values, changedKeys: [key], own: [key: value])
+            draft.values[key] = value
+            return draft
+        case .replace(let new):
+            guard new != values else { return nil }
+            return Draft(values: new, replacement: new)
+        case .remove(let keys):
+            let present = keys.filter { values[$0] != nil }
+            guard !present.isEmpty else { return nil }
+            var draft = Draft(values: values, changedKeys: Set(present))
+            for key in present {
+                draft.values[key] = nil
+                draft.own.updateValue(nil, forKey: key)
             }
+            return draft
+        case .batch:
+            let start = write.endBatch()
+            guard pending || (start != nil && start != values) else { return nil }
+            // Its changes are in memory, which a file changed under the lock replaces: kept to apply again.
+            let own = state.unwritten(.batch).map { ($0, values[$0]) }
+            return Draft(values: values, announcedFrom: start, own: Dictionary(uniqueKeysWithValues: own))
+        case .rewrite:
+            return Draft(values: values, changedKeys: [], force: true)
+        case .moveAside(let destination):
+            return Draft(values: [:], moveAside: destination)
         }
     }
 
-    /// Commits `draft`: encode, temporary file, the check that the file is still the one read (`checking`), the
-    /// rename, the folder sync; then memory follows the file and the changes are announced. Returns false when the
-    /// file changed under the lock (the run reads it and applies its change again); nothing was written then.
-    func commit(_ draft: Draft, in file: BoundFile, checking: Bool, renamed: inout Bool) throws -> Bool {
+    /// Commits `draft`, made from `state`: encode, temporary file, the check that the file is still the one read
+    /// (`checking`), the rename, the folder sync; then memory follows the file and the changes are announced.
+    /// Returns false when the file changed under the lock (the run reads it and applies its change again); nothing
+    /// was written then.
+    func commit(
+        _ draft: Draft, from state: StoreState, in file: BoundFile, checking: Bool, renamed: inout Bool
+    ) throws -> Bool {
         let fileSystem = file.fileSystem
         let now = file.clock.now()
         if case .some(let destination) = draft.moveAside {
@@ -84,24 +85,19 @@ extension StoreEngine {
             throw PrefsError.tooLarge(path: file.path, size: data.count, limit: POSIX.maximumFileSize)
         }
         // After encoding: a vault's key hashes need the key the encoding resolved.
-        var (base, sweep, record, keepsCopy) = guarded.withLock { guarded in
-            (
-                guarded.store.file?.identity, guarded.store.takeSweep(),
-                guarded.store.commitRecord(
-                    for: draft.values, changedKeys: draft.changedKeys, now: now, keyHash: file.codec.recordHash,
-                    freshLineage: draft.force),
-                guarded.store.file?.restoresStaleRewrites ?? false
-            )
-        }
+        let base = state.file?.identity
+        var record = state.commitRecord(
+            for: draft.values, changedKeys: draft.changedKeys, now: now, keyHash: file.codec.recordHash,
+            freshLineage: draft.force)
         record.contentSize = UInt64(data.count)
         record.contentHash = StableHash.ofContents(data)
-        if sweep, base != nil { fileSystem.removeStaleTemporaries(beside: file.path) }
+        if state.file?.sweepDue == true, base != nil { fileSystem.removeStaleTemporaries(beside: file.path) }
         let temporary = try prefsIO { () throws(SystemCallError) in
             try fileSystem.writeTemporary(beside: file.path, data: data, mode: 0o600, durable: true)
         }
         // Under the lock only a writer that takes none (Foundation rewriting a suite in place, someone deleting the
         // file) changes the file: its change is read, and this one applied on top.
-        if checking, !fileIsAsRead(file, base: base) {
+        if checking, !fileIsAsRead(file, known: state) {
             fileSystem.discard(temporary)
             return false
         }
@@ -111,7 +107,8 @@ extension StoreEngine {
         // was seen, another process appending on top of that first one lost the committer's values: 9 to 23 of 300
         // appends beside Foundation, in 1 run of 4 to 8).
         try? fileSystem.overwrite(
-            CommitFile.path(of: file.path), with: CommitFile.encode(record, copy: keepsCopy ? data : nil),
+            CommitFile.path(of: file.path),
+            with: CommitFile.encode(record, copy: state.file?.restoresStaleRewrites == true ? data : nil),
             mode: 0o600)
         let identity: FileIdentity
         do {
@@ -156,7 +153,7 @@ extension StoreEngine {
             reason = "\(error)"
         }
         let report = PrefsError.damagedFileKeptAside(path: file.path, keptAt: destination, reason: reason)
-        guarded.withLock { $0.reports.append(report) }
+        write.reports.append(report)
     }
 
     /// `<path>.damaged-<UTC date and time>`, or with `-2`, `-3`… when that is taken.

@@ -12,11 +12,12 @@ extension StoreEngine {
         try layers.checkWritable(key)  // Layers hook: a forced key is refused.
         writer.lock()
         let outcome = Result { () throws -> (changed: Bool, inBatch: Bool, outermost: Bool) in
-            try guarded.withLock { guarded throws in
-                if guarded.store.isShut { throw PrefsError.storeClosed(path: path) }
-                let outermost = guarded.store.depth == 0
-                // A batch holds the writer lock for its whole body: one running now runs on this thread.
-                if guarded.store.inBatch { return (false, true, outermost) }
+            if write.shut { throw PrefsError.storeClosed(path: path) }
+            let outermost = write.depth == 0
+            // A batch holds the writer lock for its whole body: one running now runs on this thread.
+            if write.inBatch { return (false, true, outermost) }
+            write.changed()
+            return try guarded.withLock { guarded throws in
                 // A file that cannot be read is never overwritten, so nothing is accepted for it.
                 if let damage = guarded.store.damage { throw damage }
                 guard guarded.store.setInMemory(value, forKey: key, reason: .deferred) else {
@@ -48,7 +49,7 @@ extension StoreEngine {
             guarded.commitDue = deadline
             return (guarded.workQueue, register)
         }
-        if register { DeferredExitFlush.register(self) }
+        if register { EngineRegistry.flushAtExit(self) }
         guard let queue else { return }
         file.clock.schedule(delay, queue) { [weak self] in
             guard let self else { return }
@@ -67,9 +68,8 @@ extension StoreEngine {
         // From inside a batch or a transform of this store, on the thread holding its locks, a flush would wait for
         // itself; what that write holds reaches the file when it ends.
         writer.lock()
-        let (inside, shut, deferred) = guarded.withLock {
-            ($0.store.depth > 0, $0.store.isShut, $0.store.hasDeferredChanges)
-        }
+        let (inside, shut) = (write.depth > 0, write.shut)
+        let deferred = guarded.withLock { $0.store.hasDeferredChanges }
         writer.unlock()
         if shut { throw PrefsError.storeClosed(path: path) }
         if inside {
@@ -79,7 +79,7 @@ extension StoreEngine {
         }
         guard deferred else { return }
         do {
-            try perform(.write, fromBackground: fromBackground) { ((), .pending) }
+            try perform(.write, fromBackground: fromBackground) { _ in ((), .pending) }
             guarded.withLock { $0.reportedFailure = nil }
         } catch {
             // Closed meanwhile (a timed commit racing the last close, which committed what was deferred).
@@ -103,43 +103,27 @@ extension StoreEngine {
     var backgroundQueue: DispatchQueue { guarded.withLock { $0.workQueue } }
 }
 
-/// The engines with deferred writes, flushed when the process exits normally (`exit`, or returning from `main`).
-enum DeferredExitFlush {
-    private final class Entry: Sendable {
-        weak let engine: StoreEngine?
-        init(_ engine: StoreEngine) { self.engine = engine }
-    }
-
-    private static let entries = Mutex<[Entry]>([])
-
-    private static let installed: Void = {
-        atexit { DeferredExitFlush.flushAll() }
-    }()
-
-    static func register(_ engine: StoreEngine) {
-        _ = installed
-        entries.withLock { entries in
-            entries.removeAll { $0.engine == nil }
-            entries.append(Entry(engine))
-        }
-    }
-
-    /// Commits every engine's deferred writes; failures are reported.
-    static func flushAll() {
-        let engines = entries.withLock { $0.compactMap(\.engine) }
-        for engine in engines { try? engine.commitDeferred(retrying: false) }
-    }
-}
-
-/// One engine per file in this process, so stores opened on the same path share their values and change feed and
-/// never disagree, not even for the moment an inotify event takes.
+/// The engines of this process, in one registry: one engine per file, so stores opened on the same path share their
+/// values and change feed and never disagree, not even for the moment an inotify event takes; and the engines with
+/// deferred writes, flushed when the process exits normally (`exit`, or returning from `main`).
 enum EngineRegistry {
     private final class Entry: Sendable {
         weak let engine: StoreEngine?
         init(_ engine: StoreEngine) { self.engine = engine }
     }
 
-    private static let entries = Mutex<[String: Entry]>([:])
+    private struct Entries {
+        /// By kind and standardized path: the engine stores opened on that file share.
+        var byFile: [String: Entry] = [:]
+        /// The engines that deferred a write, flushed at exit.
+        var flushedAtExit: [Entry] = []
+    }
+
+    private static let entries = Mutex(Entries())
+
+    private static let installed: Void = {
+        atexit { EngineRegistry.flushAll() }
+    }()
 
     /// The engine of the file at `path`, retained for one more store handle; opened with `make` when this process
     /// has none open. `make` runs without the registry's lock (opening reads the file and may report); if two
@@ -148,14 +132,29 @@ enum EngineRegistry {
         at path: String, kind: String, make: () throws -> StoreEngine
     ) rethrows -> StoreEngine {
         let id = kind + ":" + URL(filePath: path).standardizedFileURL.path
-        if let existing = entries.withLock({ $0[id]?.engine }), existing.retain() { return existing }
+        if let existing = entries.withLock({ $0.byFile[id]?.engine }), existing.retain() { return existing }
         let made = try make()
         return entries.withLock { entries in
-            if let existing = entries[id]?.engine, existing.retain() { return existing }
-            entries = entries.filter { $0.value.engine.map { !$0.isShut } ?? false }
-            entries[id] = Entry(made)
+            if let existing = entries.byFile[id]?.engine, existing.retain() { return existing }
+            entries.byFile = entries.byFile.filter { $0.value.engine.map { !$0.isShut } ?? false }
+            entries.byFile[id] = Entry(made)
             _ = made.retain()
             return made
         }
+    }
+
+    /// `engine` deferred a write: its deferred changes are committed when the process exits normally.
+    static func flushAtExit(_ engine: StoreEngine) {
+        _ = installed
+        entries.withLock { entries in
+            entries.flushedAtExit.removeAll { $0.engine == nil }
+            entries.flushedAtExit.append(Entry(engine))
+        }
+    }
+
+    /// Commits every engine's deferred writes; failures are reported.
+    static func flushAll() {
+        let engines = entries.withLock { $0.flushedAtExit.compactMap(\.engine) }
+        for engine in engines { try? engine.commitDeferred(retrying: false) }
     }
 }

@@ -14,11 +14,11 @@ extension StoreEngine {
     func open() throws {
         guard let file else { return }
         var failure: (any Error)?
-        do { try perform(.load) { ((), .keep) } } catch { failure = error }
+        do { try perform(.load) { _ in ((), .keep) } } catch { failure = error }
         if keepsDamagedFilesAside(failure) {
             // The store's policy: a write keeps the damaged file aside (under the lock) and the store starts afresh.
             do {
-                try perform(.write) { ((), .keep) }
+                try perform(.write) { _ in ((), .keep) }
                 failure = nil
             } catch { failure = error }
         }
@@ -60,12 +60,14 @@ extension StoreEngine {
         if recheck { guarded.withLock { $0.store.recheckRan() } }
         var operation = PrefsReport.Operation.read
         do {
-            do { try perform(.look, fromBackground: true) { ((), .keep) } } catch  where keepsDamagedFilesAside(error) {
-                try perform(.write, fromBackground: true) { ((), .keep) }
+            do { try perform(.look, fromBackground: true) { _ in ((), .keep) } } catch
+                where keepsDamagedFilesAside(error)
+            {
+                try perform(.write, fromBackground: true) { _ in ((), .keep) }
             }
             guard guarded.withLock({ $0.store.hasRestoredValues }) else { return }
             operation = .write
-            try perform(.write, fromBackground: true) { ((), .none) }
+            try perform(.write, fromBackground: true) { _ in ((), .none) }
         } catch {
             // Closed meanwhile: nobody is left to tell, and nothing reports once `close()` has returned.
             if case .storeClosed? = error as? PrefsError { return }
@@ -91,8 +93,9 @@ extension StoreEngine {
     /// between the two; afterwards nothing of it touches the file or its folder.
     func release() {
         writer.lock()
+        write.changed()
         if guarded.withLock({ $0.store.handles == 1 && $0.store.hasDeferredChanges }) {
-            do { try perform(.write, delivering: false) { ((), .pending) } } catch {
+            do { try perform(.write, delivering: false) { _ in ((), .pending) } } catch {
                 ErrorReporter.report(
                     error,
                     key: guarded.withLock { $0.store.unwritten(.deferred) }.sorted()
@@ -104,6 +107,7 @@ extension StoreEngine {
             defer { guarded.watch = nil }
             return (true, guarded.watch)
         }
+        if shut { write.shut = true }
         writer.unlock()
         token?.cancel()
         changes.deliverAnnouncements()

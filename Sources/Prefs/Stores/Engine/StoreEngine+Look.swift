@@ -6,7 +6,8 @@ extension StoreEngine {
 
     /// The outcome of a look at the file.
     enum Look {
-        case ready
+        /// The state after the look, when the look saw it (else the run reads it).
+        case ready(StoreState?)
         /// It does not decode, and may be halfway through another writer's in-place rewrite.
         case suspect
         case damaged(any Error)
@@ -27,12 +28,10 @@ extension StoreEngine {
     func look(at file: BoundFile, access: Access, through lock: FileLock?) throws -> Look {
         let fileSystem = file.fileSystem
         let current = try prefsIO { () throws(SystemCallError) in try fileSystem.identity(at: file.path) }
-        let refresh = guarded.withLock { $0.store.refresh(currentIdentity: current, writing: lock != nil) }
-        if refresh == .upToDate { return .ready }
-        if refresh == .cleared {
-            load([:], contents: nil, in: file, announcing: access != .load)
-            return .ready
-        }
+        let known = guarded.withLock { $0.store }
+        let refresh = known.refresh(currentIdentity: current, writing: lock != nil)
+        if refresh == .upToDate { return .ready(known) }
+        if refresh == .cleared { return .ready(load([:], contents: nil, in: file, announcing: access != .load)) }
         var reader = lock
         var shared: FileLock?
         defer { shared?.release() }
@@ -54,15 +53,15 @@ extension StoreEngine {
         } catch {
             return unreadable(Self.namingTheWayOut(error), in: file, access: access)
         }
-        guard let contents else {
-            load([:], contents: nil, in: file, announcing: access != .load)
-            return .ready
-        }
+        guard let contents else { return .ready(load([:], contents: nil, in: file, announcing: access != .load)) }
         let hash = StableHash.ofContents(contents.data)
-        if refresh == .compareBytes, guarded.withLock({ $0.store.file?.contentHash }) == hash {
+        if refresh == .compareBytes, known.file?.contentHash == hash {
             let racy = fileSystem.isRacy(contents.identity)
-            guarded.withLock { $0.store.bytesUnchanged(racy: racy) }
-            return .ready
+            return .ready(
+                guarded.withLock {
+                    $0.store.bytesUnchanged(racy: racy)
+                    return $0.store
+                })
         }
         // The commit file, read under the same lock as the file; a look lets go of its shared lock at once, so that
         // writers waiting for the file are held up by two reads at most, never by decoding.
@@ -75,7 +74,9 @@ extension StoreEngine {
             // be Foundation's in-place rewrite halfway, and is waited for through the grace when that cannot be
             // ruled out: it was emptied within the last tick, or Prefs last committed it with values (Linux
             // updates a truncated file's size before its times, so its times alone do not tell).
-            if lock?.createdEmpty != true, emptySuiteMayBeRewriting(contents, commitFile: commitFile, in: file) {
+            if lock?.createdEmpty != true,
+                emptySuiteMayBeRewriting(contents, commitFile: commitFile, in: file, known: known)
+            {
                 let verdict = unreadable(Self.emptyFile(file), in: file, access: access, emptyFile: true)
                 if case .damaged = verdict {} else { return verdict }
             }
@@ -91,18 +92,19 @@ extension StoreEngine {
                 return unreadable(Self.namingTheWayOut(error), in: file, access: access)
             }
         }
-        load(
-            values, contents: contents, commitFile: commitFile, hash: hash, in: file,
-            announcing: access != .load, verified: reader != nil)
-        return .ready
+        return .ready(
+            load(
+                values, contents: contents, commitFile: commitFile, hash: hash, in: file,
+                announcing: access != .load, verified: reader != nil))
     }
 
     /// Whether an empty suite file may be another writer's in-place rewrite halfway: it changed within the last
     /// tick, or the commit file beside it says Prefs last committed it with values.
     func emptySuiteMayBeRewriting(
-        _ contents: FileContents, commitFile: (record: CommitRecord, copy: Data?)?, in file: BoundFile
+        _ contents: FileContents, commitFile: (record: CommitRecord, copy: Data?)?, in file: BoundFile,
+        known: StoreState
     ) -> Bool {
-        guard guarded.withLock({ ($0.store.file?.grace ?? .zero) > .zero }) else { return false }
+        guard (known.file?.grace ?? .zero) > .zero else { return false }
         if file.fileSystem.isRacy(contents.identity) { return true }
         guard let record = commitFile?.record else { return false }
         return record.contentSize > 0 && !record.describesPrevious(Data())
@@ -128,14 +130,13 @@ extension StoreEngine {
         PrefsError.corruptFile(path: file.path, reason: "the file is empty")
     }
 
-    /// Whether the file is still the one the values came from, checked under its lock just before a commit's
-    /// rename: the same identity, and, when that identity may hide an in-place rewrite (``StoreState/Refresh``),
-    /// the same bytes. When only the bytes differ, the next look reads the file again.
-    func fileIsAsRead(_ file: BoundFile, base: FileIdentity?) -> Bool {
+    /// Whether the file is still the one the values came from (`known`), checked under its lock just before a
+    /// commit's rename: the same identity, and, when that identity may hide an in-place rewrite
+    /// (``StoreState/Refresh``), the same bytes. When only the bytes differ, the next look reads the file again.
+    func fileIsAsRead(_ file: BoundFile, known state: StoreState) -> Bool {
+        let base = state.file?.identity
         guard (try? file.fileSystem.identity(at: file.path)) == base else { return false }
-        guard base != nil, let (known, racy) = guarded.withLock({ $0.store.file.map { ($0.contentHash, $0.racy) } }),
-            racy, let known
-        else { return true }
+        guard base != nil, state.file?.racy == true, let known = state.file?.contentHash else { return true }
         if let now = try? file.fileSystem.read(file.path, through: nil), StableHash.ofContents(now.data) == known {
             return true
         }
@@ -176,18 +177,20 @@ extension StoreEngine {
         case .suspect(let recheck, let schedule):
             if access == .look {
                 if schedule { scheduleLook(after: recheck + .milliseconds(20)) }
-                return .ready
+                return .ready(nil)
             }
             return .suspect
         }
     }
 
     /// Takes newly read values (nil contents: no file), with the commit file beside it (decoded), read with the
-    /// file: only when another writer changed it. `verified`: both were read under a lock of the file.
+    /// file: only when another writer changed it. `verified`: both were read under a lock of the file. Returns the
+    /// state it leaves.
+    @discardableResult
     func load(
         _ values: [String: PrefValue], contents: FileContents?, commitFile: (record: CommitRecord, copy: Data?)? = nil,
         hash: UInt64? = nil, in file: BoundFile, announcing: Bool, verified: Bool = true
-    ) {
+    ) -> StoreState {
         var record: CommitRecord?
         var lastCommit: [String: PrefValue]?
         var intact = true
@@ -204,19 +207,20 @@ extension StoreEngine {
         }
         let now = file.clock.now()
         let racy = contents.map { file.fileSystem.isRacy($0.identity) } ?? false
-        let recovered = guarded.withLock { guarded -> Bool in
+        let (recovered, state) = guarded.withLock { guarded -> (Bool, StoreState) in
             let recovered = guarded.store.damage != nil
             let changed = guarded.store.load(
                 values, identity: contents?.identity,
                 contentHash: contentHash, record: record, intact: intact, now: now, keyHash: file.codec.recordHash,
                 lastCommit: lastCommit, racy: racy, verified: verified, reportingChanges: announcing)
             if announcing { announce(changed, of: guarded.store.values) }
-            return recovered
+            return (recovered, guarded.store)
         }
         if recovered {
             changes.reported.forget()
             publishDamage()
         }
+        return state
     }
 
     /// A store file that cannot be decoded, with what to do about it in the one report the app gets.

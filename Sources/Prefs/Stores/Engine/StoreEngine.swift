@@ -53,10 +53,6 @@ final class StoreEngine: Sendable {
         var damageTold: Bool?
         /// During the first load of a file that does not decode: when it was last seen to change.
         var firstLoadSeen: (identity: FileIdentity?, since: Duration)?
-        /// The file's lock while a write of this process holds it.
-        var heldLock: FileLock?
-        /// Reports made holding the locks, told once the run that made them has let go of them.
-        var reports: [any Error] = []
 
         var workQueue: DispatchQueue {
             mutating get {
@@ -69,6 +65,10 @@ final class StoreEngine: Sendable {
     }
 
     var writer: NSRecursiveLock { changes.updateLock }
+
+    /// The write in progress. Only the thread holding `writer` reads or changes it, so a write keeps its nesting,
+    /// batch, file lock and reports without entering `guarded`.
+    nonisolated(unsafe) var write = WriteInProgress()
 
     /// An engine for the file at `path`, not loaded yet (see ``open()``).
     /// - Parameters:
@@ -135,8 +135,8 @@ final class StoreEngine: Sendable {
     func update(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try validateKey(key)
         try layers.checkWritable(key)  // Layers hook: a forced key is refused.
-        return try perform(.write) {
-            let old = guarded.withLock { $0.store.values[key] }
+        return try perform(.write) { state in
+            let old = state.values[key]
             // Layers hook: without a value of the user's, the transform starts from the default below it.
             let new = try transform(old ?? layers.valueBelowUser(key))
             return (new, new == old ? .none : .set(key, new))
@@ -145,13 +145,13 @@ final class StoreEngine: Sendable {
 
     /// Replaces every value at once, in one durable, atomic write.
     func replaceAll(_ values: [String: PrefValue]) throws {
-        try perform(.write) { ((), .replace(values)) }
+        try perform(.write) { _ in ((), .replace(values)) }
     }
 
     /// Removes several keys in one durable, atomic write.
     func removeValues(forKeys keys: some Sequence<String>) throws {
         let keys = Array(keys)
-        try perform(.write) { ((), .remove(keys)) }
+        try perform(.write) { _ in ((), .remove(keys)) }
     }
 
     /// Runs `body` holding the write lock: every write it makes is applied in memory at once and written in one
@@ -161,23 +161,24 @@ final class StoreEngine: Sendable {
     /// undone.
     func batch<T>(deferring window: Duration? = nil, _ body: () throws -> T) throws -> T {
         var deferred = false
-        let result = try perform(.write) { () throws -> (T, Edit) in
-            let (start, outermost) = guarded.withLock { $0.store.beginBatch() }
+        let result = try perform(.write) { state throws -> (T, Edit) in
+            let (start, outermost) = write.beginBatch(at: state.batchPoint)
             let result: T
             do {
                 result = try body()
             } catch {
-                guarded.withLock { changes.invalidate($0.store.rollBack(to: start, endingBatch: outermost)) }
+                if outermost { write.endBatch() }
+                guarded.withLock { changes.invalidate($0.store.rollBack(to: start)) }
                 throw error
             }
             guard outermost else { return (result, .keep) }
             if window != nil, file != nil {
                 // A deferred batch: its changes wait for the deferred commit, announced now.
                 deferred = true
+                let from = write.endBatch() ?? [:]
                 guarded.withLock { guarded in
                     guarded.store.deferBatchChanges()
-                    let changed = StoreState.diff(guarded.store.endBatch() ?? [:], guarded.store.values)
-                    announce(changed, of: guarded.store.values)
+                    announce(StoreState.diff(from, guarded.store.values), of: guarded.store.values)
                 }
                 return (result, .keep)
             }
@@ -192,8 +193,8 @@ final class StoreEngine: Sendable {
     func rewrite(prepare: () throws -> () -> Void) throws {
         var undo: (() -> Void)?
         do {
-            try perform(.write) { () throws -> ((), Edit) in
-                if guarded.withLock({ $0.store.inBatch }) {
+            try perform(.write) { _ throws -> ((), Edit) in
+                if write.inBatch {
                     throw PrefsError.io(
                         path: path, operation: "re-encrypt", errno: EBUSY,
                         message: "the vault key cannot change inside a batch; change it before or after")
@@ -210,8 +211,8 @@ final class StoreEngine: Sendable {
     /// Moves a file that cannot be decoded aside, keeping it as `<name>.damaged-<UTC date and time>` in the same
     /// folder, and starts afresh with no values; returns where it went, or nil when the file reads (nothing moves).
     func moveDamagedFileAside(at now: Date = Date()) throws -> URL? {
-        try perform(.moveAside) { () throws -> (URL?, Edit) in
-            guard guarded.withLock({ $0.store.damage }) != nil, let file else { return (nil, .keep) }
+        try perform(.moveAside) { state throws -> (URL?, Edit) in
+            guard state.damage != nil, let file else { return (nil, .keep) }
             let destination = try Self.asideName(for: file, at: now)
             return (URL(filePath: destination, directoryHint: .notDirectory), .moveAside(destination))
         }
@@ -220,7 +221,7 @@ final class StoreEngine: Sendable {
     /// Deletes the file, under its lock, and empties the store: what `prefs delete DOMAIN` does. Observers hear of
     /// every key whose value changed.
     func deleteFile() throws {
-        try perform(.moveAside) { () -> ((), Edit) in
+        try perform(.moveAside) { _ -> ((), Edit) in
             guard let file, (try? file.fileSystem.identity(at: file.path)) != nil else { return ((), .keep) }
             return ((), .moveAside(nil))
         }
@@ -261,39 +262,50 @@ final class StoreEngine: Sendable {
 
     /// Runs `apply` as one transaction (see the type's description), and delivers what it announced once every
     /// lock is released, unless this thread is inside another run of this engine, whose end delivers. Its reports
-    /// are those of the store's background work when `fromBackground` (none after the store has closed).
+    /// are those of the store's background work when `fromBackground` (none after the store has closed). `apply`
+    /// is given the state as the run found it.
     @discardableResult
     func perform<T>(
-        _ access: Access, delivering: Bool = true, fromBackground: Bool = false, _ apply: () throws -> (T, Edit)
+        _ access: Access, delivering: Bool = true, fromBackground: Bool = false,
+        _ apply: (StoreState) throws -> (T, Edit)
     ) throws -> T {
         var outermost = false
+        var reports: [any Error] = []
         defer {
             if outermost, delivering {
                 changes.deliverAnnouncements()
-                let reports = guarded.withLock { guarded in
-                    defer { guarded.reports = [] }
-                    return guarded.reports
-                }
-                changes.reported.fromBackground(if: fromBackground) {
-                    for report in reports { ErrorReporter.report(report, key: "", operation: .read) }
+                if !reports.isEmpty {
+                    changes.reported.fromBackground(if: fromBackground) {
+                        for report in reports { ErrorReporter.report(report, key: "", operation: .read) }
+                    }
                 }
             }
         }
-        return try run(access, &outermost, apply)
+        return try run(access, &outermost, &reports, apply)
     }
 
     /// The transaction itself: see the type's description. Sets `outermost` when this thread is in no other run of
-    /// this engine.
-    private func run<T>(_ access: Access, _ outermost: inout Bool, _ apply: () throws -> (T, Edit)) throws -> T {
+    /// this engine, and then hands over the reports the run owes.
+    ///
+    /// The state lock is entered twice on the common path of a durable write: once to see the state (with the
+    /// look at the file, after the file's lock is taken), and once to commit. What the run decides (the draft, the
+    /// commit record, whether the file is still the one read) rests on that one view, which is exact: only a thread
+    /// holding the writer lock changes what those decisions read, and this run holds it. A write of this thread
+    /// inside `apply` (a transform's, a batch's body) moves ``WriteInProgress/changes``, and the view is taken again.
+    private func run<T>(
+        _ access: Access, _ outermost: inout Bool, _ reports: inout [any Error],
+        _ apply: (StoreState) throws -> (T, Edit)
+    ) throws -> T {
         writer.lock()
         defer { writer.unlock() }
-        let (isOutermost, inBatch) = try guarded.withLock { guarded throws in
-            if guarded.store.isShut, access != .load { throw PrefsError.storeClosed(path: path) }
-            if access == .look { guarded.lookQueued = false }  // a later event needs a later look
-            return (guarded.store.beginWrite(), guarded.store.inBatch)
+        if write.shut, access != .load { throw PrefsError.storeClosed(path: path) }
+        if access == .look { guarded.withLock { $0.lookQueued = false } }  // a later event needs a later look
+        outermost = write.beginWrite()
+        let inBatch = write.inBatch
+        defer {
+            write.endWrite()
+            if outermost { reports = write.takeReports() }
         }
-        outermost = isOutermost
-        defer { guarded.withLock { $0.store.endWrite() } }
         guard let file else { return try commitInMemory(apply, inBatch: inBatch) }
         let writes = access == .write || access == .moveAside
         // The file's lock, taken by the first run that writes while the file exists and held until it ends; a run
@@ -319,11 +331,13 @@ final class StoreEngine: Sendable {
             // run's change on top: a transform runs again, a batch's writes are applied again (its body never runs
             // twice). Inside a batch the file is neither read nor written.
             while true {
-                if writes, !inBatch, lock == nil, guarded.withLock({ $0.heldLock == nil }) {
+                if writes, !inBatch, lock == nil, write.heldLock == nil {
                     let taken = try file.fileSystem.lock(file.path, timeout: LockWait.timeout, clock: file.clock)
                     lock = taken
-                    guarded.withLock { $0.heldLock = taken }
+                    write.heldLock = taken
                 }
+                /// The state as this pass found it.
+                var view: StoreState?
                 if !inBatch {
                     switch try look(at: file, access: access, through: lock) {
                     case .busy:
@@ -341,24 +355,30 @@ final class StoreEngine: Sendable {
                         try keepAside(file, damagedBy: error)
                         releaseLock(&lock)
                         continue
-                    case .ready:
-                        break
+                    case .ready(let state):
+                        view = state
                     }
                 }
+                var state = view.take() ?? guarded.withLock { $0.store }
                 if outcome == nil {
-                    outcome = try apply()
+                    let before = write.changes
+                    outcome = try apply(state)
                     planned = nil
+                    if write.changes != before, !inBatch { state = guarded.withLock { $0.store } }
                 }
                 guard let (result, edit) = outcome else { continue }
                 if inBatch {
+                    state = StoreState(values: [:])  // lets go of memory's values before they change in place
                     applyInBatch(edit)
                     return result
                 }
                 guard writes else { return result }
-                if planned == nil { planned = .some(draft(for: edit)) }
+                if planned == nil { planned = .some(draft(for: edit, from: state)) }
                 guard case .some(.some(var draft)) = planned else { return result }
-                if readAgain { draft.rebase(onto: guarded.withLock { $0.store.values }) }
-                if try commit(draft, in: file, checking: foundChanged < 3, renamed: &committed) { return result }
+                if readAgain { draft.rebase(onto: state.values) }
+                if try commit(draft, from: state, in: file, checking: foundChanged < 3, renamed: &committed) {
+                    return result
+                }
                 foundChanged += 1
                 // The file is read again: a transform runs again on what it holds then (its result was computed from
                 // what it held before); other changes are applied again on top of it.
@@ -385,23 +405,28 @@ final class StoreEngine: Sendable {
     /// Lets go of the file's lock this run took, if any.
     private func releaseLock(_ lock: inout FileLock?) {
         guard let held = lock else { return }
-        guarded.withLock { if $0.heldLock === held { $0.heldLock = nil } }
+        if write.heldLock === held { write.heldLock = nil }
         held.release()
         lock = nil
     }
 
     /// What a run of an engine without a file does: apply, and memory is the store.
-    private func commitInMemory<T>(_ apply: () throws -> (T, Edit), inBatch: Bool) throws -> T {
-        let (result, edit) = try apply()
+    private func commitInMemory<T>(_ apply: (StoreState) throws -> (T, Edit), inBatch: Bool) throws -> T {
+        var state = guarded.withLock { $0.store }
+        let before = write.changes
+        let (result, edit) = try apply(state)
         if inBatch {
+            state = StoreState(values: [:])  // lets go of memory's values before they change in place
             applyInBatch(edit)
-        } else if let draft = draft(for: edit) {
-            guarded.withLock { guarded in
-                let changed = guarded.store.committed(
-                    draft.values, identity: nil, record: nil, announcedFrom: draft.announcedFrom,
-                    changedKeys: draft.changedKeys)
-                announce(changed, of: guarded.store.values)
-            }
+            return result
+        }
+        if write.changes != before { state = guarded.withLock { $0.store } }
+        guard let draft = draft(for: edit, from: state) else { return result }
+        guarded.withLock { guarded in
+            let changed = guarded.store.committed(
+                draft.values, identity: nil, record: nil, announcedFrom: draft.announcedFrom,
+                changedKeys: draft.changedKeys)
+            announce(changed, of: guarded.store.values)
         }
         return result
     }

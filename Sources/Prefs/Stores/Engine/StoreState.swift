@@ -1,10 +1,11 @@
 import Foundation
 
 /// Everything a store knows, in one value: its values, the file they came from and that file's health and commit
-/// record, the changes in memory that are not in the file yet, the write in progress and its lifetime.
-/// `StoreEngine` holds it under one lock, beside its own plumbing (the lock object a write holds, the looks and
-/// commits it has queued, the damage listeners), and performs what its transitions return; the transitions touch no
-/// file and no clock (they are given the time and what was read), so `StoreStateTests` checks them without files.
+/// record, the changes in memory that are not in the file yet, and its lifetime. `StoreEngine` holds it under one
+/// lock, beside its own plumbing (the watch, the looks and commits it has queued, the damage listeners), and
+/// performs what its transitions return; the transitions touch no file and no clock (they are given the time and
+/// what was read), so `StoreStateTests` checks them without files. The write in progress, which only the thread
+/// holding the engine's writer lock sees, is a ``WriteInProgress`` beside it.
 struct StoreState: Sendable {
     /// The values reads are served from: the file's, with the changes not written yet.
     private(set) var values: [String: PrefValue]
@@ -345,6 +346,7 @@ struct StoreState: Sendable {
             file.recordIntact = record != nil
             file.unwritten = [:]
             file.health = .healthy
+            file.sweepDue = false
             self.file = file
         }
         let changed = changedKeys.map { $0.filter { old[$0] != newValues[$0] } } ?? Self.diff(old, newValues)
@@ -370,56 +372,17 @@ struct StoreState: Sendable {
         file?.recordIntact = false
     }
 
-    /// Whether this write is the first, which sweeps temporary files left by killed writers.
-    mutating func takeSweep() -> Bool {
-        defer { file?.sweepDue = false }
-        return file?.sweepDue ?? false
-    }
+    // MARK: Batches
 
-    // MARK: The write in progress
-
-    /// How deep the write in progress is nested (a transform or a batch writing through the same store); only the
-    /// thread holding the engine's writer lock changes it.
-    private(set) var depth = 0
     /// Memory when a batch began: its values and the changes not written yet.
     typealias BatchStart = (values: [String: PrefValue], unwritten: [String: Unwritten])
 
-    /// Memory when the current batch began; nil when no batch runs.
-    private(set) var batchStart: BatchStart?
-
-    /// A write begins on the thread holding the writer lock; true for the outermost one.
-    mutating func beginWrite() -> Bool {
-        depth += 1
-        return depth == 1
-    }
-
-    mutating func endWrite() {
-        precondition(depth > 0, "a write ended that did not begin")
-        depth -= 1
-    }
-
-    /// Whether a batch is running: its writes change memory only, and reach the file when it ends.
-    var inBatch: Bool { batchStart != nil }
-
-    /// A batch begins (inside a write); returns what to go back to if its body throws, and whether it is the
-    /// outermost.
-    mutating func beginBatch() -> (restore: BatchStart, outermost: Bool) {
-        let now = (values, file?.unwritten ?? [:])
-        if batchStart != nil { return (now, false) }
-        batchStart = now
-        return (now, true)
-    }
-
-    /// The outermost batch's body returned: its values are to be committed; returns the values it started from.
-    mutating func endBatch() -> [String: PrefValue]? {
-        defer { batchStart = nil }
-        return batchStart?.values
-    }
+    /// Memory now, as a batch beginning keeps it to go back to.
+    var batchPoint: BatchStart { (values, file?.unwritten ?? [:]) }
 
     /// A batch's body, or the commit of values already in memory, failed: memory goes back to `start`. Returns the
     /// keys whose values move back.
-    mutating func rollBack(to start: BatchStart, endingBatch: Bool) -> Set<String> {
-        if endingBatch { batchStart = nil }
+    mutating func rollBack(to start: BatchStart) -> Set<String> {
         let changed = Self.diff(values, start.values)
         values = start.values
         file?.unwritten = start.unwritten
@@ -430,7 +393,7 @@ struct StoreState: Sendable {
     /// have read a newer file since the batch began, the next look reads the file again. Returns the keys whose
     /// values move back.
     mutating func batchCommitFailed(from start: BatchStart) -> Set<String> {
-        let changed = rollBack(to: start, endingBatch: false)
+        let changed = rollBack(to: start)
         changedInPlace()
         return changed
     }
@@ -471,4 +434,62 @@ struct StoreState: Sendable {
 extension CommitRecord {
     /// The commit this record describes.
     var stamp: StoreState.CommitStamp { StoreState.CommitStamp(lineage: lineage, generation: generation) }
+}
+
+/// The write in progress on the thread holding an engine's writer lock: how deeply it is nested (a transform or a
+/// batch writing through the same store), the batch it is in, the file lock it holds and the reports it owes. Only
+/// that thread reads or changes it, so a write keeps it without entering the state's lock.
+struct WriteInProgress {
+    /// How deep the write in progress is nested; 0 when none runs.
+    private(set) var depth = 0
+    /// Memory when the current batch began; nil when no batch runs.
+    private(set) var batchStart: StoreState.BatchStart?
+    /// The file's lock while a write of this process holds it.
+    var heldLock: FileLock?
+    /// Reports made holding the locks, told once the outermost write has let go of them.
+    var reports: [any Error] = []
+    /// Counts the writes begun and the changes made on this thread; a run whose count moved while its caller's code
+    /// ran (a write inside a transform, a batch's body) reads the state again before it drafts its commit.
+    private(set) var changes: UInt64 = 0
+    /// Whether the store has shut: set by the last `close()`, under the writer lock.
+    var shut = false
+
+    /// A write begins; true for the outermost one.
+    mutating func beginWrite() -> Bool {
+        changes &+= 1
+        depth += 1
+        return depth == 1
+    }
+
+    mutating func endWrite() {
+        precondition(depth > 0, "a write ended that did not begin")
+        depth -= 1
+    }
+
+    /// Memory changed outside a run (a deferred `set`, a close).
+    mutating func changed() { changes &+= 1 }
+
+    /// Whether a batch is running: its writes change memory only, and reach the file when it ends.
+    var inBatch: Bool { batchStart != nil }
+
+    /// A batch begins with memory at `point`; returns what to go back to if its body throws, and whether it is the
+    /// outermost.
+    mutating func beginBatch(at point: StoreState.BatchStart) -> (restore: StoreState.BatchStart, outermost: Bool) {
+        if batchStart != nil { return (point, false) }
+        batchStart = point
+        return (point, true)
+    }
+
+    /// The outermost batch's body returned or threw: returns the values it started from.
+    @discardableResult
+    mutating func endBatch() -> [String: PrefValue]? {
+        defer { batchStart = nil }
+        return batchStart?.values
+    }
+
+    /// The reports owed, taken.
+    mutating func takeReports() -> [any Error] {
+        defer { reports = [] }
+        return reports
+    }
 }
