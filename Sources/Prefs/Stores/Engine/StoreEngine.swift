@@ -68,7 +68,7 @@ final class StoreEngine: Sendable {
 
     /// The write in progress. Only the thread holding `writer` reads or changes it, so a write keeps its nesting,
     /// batch, file lock and reports without entering `guarded`.
-    nonisolated(unsafe) var write = WriteInProgress()
+    @exclusivity(unchecked) nonisolated(unsafe) var write = WriteInProgress()
 
     /// An engine for the file at `path`, not loaded yet (see ``open()``).
     /// - Parameters:
@@ -415,9 +415,19 @@ final class StoreEngine: Sendable {
         var state = guarded.withLock { $0.store }
         let before = write.changes
         let (result, edit) = try apply(state)
+        // The view lets go of memory's values before they change in place (else they would be copied).
         if inBatch {
-            state = StoreState(values: [:])  // lets go of memory's values before they change in place
+            state = StoreState(values: [:])
             applyInBatch(edit)
+            return result
+        }
+        if case .set(let key, let value) = edit {
+            state = StoreState(values: [:])
+            guarded.withLock { guarded in
+                if guarded.store.setInMemory(value, forKey: key, reason: .deferred) {
+                    announce([key], of: guarded.store.values)
+                }
+            }
             return result
         }
         if write.changes != before { state = guarded.withLock { $0.store } }
