@@ -31,7 +31,7 @@ extension StoreEngine {
         let values = state.values
         let pending = state.needsWrite
         switch edit {
-        case .keep:
+        case .keep, .deferred:
             return nil
         case .none:
             return state.hasRestoredValues ? Draft(values: values, changedKeys: []) : nil

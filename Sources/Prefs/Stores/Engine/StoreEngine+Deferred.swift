@@ -10,31 +10,7 @@ extension StoreEngine {
     func setDeferred(_ value: PrefValue?, forKey key: String, within window: Duration) throws {
         try validateKey(key)
         try layers.checkWritable(key)  // Layers hook: a forced key is refused.
-        writer.lock()
-        let outcome = Result { () throws -> (changed: Bool, inBatch: Bool, outermost: Bool) in
-            if write.shut { throw PrefsError.storeClosed(path: path) }
-            let outermost = write.depth == 0
-            // A batch holds the writer lock for its whole body: one running now runs on this thread.
-            if write.inBatch { return (false, true, outermost) }
-            write.changed()
-            return try guarded.withLock { guarded throws in
-                // A file that cannot be read is never overwritten, so nothing is accepted for it.
-                if let damage = guarded.store.damage { throw damage }
-                guard guarded.store.setInMemory(value, forKey: key, reason: .deferred) else {
-                    return (false, false, outermost)
-                }
-                announce([key], of: guarded.store.values)
-                return (true, false, outermost)
-            }
-        }
-        writer.unlock()
-        let (changed, inBatch, outermost) = try outcome.get()
-        if inBatch {
-            try update(forKey: key) { _ in value }
-            return
-        }
-        if outermost { changes.deliverAnnouncements() }
-        if changed { scheduleCommit(within: window) }
+        try perform(.memory) { _ in ((), .deferred(key, value, within: window)) }
     }
 
     /// Makes sure the deferred changes are committed within `window` from now, on the engine's clock, and at exit.

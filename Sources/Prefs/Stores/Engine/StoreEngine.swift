@@ -2,9 +2,10 @@ import Foundation
 import Synchronization
 
 /// The engine behind every store Prefs ships but the PostgreSQL one: a ``StoreState`` under one lock, and one
-/// function, ``run(_:_:)``, through which everything that changes the store passes: a write, an update, a batch, a
-/// deferred window's commit, a flush, the flush at exit or at the last close, restoring a value a stale rewrite put
-/// back, moving a damaged file aside, the first load and every later look at the file.
+/// function, ``run(_:_:_:_:)``, through which everything that changes the store passes: a write, an update, a batch,
+/// a deferred `set` (a change of memory only), a deferred window's commit, a flush, the flush at exit or at the last
+/// close, restoring a value a stale rewrite put back, moving a damaged file aside, the first load and every later look
+/// at the file.
 ///
 /// A run takes this process's writer lock (the feed's update lock, recursive so that a transform or a batch may write
 /// through the same store), then for a write the file's own lock (`flock` on the file; see `POSIXFileSystem`); looks
@@ -239,6 +240,9 @@ final class StoreEngine: Sendable {
         case load
         /// A look at the file after a watcher event: no lock; a file being rewritten is looked at again later.
         case look
+        /// A change of memory only (a deferred `set`), left to the deferred commit; inside a batch it joins the
+        /// batch like any write.
+        case memory
     }
 
     /// What a run's change does to the store's values, applied to the latest ones after the caller's code ran.
@@ -250,6 +254,8 @@ final class StoreEngine: Sendable {
         /// The values in memory that the file does not hold yet (deferred changes): a flush.
         case pending
         case set(String, PrefValue?)
+        /// A deferred `set`: memory changes now, and the file within the window.
+        case deferred(String, PrefValue?, within: Duration)
         case replace([String: PrefValue])
         case remove([String])
         /// The values a batch left in memory; `from`: memory when it began, to go back to if its commit fails.
@@ -306,6 +312,7 @@ final class StoreEngine: Sendable {
             write.endWrite()
             if outermost { reports = write.takeReports() }
         }
+        if access == .memory, !inBatch { return try changeMemory(apply) }
         guard let file else { return try commitInMemory(apply, inBatch: inBatch) }
         let writes = access == .write || access == .moveAside
         // The file's lock, taken by the first run that writes while the file exists and held until it ends; a run
@@ -410,6 +417,23 @@ final class StoreEngine: Sendable {
         lock = nil
     }
 
+    /// What a `.memory` run does outside a batch: the change applied to memory and announced at once, and the
+    /// deferred commit scheduled. A file that cannot be read is never overwritten, so nothing is accepted for it.
+    private func changeMemory<T>(_ apply: (StoreState) throws -> (T, Edit)) throws -> T {
+        var state = guarded.withLock { $0.store }
+        let (result, edit) = try apply(state)
+        guard case .deferred(let key, let value, let window) = edit else { return result }
+        state = StoreState(values: [:])  // lets go of memory's values before they change in place
+        let changed = try guarded.withLock { guarded throws in
+            if let damage = guarded.store.damage { throw damage }
+            guard guarded.store.setInMemory(value, forKey: key, reason: .deferred) else { return false }
+            announce([key], of: guarded.store.values)
+            return true
+        }
+        if changed { scheduleCommit(within: window) }
+        return result
+    }
+
     /// What a run of an engine without a file does: apply, and memory is the store.
     private func commitInMemory<T>(_ apply: (StoreState) throws -> (T, Edit), inBatch: Bool) throws -> T {
         var state = guarded.withLock { $0.store }
@@ -445,7 +469,7 @@ final class StoreEngine: Sendable {
     private func applyInBatch(_ edit: Edit) {
         guarded.withLock { guarded in
             switch edit {
-            case .set(let key, let value):
+            case .set(let key, let value), .deferred(let key, let value, _):
                 if guarded.store.setInMemory(value, forKey: key, reason: .batch) { changes.invalidate([key]) }
             case .replace(let values):
                 changes.invalidate(guarded.store.replaceInMemory(with: values, reason: .batch))

@@ -466,7 +466,7 @@ struct WriteInProgress {
         depth -= 1
     }
 
-    /// Memory changed outside a run (a deferred `set`, a close).
+    /// The store changed outside a run (its last handle closed).
     mutating func changed() { changes &+= 1 }
 
     /// Whether a batch is running: its writes change memory only, and reach the file when it ends.
