@@ -61,6 +61,54 @@ import Testing
         #expect(try readInt("inner", backend, in: directory) == ["7"])
     }
 
+    struct Refused: Error {}
+
+    /// A store with no file yet: the update's lock creates an empty one, the transform's `set` commits in its place,
+    /// and the update itself then writes nothing (its value is unchanged, or its transform throws). What the `set`
+    /// committed stays in the file.
+    @Test(arguments: Backend.persistent, [false, true])
+    func aSetInsideATransformThatWritesNothingStaysInTheFile(_ backend: Backend, transformThrows: Bool) throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try #require(try backend.open(in: directory) as? FileBackedStore)
+        let file = try #require(backend.dataFile(in: directory))
+
+        let update = {
+            try store.updateValue(forKey: "outer") { old in
+                try store.setValue(.int(7), forKey: "inner")
+                if transformThrows { throw Refused() }
+                return old
+            }
+        }
+        if transformThrows {
+            #expect(throws: Refused.self) { try update() }
+        } else {
+            try update()
+        }
+
+        #expect(try store.value(forKey: "inner") == .int(7))
+        #expect(FileManager.default.fileExists(atPath: file.path), "the file the set committed was removed")
+        #expect(try readInt("inner", backend, in: directory) == ["7"])
+    }
+
+    /// The last `close()` made inside a transform: the update is refused, and nothing of it reaches the file.
+    @Test(arguments: Backend.persistent)
+    func aStoreClosedInsideATransformWritesNothingMore(_ backend: Backend) throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try durableStore(backend, in: directory)
+
+        #expect(throws: PrefsError.self) {
+            _ = try store.updateValue(forKey: "outer") { _ in
+                store.close()
+                return .int(3)
+            }
+        }
+
+        #expect(try readInt("outer", backend, in: directory) == ["0"])
+        #expect(try readInt("seed", backend, in: directory) == ["1"])
+    }
+
     @Test func aBatchInsideATransformIsCommittedWithIt() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }

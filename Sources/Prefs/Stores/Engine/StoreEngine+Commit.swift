@@ -117,6 +117,7 @@ extension StoreEngine {
             return false
         }
         renamed = true
+        write.replacedFile()
         // Past the rename the values are in the file even if the folder sync fails: memory, the codec and the
         // observers follow the file, and the error says the write took effect.
         var committedError: PrefsError?
@@ -173,6 +174,7 @@ extension StoreEngine {
 
     /// Moves the file to `destination` (nil: deletes it, with a suite's commit copy) and empties the store.
     func moveAside(to destination: String?, in file: BoundFile) throws -> Bool {
+        write.replacedFile()
         try prefsIO { () throws(SystemCallError) in
             // The commit file first: its record, and a suite's copy, describe commits of the file that goes, and
             // would otherwise be restored into whatever file takes its name.

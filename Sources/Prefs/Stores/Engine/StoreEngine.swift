@@ -320,10 +320,16 @@ final class StoreEngine: Sendable {
         // a writer that takes none, is locked afresh.
         var lock: FileLock?
         defer { releaseLock(&lock) }
+        /// How many times this thread's runs had replaced the file when `lock` was taken.
+        var replacementsAtLock = write.replacements
         // A write that ends without a commit (nothing to write, or a failure) takes back the empty file its lock
-        // created: nothing is left of it.
+        // created: nothing is left of it, unless a write inside the caller's code committed in its place.
         var committed = false
-        defer { if !committed, let lock, lock.createdEmpty { removeCreatedFile(of: file) } }
+        defer {
+            if !committed, let lock, lock.createdEmpty, write.replacements == replacementsAtLock {
+                removeCreatedFile(of: file)
+            }
+        }
         var outcome: (result: T, edit: Edit)?
         /// The draft of `outcome`, made once: a later pass applies its own changes again on top of the new values.
         var planned: Draft??
@@ -342,6 +348,7 @@ final class StoreEngine: Sendable {
                     let taken = try file.fileSystem.lock(file.path, timeout: LockWait.timeout, clock: file.clock)
                     lock = taken
                     write.heldLock = taken
+                    replacementsAtLock = write.replacements
                 }
                 /// The state as this pass found it.
                 var view: StoreState?
@@ -368,9 +375,17 @@ final class StoreEngine: Sendable {
                 }
                 var state = view.take() ?? guarded.withLock { $0.store }
                 if outcome == nil {
-                    let before = write.changes
+                    let (before, replacementsBefore) = (write.changes, write.replacements)
                     outcome = try apply(state)
                     planned = nil
+                    // The caller's code closed the store: nothing more reaches the file.
+                    if write.shut, writes { throw PrefsError.storeClosed(path: path) }
+                    if write.replacements != replacementsBefore, lock != nil {
+                        // A write inside the caller's code replaced the file this run holds the lock of: the new
+                        // file is locked and looked at before this run's change is applied on top of it.
+                        releaseLock(&lock)
+                        continue
+                    }
                     if write.changes != before, !inBatch { state = guarded.withLock { $0.store } }
                 }
                 guard let (result, edit) = outcome else { continue }

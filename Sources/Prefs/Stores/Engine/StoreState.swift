@@ -451,6 +451,9 @@ struct WriteInProgress {
     /// Counts the writes begun and the changes made on this thread; a run whose count moved while its caller's code
     /// ran (a write inside a transform, a batch's body) reads the state again before it drafts its commit.
     private(set) var changes: UInt64 = 0
+    /// Counts the renames and removals of the file this thread's runs made: a run whose count moved while its
+    /// caller's code ran holds the lock of a file that is no longer at the path.
+    private(set) var replacements: UInt64 = 0
     /// Whether the store has shut: set by the last `close()`, under the writer lock.
     var shut = false
 
@@ -468,6 +471,9 @@ struct WriteInProgress {
 
     /// The store changed outside a run (its last handle closed).
     mutating func changed() { changes &+= 1 }
+
+    /// A run renamed a file into place, or moved or removed the file.
+    mutating func replacedFile() { replacements &+= 1 }
 
     /// Whether a batch is running: its writes change memory only, and reach the file when it ends.
     var inBatch: Bool { batchStart != nil }
