@@ -83,7 +83,7 @@ import Testing
         if transformThrows {
             #expect(throws: Refused.self) { try update() }
         } else {
-            try update()
+            _ = try update()
         }
 
         #expect(try store.value(forKey: "inner") == .int(7))
