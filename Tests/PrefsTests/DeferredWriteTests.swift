@@ -14,20 +14,6 @@ import Testing
     /// So long that only a flush, an exit or a durable write commits during a test.
     static let hour: Duration = .seconds(3600)
 
-    /// The store of `backend` in `directory`, with a first value written so that its file exists.
-    private func durableStore(_ backend: Backend, in directory: TempDir) throws -> FileBackedStore {
-        let store = try #require(try backend.open(in: directory) as? FileBackedStore)
-        try store.setValue(.int(1), forKey: "seed")
-        return store
-    }
-
-    /// What a fresh process reads from the store's file; a child that fails records why.
-    private func readInt(_ key: String, _ backend: Backend, in directory: TempDir) throws -> [String] {
-        let exit = try ChildProcess.run(["get-int", backend.spec(in: directory), key])
-        if exit.status != 0 { Issue.record("get-int \(key) failed: \(exit.description)") }
-        return exit.lines
-    }
-
     /// The values of a FileStore's JSON file, read without Prefs.
     private func jsonFile(_ url: URL) throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
@@ -37,7 +23,7 @@ import Testing
     func aDeferredSetIsSeenAtOnceInThisProcessAndIsInTheFileAfterFlush(_ backend: Backend) async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let durable = try durableStore(backend, in: directory)
+        let durable = try backend.seededStore(in: directory)
         let url = try #require(backend.dataFile(in: directory))
         let before = try Data(contentsOf: url)
         let quick = durable.deferringWrites(window: Self.hour)
@@ -53,11 +39,11 @@ import Testing
         #expect(try durable.value(forKey: "volume") == .int(7))
         #expect(await values.next() == 7)
         #expect(try Data(contentsOf: url) == before)
-        #expect(try readInt("volume", backend, in: directory) == ["0"])
+        #expect(try backend.intReadByAnotherProcess("volume", in: directory) == ["0"])
 
         try await quick.flush()
-        #expect(try readInt("volume", backend, in: directory) == ["7"])
-        #expect(try readInt("seed", backend, in: directory) == ["1"], "a commit keeps the other values")
+        #expect(try backend.intReadByAnotherProcess("volume", in: directory) == ["7"])
+        #expect(try backend.intReadByAnotherProcess("seed", in: directory) == ["1"], "a commit keeps the other values")
     }
 
     /// The tour's and the README's example, in a suite of a temporary folder.
@@ -88,17 +74,17 @@ import Testing
     @Test func anAsyncFlushReturnsOnceTheChangeIsInTheFile() async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let quick = try durableStore(.userDefaults, in: directory).deferringWrites(window: Self.hour)
+        let quick = try Backend.userDefaults.seededStore(in: directory).deferringWrites(window: Self.hour)
         try quick.set(42, for: PrefKey("answer", default: 0))
         try await quick.flush()
-        #expect(try readInt("answer", .userDefaults, in: directory) == ["42"])
+        #expect(try Backend.userDefaults.intReadByAnotherProcess("answer", in: directory) == ["42"])
     }
 
     @Test(.timeLimit(.minutes(5)))
     func anotherProcessSeesADeferredChangeOnceItIsCommittedWithoutAFlush() async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let quick = try durableStore(.file, in: directory).deferringWrites()  // the default window
+        let quick = try Backend.file.seededStore(in: directory).deferringWrites()  // the default window
         let watcher = try ChildProcess.start(["watch", Backend.file.spec(in: directory), "level", "2"])
         defer { watcher.kill() }
         var lines = watcher.lines().makeAsyncIterator()
@@ -139,7 +125,7 @@ import Testing
         struct Failure: Error {}
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let quick = try durableStore(.file, in: directory).deferringWrites(window: Self.hour)
+        let quick = try Backend.file.seededStore(in: directory).deferringWrites(window: Self.hour)
         let url = try #require(Backend.file.dataFile(in: directory))
         let writes = try FileReplacements(of: url)
         let values = (0..<10).map { StoredValue(key: "key-\($0)", default: 0, store: quick) }
@@ -153,8 +139,8 @@ import Testing
         #expect(writes.count() == 0)
         try quick.flush()
         #expect(writes.count() == 1)
-        #expect(try readInt("key-9", .file, in: directory) == ["10"])
-        #expect(try readInt("seed", .file, in: directory) == ["0"])
+        #expect(try Backend.file.intReadByAnotherProcess("key-9", in: directory) == ["10"])
+        #expect(try Backend.file.intReadByAnotherProcess("seed", in: directory) == ["0"])
 
         #expect(throws: Failure.self) {
             try quick.batch {
@@ -170,7 +156,7 @@ import Testing
     @Test func aReadModifyWriteIsDurableAndTakesDeferredChangesAlong() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let quick = try durableStore(.file, in: directory).deferringWrites(window: Self.hour)
+        let quick = try Backend.file.seededStore(in: directory).deferringWrites(window: Self.hour)
         let url = try #require(Backend.file.dataFile(in: directory))
         StoredValue(key: "volume", default: 0, store: quick).set(3)
         let tags = StoredValue(key: "tags", default: [String](), store: quick)
@@ -209,7 +195,7 @@ import Testing
     func anotherProcessesWriteDoesNotTakeBackAChangeNotYetCommitted() async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let durable = try durableStore(.file, in: directory)
+        let durable = try Backend.file.seededStore(in: directory)
         let quick = durable.deferringWrites(window: Self.hour)
         let mine = StoredValue(key: "mine", default: 0, store: quick)
         let theirs = StoredValue(key: "theirs", default: 0, store: durable)
@@ -222,8 +208,8 @@ import Testing
 
         #expect(mine.wrappedValue == 1)
         try await quick.flush()
-        #expect(try readInt("mine", .file, in: directory) == ["1"])
-        #expect(try readInt("theirs", .file, in: directory) == ["5"])
+        #expect(try Backend.file.intReadByAnotherProcess("mine", in: directory) == ["1"])
+        #expect(try Backend.file.intReadByAnotherProcess("theirs", in: directory) == ["5"])
     }
 
     /// A deferred change is not yet in the file; another process that sets the same key afterwards is told its
@@ -233,7 +219,7 @@ import Testing
     func aDeferredChangeGivesWayToALaterWriteOfItsKeyByAnotherProcess(_ backend: Backend) async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let durable = try durableStore(backend, in: directory)
+        let durable = try backend.seededStore(in: directory)
         let quick = durable.deferringWrites(window: Self.hour)
         let key = StoredValue(key: "k", default: 0, store: quick)
         let seen = key.values
@@ -242,14 +228,14 @@ import Testing
         let other = try ChildProcess.run(["set-int", backend.spec(in: directory), "k", "2"])
         #expect(other.status == 0, "\(other.error)")
         try await quick.flush()  // reads the file first, whether or not the watcher has yet
-        #expect(try readInt("k", backend, in: directory) == ["2"])
+        #expect(try backend.intReadByAnotherProcess("k", in: directory) == ["2"])
         #expect(key.wrappedValue == 2)
         // Observers heard 1 (this process's change), then 2, and end on 2.
         #expect(try await first(3, of: seen) == [0, 1, 2])
         // Another key deferred beside it is still committed.
         key.set(3)
         try await quick.flush()
-        #expect(try readInt("k", backend, in: directory) == ["3"])
+        #expect(try backend.intReadByAnotherProcess("k", in: directory) == ["3"])
     }
 
     /// Closed is closed: a deferred store whose base was closed, or which was closed itself, refuses writes and
@@ -284,12 +270,12 @@ import Testing
     @Test func aDurableWriteCommitsTheDeferredChangesBeforeIt() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let durable = try durableStore(.file, in: directory)
+        let durable = try Backend.file.seededStore(in: directory)
         let quick = durable.deferringWrites(window: Self.hour)
         try quick.setValue(.int(1), forKey: "first")
         try durable.setValue(.int(2), forKey: "second")
-        #expect(try readInt("first", .file, in: directory) == ["1"])
-        #expect(try readInt("second", .file, in: directory) == ["2"])
+        #expect(try Backend.file.intReadByAnotherProcess("first", in: directory) == ["1"])
+        #expect(try Backend.file.intReadByAnotherProcess("second", in: directory) == ["2"])
     }
 
     @Test(arguments: Backend.persistent)
@@ -300,13 +286,13 @@ import Testing
         let exited = try ChildProcess.run(["deferred-set-exit", spec, "n", "11"])
         #expect(exited.status == 0, "\(exited.error)")
         #expect(exited.lines == ["set"])
-        #expect(try readInt("n", backend, in: directory) == ["11"])
+        #expect(try backend.intReadByAnotherProcess("n", in: directory) == ["11"])
 
         let killed = try ChildProcess.start(["deferred-set-hang", spec, "n", "12"])
         var lines = killed.lines().makeAsyncIterator()
         #expect(await lines.next() == "set")
         killed.kill()
-        #expect(try readInt("n", backend, in: directory) == ["11"], "the change was still in the window")
+        #expect(try backend.intReadByAnotherProcess("n", in: directory) == ["11"], "the change was still in the window")
     }
 
     @Test func releasingTheLastReferenceToTheStoreFlushes() throws {
@@ -316,7 +302,7 @@ import Testing
             let quick = try FileStore(url: directory.file("prefs.json")).deferringWrites(window: Self.hour)
             StoredValue(key: "n", default: 0, store: quick).set(8)
         }
-        #expect(try readInt("n", .file, in: directory) == ["8"])
+        #expect(try Backend.file.intReadByAnotherProcess("n", in: directory) == ["8"])
     }
 
     @Test func aFailedCommitIsReportedOnceKeepsTheValueAndIsTriedAgain() throws {
@@ -348,22 +334,22 @@ import Testing
         try FileManager.default.removeItem(at: url)
         clock.advance(by: StoreEngine.retryDelay)
         #expect(FileManager.default.fileExists(atPath: url.path))
-        #expect(try readInt(key, .file, in: directory) == ["2"])
+        #expect(try Backend.file.intReadByAnotherProcess(key, in: directory) == ["2"])
         #expect(Reports.for(key).count == 1)
     }
 
     @Test func aFlushInsideABatchOfTheSameStoreThrowsInsteadOfWaitingForItself() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let quick = try durableStore(.file, in: directory).deferringWrites(window: Self.hour)
+        let quick = try Backend.file.seededStore(in: directory).deferringWrites(window: Self.hour)
         try quick.setValue(.int(1), forKey: "before")
         try quick.batch {
             try quick.setValue(.int(2), forKey: "inside")
             #expect(throws: PrefsError.self) { try quick.flush() }
         }
         try quick.flush()
-        #expect(try readInt("before", .file, in: directory) == ["1"])
-        #expect(try readInt("inside", .file, in: directory) == ["2"])
+        #expect(try Backend.file.intReadByAnotherProcess("before", in: directory) == ["1"])
+        #expect(try Backend.file.intReadByAnotherProcess("inside", in: directory) == ["2"])
     }
 
     @Test func aFileThatCannotBeReadRefusesDeferredWritesAndIsLeftUntouched() throws {

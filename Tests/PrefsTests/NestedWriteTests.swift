@@ -8,25 +8,11 @@ import Testing
 /// Writes made through a store from inside its own transform: the write around them decides its commit from the
 /// state as they left it, so neither is lost and the transform runs once.
 @Suite(.ownThreads) struct NestedWriteTests {
-    /// The store of `backend` in `directory`, with a first value written so that its file exists.
-    private func durableStore(_ backend: Backend, in directory: TempDir) throws -> FileBackedStore {
-        let store = try #require(try backend.open(in: directory) as? FileBackedStore)
-        try store.setValue(.int(1), forKey: "seed")
-        return store
-    }
-
-    /// What a fresh process reads from the store's file; a child that fails records why.
-    private func readInt(_ key: String, _ backend: Backend, in directory: TempDir) throws -> [String] {
-        let exit = try ChildProcess.run(["get-int", backend.spec(in: directory), key])
-        if exit.status != 0 { Issue.record("get-int \(key) failed: \(exit.description)") }
-        return exit.lines
-    }
-
     @Test(arguments: Backend.persistent)
     func aTransformThatWritesThroughItsStoreRunsOnceAndBothWritesReachTheFile(_ backend: Backend) throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let store = try durableStore(backend, in: directory)
+        let store = try backend.seededStore(in: directory)
         var runs = 0
 
         try store.updateValue(forKey: "outer") { _ in
@@ -38,16 +24,16 @@ import Testing
         #expect(runs == 1, "the transform ran again: its write's commit was taken for another writer's")
         #expect(try store.value(forKey: "inner") == .int(7))
         #expect(try store.value(forKey: "outer") == .int(3))
-        #expect(try readInt("inner", backend, in: directory) == ["7"])
-        #expect(try readInt("outer", backend, in: directory) == ["3"])
-        #expect(try readInt("seed", backend, in: directory) == ["1"])
+        #expect(try backend.intReadByAnotherProcess("inner", in: directory) == ["7"])
+        #expect(try backend.intReadByAnotherProcess("outer", in: directory) == ["3"])
+        #expect(try backend.intReadByAnotherProcess("seed", in: directory) == ["1"])
     }
 
     @Test(arguments: Backend.persistent)
     func aDeferredSetInsideATransformOutlivesTheCommitAroundIt(_ backend: Backend) throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let store = try durableStore(backend, in: directory)
+        let store = try backend.seededStore(in: directory)
         let quick = store.deferringWrites(window: .seconds(3600))
 
         try store.updateValue(forKey: "outer") { _ in
@@ -56,9 +42,9 @@ import Testing
         }
 
         #expect(try store.value(forKey: "inner") == .int(7), "the commit of the update undid the deferred set")
-        #expect(try readInt("outer", backend, in: directory) == ["3"])
+        #expect(try backend.intReadByAnotherProcess("outer", in: directory) == ["3"])
         try quick.flush()
-        #expect(try readInt("inner", backend, in: directory) == ["7"])
+        #expect(try backend.intReadByAnotherProcess("inner", in: directory) == ["7"])
     }
 
     struct Refused: Error {}
@@ -88,7 +74,7 @@ import Testing
 
         #expect(try store.value(forKey: "inner") == .int(7))
         #expect(FileManager.default.fileExists(atPath: file.path), "the file the set committed was removed")
-        #expect(try readInt("inner", backend, in: directory) == ["7"])
+        #expect(try backend.intReadByAnotherProcess("inner", in: directory) == ["7"])
     }
 
     /// The last `close()` made inside a transform: the update is refused, and nothing of it reaches the file.
@@ -96,7 +82,7 @@ import Testing
     func aStoreClosedInsideATransformWritesNothingMore(_ backend: Backend) throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let store = try durableStore(backend, in: directory)
+        let store = try backend.seededStore(in: directory)
 
         #expect(throws: PrefsError.self) {
             _ = try store.updateValue(forKey: "outer") { _ in
@@ -105,14 +91,14 @@ import Testing
             }
         }
 
-        #expect(try readInt("outer", backend, in: directory) == ["0"])
-        #expect(try readInt("seed", backend, in: directory) == ["1"])
+        #expect(try backend.intReadByAnotherProcess("outer", in: directory) == ["0"])
+        #expect(try backend.intReadByAnotherProcess("seed", in: directory) == ["1"])
     }
 
     @Test func aBatchInsideATransformIsCommittedWithIt() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let store = try durableStore(.userDefaults, in: directory)
+        let store = try Backend.userDefaults.seededStore(in: directory)
 
         try store.updateValue(forKey: "outer") { _ in
             try store.batch {
@@ -123,8 +109,8 @@ import Testing
         }
 
         #expect(try store.allValues() == ["seed": .int(1), "a": .int(7), "b": .int(8), "outer": .int(3)])
-        #expect(try readInt("a", .userDefaults, in: directory) == ["7"])
-        #expect(try readInt("b", .userDefaults, in: directory) == ["8"])
-        #expect(try readInt("outer", .userDefaults, in: directory) == ["3"])
+        #expect(try Backend.userDefaults.intReadByAnotherProcess("a", in: directory) == ["7"])
+        #expect(try Backend.userDefaults.intReadByAnotherProcess("b", in: directory) == ["8"])
+        #expect(try Backend.userDefaults.intReadByAnotherProcess("outer", in: directory) == ["3"])
     }
 }

@@ -79,9 +79,9 @@ enum DefaultStores {
         /// Inside an isolated test: the stand-ins for the `UserDefaults` instances given to `storage:`.
         let userDefaultsStandIns: UserDefaultsStandIns?
 
-        init(
-            defaultStore: Scope? = nil, secureStore: Scope? = nil, insideIsolatedTest: Bool = false,
-            userDefaultsStandIns: UserDefaultsStandIns? = nil
+        private init(
+            defaultStore: Scope?, secureStore: Scope?, insideIsolatedTest: Bool,
+            userDefaultsStandIns: UserDefaultsStandIns?
         ) {
             self.defaultStore = defaultStore
             self.secureStore = secureStore
@@ -89,28 +89,17 @@ enum DefaultStores {
             self.userDefaultsStandIns = userDefaultsStandIns
         }
 
-        /// This task's scopes with `store` as the default store.
-        static func defaultStore(_ store: any KeyValueStore) -> Scopes {
+        /// This task's scopes with what a new scope sets: a default store, a default vault, an isolated test,
+        /// in-memory `UserDefaults` stand-ins.
+        static func entering(
+            defaultStore: (any KeyValueStore)? = nil, secureStore: (any KeyValueStore)? = nil,
+            isolatedTest: Bool = false, standIns: Bool = false
+        ) -> Scopes {
             let now = DefaultStores.scopes
             return Scopes(
-                defaultStore: Scope(store), secureStore: now?.secureStore,
-                insideIsolatedTest: now?.insideIsolatedTest ?? false, userDefaultsStandIns: now?.userDefaultsStandIns)
-        }
-
-        /// This task's scopes with `store` as the default vault.
-        static func secureStore(_ store: any KeyValueStore) -> Scopes {
-            let now = DefaultStores.scopes
-            return Scopes(
-                defaultStore: now?.defaultStore, secureStore: Scope(store),
-                insideIsolatedTest: now?.insideIsolatedTest ?? false, userDefaultsStandIns: now?.userDefaultsStandIns)
-        }
-
-        /// This task's scopes inside an isolated test; `standIns`: with in-memory `UserDefaults` stand-ins.
-        static func isolatedTest(standIns: Bool) -> Scopes {
-            let now = DefaultStores.scopes
-            return Scopes(
-                defaultStore: now?.defaultStore, secureStore: now?.secureStore,
-                insideIsolatedTest: (now?.insideIsolatedTest ?? false) || !standIns,
+                defaultStore: defaultStore.map(Scope.init) ?? now?.defaultStore,
+                secureStore: secureStore.map(Scope.init) ?? now?.secureStore,
+                insideIsolatedTest: isolatedTest || (now?.insideIsolatedTest ?? false),
                 userDefaultsStandIns: standIns ? UserDefaultsStandIns() : now?.userDefaultsStandIns)
         }
     }

@@ -166,7 +166,7 @@ public enum PrefsConfig {
     public static func withDefaultStore<Result>(
         _ store: any KeyValueStore, operation: () throws -> Result
     ) rethrows -> Result {
-        try DefaultStores.$scopes.withValue(.defaultStore(store), operation: operation)
+        try DefaultStores.$scopes.withValue(.entering(defaultStore: store), operation: operation)
     }
 
     /// `await PrefsConfig.withDefaultStore(InMemoryStore()) { await … }`: the same for asynchronous code.
@@ -174,7 +174,7 @@ public enum PrefsConfig {
         _ store: any KeyValueStore, isolation: isolated (any Actor)? = #isolation,
         operation: () async throws -> Result
     ) async rethrows -> Result {
-        try await DefaultStores.$scopes.withValue(.defaultStore(store), operation: operation)
+        try await DefaultStores.$scopes.withValue(.entering(defaultStore: store), operation: operation)
     }
 
     /// `PrefsConfig.withDefaultSecureStore(InMemoryStore()) { … }` runs `operation` with `store` as the vault of
@@ -182,7 +182,7 @@ public enum PrefsConfig {
     public static func withDefaultSecureStore<Result>(
         _ store: any KeyValueStore, operation: () throws -> Result
     ) rethrows -> Result {
-        try DefaultStores.$scopes.withValue(.secureStore(store), operation: operation)
+        try DefaultStores.$scopes.withValue(.entering(secureStore: store), operation: operation)
     }
 
     /// Runs `operation` with in-memory stand-ins for the `UserDefaults` instances given to `@StoredValue(key:storage:)`
@@ -191,7 +191,7 @@ public enum PrefsConfig {
     package static func withUserDefaultsStandIns<Result>(
         isolation: isolated (any Actor)? = #isolation, operation: () async throws -> Result
     ) async rethrows -> Result {
-        try await DefaultStores.$scopes.withValue(.isolatedTest(standIns: true), operation: operation)
+        try await DefaultStores.$scopes.withValue(.entering(standIns: true), operation: operation)
     }
 
     /// `await PrefsConfig.withDefaultSecureStore(InMemoryStore()) { await … }`: the same for asynchronous code.
@@ -199,7 +199,7 @@ public enum PrefsConfig {
         _ store: any KeyValueStore, isolation: isolated (any Actor)? = #isolation,
         operation: () async throws -> Result
     ) async rethrows -> Result {
-        try await DefaultStores.$scopes.withValue(.secureStore(store), operation: operation)
+        try await DefaultStores.$scopes.withValue(.entering(secureStore: store), operation: operation)
     }
 
     /// Runs `operation` as (part of) a test under `.isolatedPreferences`: vaults opened inside it, in this task and
@@ -208,7 +208,7 @@ public enum PrefsConfig {
     package static func withIsolatedTest<Result>(
         stateFolder: String, isolation: isolated (any Actor)? = #isolation, operation: () async throws -> Result
     ) async rethrows -> Result {
-        try await DefaultStores.$scopes.withValue(.isolatedTest(standIns: false)) {
+        try await DefaultStores.$scopes.withValue(.entering(isolatedTest: true)) {
             try await VaultRecord.$scopedDirectory.withValue(stateFolder, operation: operation)
         }
     }
