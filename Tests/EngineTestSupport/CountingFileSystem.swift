@@ -7,27 +7,27 @@ import Synchronization
 #endif
 
 /// The system's file system, counting what an engine asks of it: how often it opens (locks or reads) the store file,
-/// writes a file, flushes one to the disk, and reads the commit file. A test makes commits and compares the counts
-/// with what the design says each costs.
+/// reads it, writes a file and flushes one to the disk. A test makes commits and compares the counts with what the
+/// design says each costs.
 package final class CountingFileSystem: PassThroughFileSystem {
     /// What was asked, since the last ``reset()``.
     package struct Counts: Equatable, Sendable, CustomStringConvertible {
-        /// Opens of the store file: its exclusive lock, a shared lock, a read that takes neither.
+        /// Opens of the store file: its lock, a read that takes none.
         package var storeFileOpens = 0
         /// Whole reads of the store file (through a lock or not).
         package var storeFileReads = 0
-        /// Files written: temporary files (renamed over the store file) and files overwritten in place.
+        /// Files written: temporary files, renamed over the store file.
         package var filesWritten = 0
         /// `fsync`s: of a temporary file written durably, of a folder.
         package var syncs = 0
-        /// Reads of the commit file beside the store file.
-        package var commitFileReads = 0
+        /// Renames of a temporary file over the store file.
+        package var renames = 0
 
         package init() {}
 
         package var description: String {
             "\(storeFileOpens) opens, \(storeFileReads) reads of the store file, \(filesWritten) files written, "
-                + "\(syncs) syncs, \(commitFileReads) reads of the commit file"
+                + "\(syncs) syncs, \(renames) renames"
         }
     }
 
@@ -49,36 +49,27 @@ package final class CountingFileSystem: PassThroughFileSystem {
         return try base.lock(path, timeout: timeout, clock: clock)
     }
 
-    package func lockShared(_ path: String) throws(SystemCallError) -> FileLock? {
-        count { $0.storeFileOpens += 1 }
-        return try base.lockShared(path)
-    }
-
     package func read(_ path: String, through lock: FileLock?) throws(SystemCallError) -> FileContents? {
-        if path.hasSuffix(".commit") {
-            count { $0.commitFileReads += 1 }
-        } else {
-            count {
-                $0.storeFileReads += 1
-                if lock == nil { $0.storeFileOpens += 1 }
-            }
+        count {
+            $0.storeFileReads += 1
+            if lock == nil { $0.storeFileOpens += 1 }
         }
         return try base.read(path, through: lock)
     }
 
-    package func writeTemporary(beside path: String, data: Data, mode: mode_t, durable: Bool)
+    package func writeTemporary(beside path: String, bytes: UnsafeRawBufferPointer, mode: mode_t, durable: Bool)
         throws(SystemCallError) -> TemporaryFile
     {
         count {
             $0.filesWritten += 1
             if durable { $0.syncs += 1 }
         }
-        return try base.writeTemporary(beside: path, data: data, mode: mode, durable: durable)
+        return try base.writeTemporary(beside: path, bytes: bytes, mode: mode, durable: durable)
     }
 
-    package func overwrite(_ path: String, with data: Data, mode: mode_t) throws(SystemCallError) {
-        count { $0.filesWritten += 1 }
-        try base.overwrite(path, with: data, mode: mode)
+    package func commit(_ temporary: TemporaryFile, to path: String) throws(SystemCallError) {
+        count { $0.renames += 1 }
+        try base.commit(temporary, to: path)
     }
 
     package func syncFolder(of path: String) throws(SystemCallError) {

@@ -20,29 +20,21 @@ extension PassThroughFileSystem {
         try base.lock(path, timeout: timeout, clock: clock)
     }
 
-    package func lockShared(_ path: String) throws(SystemCallError) -> FileLock? { try base.lockShared(path) }
-
-    package func isRacy(_ identity: FileIdentity) -> Bool { base.isRacy(identity) }
-
     package func read(_ path: String, through lock: FileLock?) throws(SystemCallError) -> FileContents? {
         try base.read(path, through: lock)
     }
 
-    package func writeTemporary(beside path: String, data: Data, mode: mode_t, durable: Bool)
+    package func writeTemporary(beside path: String, bytes: UnsafeRawBufferPointer, mode: mode_t, durable: Bool)
         throws(SystemCallError) -> TemporaryFile
     {
-        try base.writeTemporary(beside: path, data: data, mode: mode, durable: durable)
+        try base.writeTemporary(beside: path, bytes: bytes, mode: mode, durable: durable)
     }
 
-    package func commit(_ temporary: TemporaryFile, to path: String) throws -> FileIdentity {
+    package func commit(_ temporary: TemporaryFile, to path: String) throws(SystemCallError) {
         try base.commit(temporary, to: path)
     }
 
     package func discard(_ temporary: TemporaryFile) { base.discard(temporary) }
-
-    package func overwrite(_ path: String, with data: Data, mode: mode_t) throws(SystemCallError) {
-        try base.overwrite(path, with: data, mode: mode)
-    }
 
     package func syncFolder(of path: String) throws(SystemCallError) { try base.syncFolder(of: path) }
 

@@ -48,23 +48,9 @@ package final class SteppingFileSystem: PassThroughFileSystem {
     package let base = POSIXFileSystem()
     private let instructions = Mutex<[Step: [Instruction]]>([:])
     package let watching: Bool
-    private let hidesTimes: Bool
 
-    /// With `hidingTimes`, every identity it reports carries no times, as on a file system whose clock ticks
-    /// slower than writes come: an in-place rewrite at the same size then keeps the file's identity.
-    package init(watching: Bool = true, hidingTimes: Bool = false) {
+    package init(watching: Bool = true) {
         self.watching = watching
-        self.hidesTimes = hidingTimes
-    }
-
-    private func shown(_ identity: FileIdentity) -> FileIdentity {
-        guard hidesTimes else { return identity }
-        var shown = identity
-        shown.modificationSeconds = 0
-        shown.modificationNanoseconds = 0
-        shown.changeSeconds = 0
-        shown.changeNanoseconds = 0
-        return shown
     }
 
     /// Stops the next engine that reaches `step` there until the returned gate is opened.
@@ -100,35 +86,25 @@ package final class SteppingFileSystem: PassThroughFileSystem {
         return nil
     }
 
-    package func identity(at path: String) throws(SystemCallError) -> FileIdentity? {
-        try base.identity(at: path).map(shown)
-    }
-
     package func lock(_ path: String, timeout: Duration, clock: EngineClock) throws -> FileLock {
         let lock = try base.lock(path, timeout: timeout, clock: clock)
         if let error = reach(.afterLock) { throw error }
         return lock
     }
 
-    /// With `hidingTimes`, every file is racy: only its bytes tell whether it changed.
-    package func isRacy(_ identity: FileIdentity) -> Bool { hidesTimes || base.isRacy(identity) }
-
     package func read(_ path: String, through lock: FileLock?) throws(SystemCallError) -> FileContents? {
-        var contents = try base.read(path, through: lock)
-        // The step is the store file's read; the commit file beside it is read after, when the file changed.
-        if !path.hasSuffix(".commit"), let error = reach(.afterRead) { throw error }
-        if let identity = contents?.identity { contents?.identity = shown(identity) }
+        let contents = try base.read(path, through: lock)
+        if let error = reach(.afterRead) { throw error }
         return contents
     }
 
-    package func commit(_ temporary: TemporaryFile, to path: String) throws -> FileIdentity {
+    package func commit(_ temporary: TemporaryFile, to path: String) throws(SystemCallError) {
         if let error = reach(.beforeRename) {
             base.discard(temporary)
-            throw error.prefsError
+            throw error
         }
-        let identity = try base.commit(temporary, to: path)
-        if let error = reach(.afterRename) { throw error.prefsError }
-        return shown(identity)
+        try base.commit(temporary, to: path)
+        if let error = reach(.afterRename) { throw error }
     }
 
     package func syncFolder(of path: String) throws(SystemCallError) {
@@ -190,9 +166,9 @@ package func replaceFile(at url: URL, with data: Data, mode: mode_t = 0o600) thr
     let fileSystem = POSIXFileSystem()
     let path = url.path(percentEncoded: false)
     let temporary = try fileSystem.writeTemporary(beside: path, data: data, mode: mode, durable: true)
-    let identity = try fileSystem.commit(temporary, to: path)
+    try fileSystem.commit(temporary, to: path)
     try fileSystem.syncFolder(of: path)
-    return identity
+    return temporary.identity
 }
 
 extension StoreSpec {

@@ -64,13 +64,11 @@ import Testing
             HelperFailure(try session.helper(["set", other, Self.app, "token", "t2"], environment: noPrompt).first))
         #expect(creating.name == "KeyringError.locked", "\(creating)")
         #expect(!FileManager.default.fileExists(atPath: other))
-        // Nothing else was made: no key file, no vault (the first vault's commit file is from its one write).
+        // Nothing else was made: no key file, no vault.
         let contents = try session.folder.contents()
         #expect(
-            contents == [
-                ".locked.vault.commit", "bus.conf", "config", "data", "home", "locked.vault", "run", "services",
-                "state",
-            ], "\(contents)")
+            contents == ["bus.conf", "config", "data", "home", "locked.vault", "run", "services", "state"],
+            "\(contents)")
         #expect(try Data(contentsOf: URL(filePath: vault)) == before)
     }
 

@@ -80,9 +80,9 @@ import Testing
         #expect(try store.value(forKey: "a") == .int(3))
     }
 
-    /// A batch's commit that found the file changed by another writer reads it and tries again; when that attempt
-    /// fails, memory holds the other writer's values, not the batch's nor the older ones from before it.
-    @Test func aBatchWhoseRetriedRenameFailsKeepsWhatAnotherWriterWroteMeanwhile() throws {
+    /// A batch whose rename fails leaves memory as before it and writes nothing, even when a writer that takes no
+    /// lock replaced the file meanwhile: the next write reads that file under its lock and writes on top of it.
+    @Test func aBatchWhoseRenameFailsWritesNothingAndTheNextWriteReadsTheOtherWritersFile() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
         let (store, url) = try Self.storeWhoseNextRenameFails(in: directory)
@@ -93,10 +93,11 @@ import Testing
                 try store.setValue(.int(2), forKey: "a")
             }
         }
-        #expect(try store.allValues() == ["a": .int(1), "c": .int(9)])
         #expect(try onDisk(url) == ["a": 1, "c": 9])
+        #expect(try store.value(forKey: "a") == .int(1), "the failed batch's value stayed in memory")
         try store.setValue(.int(3), forKey: "a")
         #expect(try onDisk(url) == ["a": 3, "c": 9])
+        #expect(try store.allValues() == ["a": .int(3), "c": .int(9)])
     }
 
     /// A file store holding `a = 1` in `directory`, whose next commit fails at its rename.

@@ -8,8 +8,8 @@ import Testing
 @testable import Prefs
 
 /// An empty store file holds no values: `touch s.plist` is not damage, whatever the store's policy, and nothing of
-/// it is moved aside. (A suite emptied within the last tick of the clock may be Foundation halfway through its
-/// rewrite, and is waited for before it counts as empty.)
+/// it is moved aside. (An empty suite may be Foundation halfway through its rewrite, and is read again through the
+/// grace before it counts as empty.)
 @Suite(.ownThreads)
 struct EmptyFileTests {
     @Test(arguments: [DamagedFilePolicy.refuse, .keepAside])
@@ -52,26 +52,36 @@ struct EmptyFileTests {
     }
 
     /// A watched suite emptied in place (Foundation's truncation, before it writes) keeps its values while that
-    /// may be a rewrite in progress, and is no values once it stays empty past the grace. (Emptied within the restore
-    /// window of its last commit, it would count as a stale rewrite putting back the keys' absence, and be restored.)
+    /// may be a rewrite in progress, read again on the engine's clock, and is no values once it stays empty past the
+    /// grace: never damage.
     @Test func aSuiteEmptiedWhileOpenKeepsItsValuesThroughTheGraceThenHasNone() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let clock = ManualClock()
-        let store = try UserDefaultsStore(
-            suiteName: "s", directory: directory.url, fileSystem: SteppingFileSystem(watching: false),
-            clock: clock.engineClock)
-        try store.setValue(.int(1), forKey: "k")
-        clock.advance(by: CommitRecord.restoreWindow + .seconds(1))
+        let now = Mutex(Duration.zero)
+        let store = Mutex<UserDefaultsStore?>(nil)
+        let seenDuringTheGrace = Mutex<[PrefValue?]>([])
+        let clock = EngineClock(
+            now: { now.withLock { $0 } },
+            pause: { step in
+                // A read while the look waits serves the last good values.
+                let seen = try? store.withLock { $0 }?.value(forKey: "k")
+                seenDuringTheGrace.withLock { $0.append(seen) }
+                now.withLock { $0 += step }
+            },
+            schedule: { _, _, _ in })
+        let opened = try UserDefaultsStore(
+            suiteName: "s", directory: directory.url, fileSystem: SteppingFileSystem(watching: false), clock: clock)
+        try opened.setValue(.int(1), forKey: "k")
+        store.withLock { $0 = opened }
         let handle = try FileHandle(forWritingTo: directory.file("s.plist"))
         try handle.truncate(atOffset: 0)
         try handle.close()
-        store.engine.lookAtFile()
-        #expect(try store.value(forKey: "k") == .int(1), "kept while it may be a rewrite halfway")
-        #expect(store.damage == nil)
-        clock.advance(by: UserDefaultsStore.inPlaceRewriteGrace + .milliseconds(20))
-        #expect(try store.value(forKey: "k") == nil, "empty past the grace: no values")
-        #expect(store.damage == nil, "and no damage")
+        opened.engine.lookAtFile()
+        #expect(now.withLock { $0 } >= UserDefaultsStore.inPlaceRewriteGrace, "read again through the grace")
+        let seen = seenDuringTheGrace.withLock { $0 }
+        #expect(!seen.isEmpty && seen.allSatisfy { $0 == .int(1) }, "\(seen)")
+        #expect(try opened.value(forKey: "k") == nil, "empty past the grace: no values")
+        #expect(opened.damage == nil, "and no damage")
     }
 
     /// Linux sets a truncated file's size before its times, so for a moment an in-place rewrite's empty file still

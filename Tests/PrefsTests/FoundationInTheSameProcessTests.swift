@@ -12,11 +12,7 @@ struct FoundationInTheSameProcessTests {
         let suite = "prefs-mixing-\(UUID().uuidString.prefix(8))"
         let defaults = try #require(UserDefaults(suiteName: suite))
         let store = try UserDefaultsStore(suiteName: suite)
-        defer {
-            try? FileManager.default.removeItem(at: store.url)
-            let copy = CommitFile.path(of: store.url.path(percentEncoded: false))
-            try? FileManager.default.removeItem(atPath: copy)
-        }
+        defer { try? FileManager.default.removeItem(at: store.url) }
         #expect(defaults.object(forKey: "fromPrefs") == nil)
         try store.setValue(.int(1), forKey: "fromPrefs")
         // Foundation keeps serving its cache until its own synchronize() re-reads the file.

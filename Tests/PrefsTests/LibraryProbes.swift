@@ -30,12 +30,6 @@ extension StoredValueBox {
     var subscriberCount: Int { subscribers.withLock { $0.list.count } }
 }
 
-extension JSONFormat.Base64Memo {
-    /// How many texts are kept, and the hash of each one's slot.
-    var count: Int { texts.withLock { $0.count } }
-    var keyHashes: [Int] { texts.withLock { $0.keys.map(\.hashValue) } }
-}
-
 extension KDFParameters.Cost {
     /// A cheap but still valid Argon2id13 cost (8 MiB, one pass).
     static let testing = Self(opsLimit: 1, memLimit: 8 << 20)

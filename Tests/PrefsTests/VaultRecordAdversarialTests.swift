@@ -280,15 +280,26 @@ private func makeUnwritable(_ path: String) -> (() -> Void)? {
         try rig.expectNextWriteRecorded(5, by: store, refusing: try Data(contentsOf: rig.vault))
     }
 
-    /// The records folder made read-only between two writes: the record itself is still written (appending needs no
-    /// new entry in the folder), nothing is reported, nothing is lost.
-    @Test func aRecordsFolderMadeReadOnlyBetweenWritesStillTakesTheNextGeneration() throws {
+    /// The records folder made read-only between two writes: the record is replaced by a rename, which needs the
+    /// folder, so the next write says the record cannot be kept (the vault itself is written) and leaves it as it
+    /// was; once the folder is writable again, the next write takes its generation and an older copy is refused.
+    @Test func aRecordsFolderMadeReadOnlyBetweenWritesIsReportedAndTakesTheNextGenerationOnceWritable() throws {
         let rig = try RecordRig()
         defer { rig.directory.cleanup() }
         let store = try rig.openAfterThreeWrites()
-        let copy = try Data(contentsOf: rig.vault)
+        let before = try Data(contentsOf: URL(filePath: rig.record))
         let undo = try #require(makeUnwritable(rig.records), "this system can make a folder unwritable")
-        defer { undo() }
-        try rig.expectNextWriteRecorded(4, by: store, refusing: copy)
+        var undone = false
+        defer { if !undone { undo() } }
+        try store.setValue(.int(4), forKey: "counter")
+        guard case .rollbackRecordUnavailable(let path, _)? = store.rollbackRecordProblem else {
+            Issue.record("no problem reported: \(String(describing: store.rollbackRecordProblem))")
+            return
+        }
+        #expect(path == rig.record)
+        #expect(try Data(contentsOf: URL(filePath: rig.record)) == before, "left as it was")
+        undo()
+        undone = true
+        try rig.expectNextWriteRecorded(5, by: store, refusing: try Data(contentsOf: rig.vault))
     }
 }

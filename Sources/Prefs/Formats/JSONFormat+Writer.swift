@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 // The writer of the `FileStore` format (see `JSONFormat`): the whole document or one value, written in one pass
 // into UTF-8 bytes.
@@ -8,59 +7,12 @@ extension JSONFormat {
     ///
     /// With `tagsNonFiniteDates`, a date that is not a finite number (which a binary property list can hold) is
     /// written as `{"$date": "nan"}` (or `"inf"`, `"-inf"`) instead of being refused, as `prefs export` needs.
-    ///
-    /// With `base64`, the base64 text of every `Data` of at least ``Base64Memo/smallest`` bytes is taken from the
-    /// memo when it holds that value (from the last encode) and kept in it for the next; the memo then holds only
-    /// this document's texts.
-    static func encode(
-        _ values: [String: PrefValue], tagsNonFiniteDates: Bool = false, base64: Base64Memo? = nil
-    ) throws(PrefsError) -> Data {
+    static func encode(_ values: [String: PrefValue], tagsNonFiniteDates: Bool = false) throws(PrefsError) -> Data {
         var writer = Writer(pretty: true)
         writer.tagsNonFiniteDates = tagsNonFiniteDates
-        writer.base64 = base64.map { (previous: $0.take(), kept: [:], room: $0.budget) }
         try writer.writeObject(values, indent: 0, topLevelKey: nil)
         writer.append("\n")
-        if let base64, let texts = writer.base64?.kept { base64.keep(texts) }
         return writer.output
-    }
-
-    /// The base64 texts of the large `Data` values a store's last write encoded, so the next write copies them
-    /// instead of encoding the same bytes again (base64 was 37 % of the CPU time of a `set` in a `FileStore`
-    /// holding 100 values of 10 KB). It costs memory while the store is open: about 1.35 bytes per byte of such
-    /// values, and at most `budget` bytes of text (the values beyond it are encoded on every write, as without a
-    /// memo).
-    ///
-    /// A text is kept by where its value sits (``Slot``) and used again only while the value there is equal to the
-    /// one it was made from: a lookup hashes a key and a number and compares one value, never every byte of every
-    /// value (swift-corelibs-foundation's `Data` hashes only its first 80 bytes, so values alike at the start would
-    /// all fall under one hash).
-    final class Base64Memo: Sendable {
-        /// The smallest `Data`, in bytes, whose text is kept: smaller ones encode in about a microsecond.
-        static let smallest = 4_096
-        /// Where a large value sits: the store key it is under, and how many large values of that key come first.
-        struct Slot: Hashable, Sendable {
-            let key: String
-            let ordinal: Int
-        }
-        struct Entry: Sendable {
-            let bytes: Data
-            let text: Data
-        }
-        /// The most bytes of text kept.
-        let budget: Int
-        let texts = Mutex<[Slot: Entry]>([:])
-
-        init(budget: Int = 16 << 20) { self.budget = budget }
-
-        /// The texts kept, emptying the memo (an encode that fails leaves it empty).
-        func take() -> [Slot: Entry] {
-            texts.withLock { texts in
-                defer { texts = [:] }
-                return texts
-            }
-        }
-
-        func keep(_ kept: [Slot: Entry]) { texts.withLock { $0 = kept } }
     }
 
     /// One value as single-line JSON text, as the CLI prints it: `[1, 2]`, `{"$float": 0.5}`, `"dark"`.
@@ -101,31 +53,10 @@ extension JSONFormat {
 
         mutating func append(_ text: String) { output.append(contentsOf: text.utf8) }
 
-        /// The memo's texts from the last encode, those this one keeps, and the bytes of text it may still keep
-        /// (see ``JSONFormat/Base64Memo``).
-        var base64:
-            (previous: [Base64Memo.Slot: Base64Memo.Entry], kept: [Base64Memo.Slot: Base64Memo.Entry], room: Int)?
-        /// How many large `Data` values of the current store key have been written.
-        var largeValuesOfKey = 0
-
-        /// Writes `bytes`, a value under the store key `key`, as a quoted base64 string (standard alphabet, padded).
-        mutating func appendBase64String(_ bytes: Data, key: String) {
+        /// Writes `bytes` as a quoted base64 string (standard alphabet, padded).
+        mutating func appendBase64String(_ bytes: Data) {
             output.append(0x22)
-            if bytes.count >= Base64Memo.smallest, var memo = base64 {
-                base64 = nil  // not copied while it changes
-                let slot = Base64Memo.Slot(key: key, ordinal: largeValuesOfKey)
-                largeValuesOfKey += 1
-                let known = memo.previous[slot].flatMap { $0.bytes == bytes ? $0.text : nil }
-                let text = known ?? bytes.base64EncodedData()
-                if text.count <= memo.room {
-                    memo.kept[slot] = Base64Memo.Entry(bytes: bytes, text: text)
-                    memo.room -= text.count
-                }
-                output.append(text)
-                base64 = memo
-            } else {
-                output.append(bytes.base64EncodedData())
-            }
+            output.append(bytes.base64EncodedData())
             output.append(0x22)
         }
 
@@ -163,7 +94,6 @@ extension JSONFormat {
             for key in values.keys.sorted() {
                 if !first { append(pretty ? "," : ", ") }
                 first = false
-                if topLevelKey == nil { largeValuesOfKey = 0 }
                 newline(indent + 1)
                 writeString(key)
                 append(": ")
@@ -224,7 +154,7 @@ extension JSONFormat {
             case .data(let bytes):
                 try writeTagged(dataTag, indent: indent, key: key) { (writer: inout Writer) throws(PrefsError) in
                     // Base64 text never needs escaping: appended whole, without scanning it again.
-                    writer.appendBase64String(bytes, key: key)
+                    writer.appendBase64String(bytes)
                 }
             case .string(let text):
                 writeString(text)

@@ -31,7 +31,7 @@ final class ConditionProtected<State>: @unchecked Sendable {
 
 /// The calling thread, for telling who made an announcement.
 struct ThreadID: Hashable, Sendable {
-    private let raw: UInt
+    let raw: UInt
 
     static var current: ThreadID {
         #if canImport(Darwin)

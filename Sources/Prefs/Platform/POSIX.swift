@@ -95,9 +95,8 @@ enum POSIX {
         var info = stat()
         do throws(SystemCallError) {
             if fstat(fd, &info) != 0 { throw SystemCallError(path: path, operation: "stat") }
+            // O_NONBLOCK stays set: it changes nothing for a regular file.
             try requireRegularFile(info, path: path, maximumSize: maximumSize)
-            // Regular files never block; clear the flag so reads behave normally everywhere.
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         } catch {
             close(fd)
             throw error
@@ -166,10 +165,11 @@ enum POSIX {
     /// Writes all of `bytes` to `fd`, retrying on `EINTR` and after short writes.
     ///
     /// A write past the process's file size limit (`RLIMIT_FSIZE`) raises `SIGXFSZ`, whose default action ends the
-    /// process: it is held back on this thread for the write, which then fails with `EFBIG` as on a full disk, and
-    /// the signal that write raised is taken off again (one that was pending before is left as it was). The
-    /// process's own handling of the signal stays as the app set it.
+    /// process. Where a limit is set, the signal is held back on this thread for the write, which then fails with
+    /// `EFBIG` as on a full disk, and the signal that write raised is taken off again (one pending before is left as
+    /// it was). Without a limit (read once: the usual case) the signal cannot be raised, and nothing is done.
     static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws(SystemCallError) {
+        guard fileSizeIsLimited else { return try writeFully(fd, bytes, path: path) }
         var held = sigset_t()
         sigemptyset(&held)
         sigaddset(&held, SIGXFSZ)
@@ -179,17 +179,43 @@ enum POSIX {
         var pending = sigset_t()
         let pendingBefore = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1
         do throws(SystemCallError) {
-            let written = try transferAll(bytes.count, path: path, operation: "write") {
-                write(fd, bytes.baseAddress! + $0, $1)
-            }
-            if written < bytes.count { throw SystemCallError(path: path, operation: "write", errno: ENOSPC) }
+            try writeFully(fd, bytes, path: path)
         } catch {
             if error.errno == EFBIG, !pendingBefore, sigpending(&pending) == 0, sigismember(&pending, SIGXFSZ) == 1 {
-                var noWait = timespec()
-                _ = sigtimedwait(&held, nil, &noWait)
+                takePending(&held)
             }
             throw error
         }
+    }
+
+    /// Whether this process has a file size limit, so a write can raise `SIGXFSZ`; read once.
+    static let fileSizeIsLimited: Bool = {
+        var limit = rlimit()
+        #if canImport(Glibc)
+            let resource = __rlimit_resource_t(RLIMIT_FSIZE.rawValue)
+        #else
+            let resource = RLIMIT_FSIZE
+        #endif
+        // RLIM_INFINITY is all bits set on every platform (it does not import into Swift on Linux).
+        return getrlimit(resource, &limit) != 0 || limit.rlim_cur != rlim_t.max
+    }()
+
+    /// Takes a pending signal of `set` off this thread (it is pending, so neither call waits).
+    private static func takePending(_ set: inout sigset_t) {
+        #if canImport(Glibc)
+            var noWait = timespec()
+            _ = sigtimedwait(&set, nil, &noWait)
+        #else
+            var taken: Int32 = 0
+            _ = sigwait(&set, &taken)
+        #endif
+    }
+
+    private static func writeFully(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws(SystemCallError) {
+        let written = try transferAll(bytes.count, path: path, operation: "write") {
+            write(fd, bytes.baseAddress! + $0, $1)
+        }
+        if written < bytes.count { throw SystemCallError(path: path, operation: "write", errno: ENOSPC) }
     }
 
     /// Writes all of `data` to `fd`, as ``writeAll(_:_:path:)`` does.

@@ -333,36 +333,24 @@ private enum KeyFile {
         return key
     }
 
-    /// Writes 32 random bytes to a private temporary file, fsyncs it and links it into place, so the key file
-    /// appears complete or not at all. Returns nil when another process created the file first.
+    /// Writes 32 random bytes to a private temporary file, flushed, and gives it the key file's name only if nothing
+    /// has it, so the key file appears complete or not at all; through the file-system seam, straight from the key's
+    /// locked memory. Returns nil when another process created the file first.
     private static func create(path: String) throws(VaultError) -> SecureBytes? {
-        let directory = POSIX.parentPath(of: path)
         let key = SecureBytes.random(count: VaultKey.keyCount)
+        let fileSystem = POSIXFileSystem()
         do throws(SystemCallError) {
-            try POSIX.createDirectory(atPath: directory, mode: 0o700)
-            let suffix = randomBytes(count: 8).map { String($0, radix: 16) }.joined()
-            let temporary = "\(path).tmp-\(suffix)"
-            let descriptor = POSIX.retrying {
-                open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            let temporary = try key.withUnsafeBytes { (bytes) throws(SystemCallError) in
+                try fileSystem.writeTemporary(beside: path, bytes: bytes, mode: 0o600, durable: true)
             }
-            guard descriptor >= 0 else { throw SystemCallError(path: temporary, operation: "create key file") }
-            defer { unlink(temporary) }
-            do {
-                defer { close(descriptor) }
-                guard fchmod(descriptor, 0o600) == 0 else {
-                    throw SystemCallError(path: temporary, operation: "chmod key file")
-                }
-                try key.withUnsafeBytes { (buffer) throws(SystemCallError) in
-                    try POSIX.writeAll(descriptor, buffer, path: temporary)
-                }
-                try POSIX.sync(descriptor, path: temporary)
+            do throws(SystemCallError) {
+                try fileSystem.move(temporary.path, to: path)
+            } catch {
+                fileSystem.discard(temporary)
+                if error.errno == EEXIST { return nil }
+                throw error
             }
-            guard link(temporary, path) == 0 else {
-                let code = errno
-                if code == EEXIST { return nil }
-                throw SystemCallError(path: path, operation: "create key file", errno: code)
-            }
-            try POSIX.syncDirectory(atPath: directory)
+            try fileSystem.syncFolder(of: path)
         } catch {
             throw error.vaultError
         }

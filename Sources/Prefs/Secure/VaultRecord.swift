@@ -1,6 +1,5 @@
 import CSodium
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -12,9 +11,9 @@ import Synchronization
 /// replaced by an older copy of itself, or by another vault, is refused when it is opened again.
 ///
 /// One small text file per vault in `$XDG_STATE_HOME/prefs/vaults/` (or `~/.local/state/prefs/vaults/`), named by
-/// a hash of the vault's absolute path. Records only ever move forward, and are written after the vault itself, so
-/// a crash can leave a record behind its vault (harmless) but never ahead of it. A record that cannot be read or
-/// written is never skipped silently: its reads and writes say why, and the store reports it.
+/// a hash of the vault's absolute path, replaced whole through the file-system seam. Records only ever move
+/// forward, and are written after the vault itself, so a crash can leave a record behind its vault (harmless) but
+/// never ahead of it. A record that cannot be read or written is never skipped silently: the store reports why.
 enum VaultRecord {
     /// The folder of the records: `$XDG_STATE_HOME/prefs/vaults`, falling back to `$HOME/.local/state/prefs/vaults`,
     /// resolved once per process like every other folder Prefs uses (`Locations`); inside a test under
@@ -52,52 +51,17 @@ enum VaultRecord {
         return (base == "/" ? "" : base) + "/" + POSIX.lastComponent(of: absolute)
     }
 
-    /// One vault's record, as a store uses it for as long as it is open: the vault's canonical path and the record's
-    /// path, worked out once (resolving the vault's folder is most of it); after an append, the record itself, kept
-    /// open (see ``Appendable``).
-    final class Location: Sendable {
+    /// One vault's record: the vault's canonical path and the record's path, worked out once (resolving the
+    /// vault's folder is most of it).
+    struct Location: Sendable {
         /// The vault's ``VaultRecord/canonicalPath(_:)``, written into the record.
         let canonicalVaultPath: String
         let path: String
-        /// The record as this store last appended to it; only used holding the record's lock.
-        fileprivate let kept = Mutex<Appendable?>(nil)
 
         init(forVault vaultPath: String) {
             canonicalVaultPath = VaultRecord.canonicalPath(vaultPath)
             path = VaultRecord.path(forCanonical: canonicalVaultPath)
         }
-
-        deinit { forget() }
-
-        /// Closes the kept record, if any: the next write reads the record again.
-        fileprivate func forget() {
-            if let fd = kept.withLock({ $0.take() })?.fd { close(fd) }
-        }
-
-        /// Keeps `fd` (just appended to, holding `identity` last) open for the next append, or closes it once the
-        /// record is due to be rewritten whole.
-        fileprivate func keep(_ fd: Int32, holding identity: VaultIdentity) {
-            var info = stat()
-            let next =
-                fstat(fd, &info) == 0 && info.st_size < 4096
-                ? Appendable(fd: fd, file: FileIdentity(info), identity: identity) : nil
-            let previous = kept.withLock { kept in
-                defer { kept = next }
-                return kept
-            }
-            if let previous, previous.fd != fd { close(previous.fd) }
-            if next == nil { close(fd) }
-        }
-    }
-
-    /// A record this store appended to last, kept open so that the next generation is appended without reading the
-    /// record again: while the file at the record's path is exactly the one left then (same inode, size and times),
-    /// it still holds `identity` last, in this version's format, under 4 KiB, ending with a newline. Any other file
-    /// there (another process appended, rewrote, replaced or removed it) is read again in full.
-    fileprivate struct Appendable {
-        var fd: Int32
-        var file: FileIdentity
-        var identity: VaultIdentity
     }
 
     /// What a vault's record says when it is read.
@@ -110,30 +74,17 @@ enum VaultRecord {
         case unusable(reason: String)
     }
 
-    /// The remembered identity, nothing, or why the record cannot be used; and whether the record is a file this
-    /// process opened for writing as ``remember(_:in:replacing:)`` does, so ``problem(keeping:)`` has nothing to add.
-    static func read(_ record: Location) -> (reading: Reading, writable: Bool) {
-        // Read through the descriptor a write would use; anything else (missing, a link, no permission) as before.
-        if let found = try? readForWriting(record) { return (reading(found), true) }
+    /// The system's file system, through which records are read and replaced.
+    private static let fileSystem = POSIXFileSystem()
+
+    /// The remembered identity, nothing, or why the record cannot be used.
+    static func read(_ record: Location) -> Reading {
         let found: Data?
-        do { found = try fileSystem.read(record.path, through: nil)?.data } catch {
-            return (.unusable(reason: "cannot be read (\(error.prefsError))"), false)
+        do { found = try fileSystem.read(record.path, through: nil)?.data } catch  where error.errno == ENOTDIR {
+            found = nil  // something other than a folder on the way: no record (``problem(keeping:)`` says what)
+        } catch {
+            return .unusable(reason: "cannot be read (\(error.prefsError))")
         }
-        return (reading(found), false)
-    }
-
-    /// The record's contents, read through a descriptor opened for writing; nil when it does not exist.
-    private static func readForWriting(_ record: Location) throws(SystemCallError) -> Data? {
-        guard
-            let (fd, info) = try POSIX.openRegularFile(
-                atPath: record.path, access: O_RDWR, followingSymlinks: false, maximumSize: 1 << 20)
-        else { return nil }
-        defer { close(fd) }
-        return try POSIX.readAll(fd, path: record.path, expectedSize: Int(info.st_size))
-    }
-
-    /// What the record's contents `found` say.
-    private static func reading(_ found: Data?) -> Reading {
         guard let found, !found.isEmpty else { return .none }
         guard let identity = parse(found) else { return .unusable(reason: unparsable) }
         return .identity(identity)
@@ -144,23 +95,10 @@ enum VaultRecord {
         "does not parse (its last line is not a generation); it was left as it is: delete it once you trust the "
         + "vault as it is now"
 
-    /// Why the record could not be kept once it is written, found without writing anything: nil when it exists and
-    /// parses and can be written, or when it does not exist yet and its folder (or the nearest one that exists) is
-    /// a folder this process can write.
+    /// Why the record could not be kept, found without writing anything: nil when it reads and its folder (or the
+    /// nearest one that exists) is a folder this process can write.
     static func problem(keeping record: Location) -> String? {
-        do throws(SystemCallError) {
-            if let (fd, info) = try POSIX.openRegularFile(
-                atPath: record.path, access: O_RDWR, followingSymlinks: false, maximumSize: 1 << 20)
-            {
-                defer { close(fd) }
-                let data = try POSIX.readAll(fd, path: record.path, expectedSize: Int(info.st_size))
-                return data.isEmpty || parse(data) != nil ? nil : unparsable
-            }
-        } catch  where error.errno == ENOTDIR {
-            // Something other than a folder on the way: found below.
-        } catch {
-            return "cannot be written (\(error.prefsError))"
-        }
+        if case .unusable(let reason) = read(record) { return reason }
         var folder = POSIX.parentPath(of: record.path)
         while true {
             var info = stat()
@@ -169,7 +107,7 @@ enum VaultRecord {
                     return "cannot be created: \(folder) is \(POSIX.kindName(info.st_mode)), not a folder"
                 }
                 guard access(folder, W_OK) == 0 else {
-                    return "cannot be created in \(folder): \(POSIX.message(for: errno))"
+                    return "cannot be written in \(folder): \(POSIX.message(for: errno))"
                 }
                 return nil
             }
@@ -185,123 +123,29 @@ enum VaultRecord {
     /// has just written), so is a record of another vault. A record that does not parse is never rewritten, so it is
     /// never lowered.
     ///
-    /// A new generation of the same vault is appended as one more line: replacing the file by a rename on every
-    /// vault write made the file system flush the new file at once, which cost a third of a secure write. The
-    /// record is rewritten whole (still by rename) for another vault, once it passes 4 KiB, or when its last line
-    /// is incomplete. The record is read and appended to through one descriptor.
-    ///
-    /// A store that appended the last line keeps the record open (``Appendable``): its next generation of the same
-    /// vault is appended after one `lstat` shows the record untouched since, without opening or reading it.
-    ///
-    /// `replacing` is a commit's, made holding the vault's own lock, which every process committing this vault
-    /// takes: the record needs no lock of its own then. Only a first open (which takes no lock of the vault) locks
-    /// the record by `flock` on itself; such a writer racing a commit can at worst leave the record behind the
-    /// vault, never ahead of it, as it writes only an identity it read from the vault.
+    /// The record is replaced whole by a rename, not synced: a record lost in a crash only lags behind its vault,
+    /// which is safe. Two processes remembering at once need no lock: each writes an identity its vault had, so the
+    /// record can lag behind the vault, never lead it.
     @discardableResult
     static func remember(_ identity: VaultIdentity, in record: Location, replacing: Bool) -> String? {
-        do {
-            if replacing { return try rememberLocked(identity, in: record, replacing: true) }
-            let lock = try fileSystem.lock(record.path, timeout: LockWait.timeout, clock: .system)
-            defer { lock.release() }
-            return try rememberLocked(identity, in: record, replacing: false)
-        } catch let error as SystemCallError {
-            return "cannot be written (\(error.prefsError))"
+        switch read(record) {
+        case .unusable(let reason): return reason
+        case .identity(let current):
+            if current.id == identity.id, current.generation >= identity.generation { return nil }
+            if !replacing, current.id != identity.id { return nil }
+        case .none: break
+        }
+        let text = "\(header)\n\(record.canonicalVaultPath)\n\(identity.idText)\n\(identity.generation)\n"
+        do throws(SystemCallError) {
+            try fileSystem.replace(record.path, with: Data(text.utf8))
+            return nil
         } catch {
-            return "cannot be written (\(error))"
+            return problem(keeping: record) ?? "cannot be written (\(error.prefsError))"
         }
     }
 
-    /// The system's file system, through which records are read, locked and replaced.
-    private static let fileSystem = POSIXFileSystem()
-
-    /// ``remember(_:in:replacing:)`` holding the record's lock, or the vault's.
-    private static func rememberLocked(_ identity: VaultIdentity, in record: Location, replacing: Bool) throws
-        -> String?
-    {
-        do {
-            return try { () throws -> String? in
-                if replacing, appendKnown(identity, to: record) { return nil }
-                func open(_ access: Int32) throws(SystemCallError) -> (fd: Int32, info: stat)? {
-                    try POSIX.openRegularFile(
-                        atPath: record.path, access: access, followingSymlinks: false, maximumSize: 1 << 20)
-                }
-                var opened: (fd: Int32, info: stat)?
-                var readOnly: SystemCallError?
-                do throws(SystemCallError) {
-                    opened = try open(O_RDWR | O_APPEND)
-                } catch  where error.errno == EACCES || error.errno == EROFS {
-                    // A record that cannot be written to still says which generation must not be undone.
-                    readOnly = error
-                    do throws(SystemCallError) { opened = try open(O_RDONLY) } catch {
-                        return "cannot be read (\(error.prefsError))"
-                    }
-                } catch {
-                    return "cannot be opened (\(error.prefsError))"
-                }
-                var keeping = false
-                defer { if let opened, !keeping { close(opened.fd) } }
-                var existing: Data?
-                if let opened {
-                    do throws(SystemCallError) {
-                        existing = try POSIX.readAll(
-                            opened.fd, path: record.path, expectedSize: Int(opened.info.st_size))
-                    } catch {
-                        return "cannot be read (\(error.prefsError))"
-                    }
-                }
-                if existing?.isEmpty == true { existing = nil }
-                var current: VaultIdentity?
-                if let existing {
-                    guard let parsed = parse(existing) else { return unparsable }
-                    current = parsed
-                }
-                if let current, current == identity { return nil }
-                if let current, current.id == identity.id, current.generation >= identity.generation { return nil }
-                if !replacing, current != nil { return nil }
-                if let readOnly { return "cannot be written (\(readOnly.prefsError))" }
-                // Not synced: a record lost in a crash only lags behind its vault, which is safe (and saves two
-                // fsyncs on every vault write).
-                if let existing, let current, current.id == identity.id, existing.count < 4096, existing.last == 0x0A,
-                    existing.starts(with: Array(header.utf8)), let opened,
-                    append(identity, to: opened.fd, record: record)
-                {
-                    keeping = true
-                    record.keep(opened.fd, holding: identity)
-                    return nil
-                }
-                let text = "\(header)\n\(record.canonicalVaultPath)\n\(identity.idText)\n\(identity.generation)\n"
-                // Not synced: a record lost in a crash only lags behind its vault, which is safe.
-                let temporary = try fileSystem.writeTemporary(
-                    beside: record.path, data: Data(text.utf8), mode: 0o600, durable: false)
-                _ = try fileSystem.commit(temporary, to: record.path)
-                return nil
-            }()
-        }
-    }
-
-    /// Appends `identity`'s generation to the record this store appended to last, if that is still the file at the
-    /// record's path and `identity` is a later generation of the same vault; false when the record must be read
-    /// (having closed the kept one).
-    private static func appendKnown(_ identity: VaultIdentity, to record: Location) -> Bool {
-        guard let kept = record.kept.withLock({ $0 }) else { return false }
-        var info = stat()
-        guard lstat(record.path, &info) == 0, FileIdentity(info) == kept.file, kept.identity.id == identity.id,
-            kept.identity.generation < identity.generation, append(identity, to: kept.fd, record: record)
-        else {
-            record.forget()
-            return false
-        }
-        record.keep(kept.fd, holding: identity)
-        return true
-    }
-
-    /// Appends `identity`'s generation as one line to the record open as `fd` (for appending); false if it failed.
-    private static func append(_ identity: VaultIdentity, to fd: Int32, record: Location) -> Bool {
-        var line = "\(identity.generation)\n"
-        return line.withUTF8 { (try? POSIX.writeAll(fd, UnsafeRawBufferPointer($0), path: record.path)) != nil }
-    }
-
-    /// The first line of the records this version writes; version 1 records (a single generation line) still read.
+    /// The first line of the records this version writes; version 1 records still read. A record written by an
+    /// earlier version may hold several generation lines: the last complete one counts.
     private static let header = "prefs vault record 2"
 
     /// The identity in a record: a header line, the vault's path, its id in hex, then one generation per line; the

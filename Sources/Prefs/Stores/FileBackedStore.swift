@@ -106,7 +106,7 @@ public class FileBackedStore: KeyValueStore, @unchecked Sendable {
 
     /// `try store.setValue(.bool(true), forKey: "flag")` stores a value (nil removes it) durably before returning.
     public func setValue(_ value: PrefValue?, forKey key: String) throws {
-        try open().update(forKey: key) { _ in value }
+        try open().set(value, forKey: key)
     }
 
     /// `try store.updateValue(forKey: "count") { … }` reads, transforms and writes one value while holding the

@@ -30,7 +30,7 @@ public final class InMemoryStore: KeyValueStore {
 
     /// `try store.setValue(.bool(true), forKey: "flag")` stores a value; nil removes it.
     public func setValue(_ value: PrefValue?, forKey key: String) throws {
-        try updateValue(forKey: key) { _ in value }
+        try engine.set(value, forKey: key)
     }
 
     /// `try store.updateValue(forKey: "count") { … }` atomically replaces the value with `transform(current)`.
@@ -39,8 +39,7 @@ public final class InMemoryStore: KeyValueStore {
     /// Observers see changes in the order they were applied, after the write returns its locks.
     @discardableResult
     public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
-        try validateKey(key)
-        return try engine.update(forKey: key, transform)
+        try engine.update(forKey: key, transform)
     }
 
     /// `try store.allValues()` returns every key and value currently held.

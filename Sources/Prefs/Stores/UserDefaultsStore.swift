@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 
 /// `UserDefaultsStore.standard` and `try UserDefaultsStore(suiteName: "group.example")` keep preferences in
 /// Foundation's UserDefaults files, hardened for Linux.
@@ -85,7 +86,9 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
             try? engine.open()  // a damaged file stays damaged (and watched); its error is returned below
             return engine
         }
-        return (UserDefaultsStore(suiteName: nil, url: url, engine: engine, retained: true), engine.damage)
+        // A file kept aside at the first write is reported then, with where it went.
+        let error = engine.guarded.withLock { $0.store.damage }
+        return (UserDefaultsStore(suiteName: nil, url: url, engine: engine, retained: true), error)
     }
 
     /// `try UserDefaultsStore.moveDamagedFileAside(suiteName: "group.example")` keeps a suite file that cannot be
@@ -114,7 +117,7 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
     ) -> StoreEngine {
         StoreEngine(
             path: url.fileSystemPath, codec: PropertyListSnapshotCodec(), fileSystem: fileSystem, clock: clock,
-            grace: inPlaceRewriteGrace, restoresStaleRewrites: true, onDamage: onDamage)
+            grace: inPlaceRewriteGrace, onDamage: onDamage)
     }
 
     /// `UserDefaultsStore.preferencesDirectory()` returns the folder Foundation keeps UserDefaults files in:

@@ -5,14 +5,6 @@ extension StoreEngine {
     /// How long a failed deferred commit waits before it is tried again, unless a change or a flush comes first.
     static let retryDelay: Duration = .seconds(1)
 
-    /// Applies one change in memory now (every reader and observer in the process sees it when this returns) and
-    /// leaves it to a commit within `window`. Inside a batch of this store it joins the batch instead.
-    func setDeferred(_ value: PrefValue?, forKey key: String, within window: Duration) throws {
-        try validateKey(key)
-        try layers.checkWritable(key)  // Layers hook: a forced key is refused.
-        try perform(.memory) { _ in ((), .deferred(key, value, within: window)) }
-    }
-
     /// Makes sure the deferred changes are committed within `window` from now, on the engine's clock, and at exit.
     func scheduleCommit(within window: Duration) {
         guard let file else { return }
@@ -37,15 +29,14 @@ extension StoreEngine {
     /// Whether deferred changes wait to be committed.
     var hasDeferredChanges: Bool { guarded.withLock { $0.store.hasDeferredChanges } }
 
-    /// Writes every change deferred so far in one durable, atomic write (the one transaction), and returns once it
-    /// is in the file; with nothing deferred it returns at once. A failure is reported (once while it repeats), the
-    /// values stay in memory and, when `retrying`, another commit is scheduled.
+    /// Writes every change deferred so far in one durable, atomic write, and returns once it is in the file; with
+    /// nothing deferred it returns at once. A failure is reported (once while it repeats), the values stay in memory
+    /// and, when `retrying`, another commit is scheduled.
     func commitDeferred(retrying: Bool = true, fromBackground: Bool = false) throws {
         // From inside a batch or a transform of this store, on the thread holding its locks, a flush would wait for
         // itself; what that write holds reaches the file when it ends.
         writer.lock()
-        let (inside, shut) = (write.depth > 0, write.shut)
-        let deferred = guarded.withLock { $0.store.hasDeferredChanges }
+        let (inside, shut) = (tx.depth > 0, tx.shut)
         writer.unlock()
         if shut { throw PrefsError.storeClosed(path: path) }
         if inside {
@@ -53,9 +44,9 @@ extension StoreEngine {
                 path: path, operation: "flush", errno: EDEADLK,
                 message: "flush() cannot run inside a batch or an update of the same store; call it after")
         }
-        guard deferred else { return }
+        guard hasDeferredChanges else { return }
         do {
-            try perform(.write, fromBackground: fromBackground) { _ in ((), .pending) }
+            try transact(.commit, background: fromBackground) { _ in }
             guarded.withLock { $0.reportedFailure = nil }
         } catch {
             // Closed meanwhile (a timed commit racing the last close, which committed what was deferred).
@@ -63,7 +54,7 @@ extension StoreEngine {
             let text = String(describing: error)
             let (isNew, keys) = guarded.withLock { guarded in
                 defer { guarded.reportedFailure = text }
-                return (guarded.reportedFailure != text, guarded.store.unwritten(.deferred).sorted())
+                return (guarded.reportedFailure != text, guarded.store.unwritten.keys.sorted())
             }
             if isNew {
                 changes.reported.fromBackground(if: fromBackground) {

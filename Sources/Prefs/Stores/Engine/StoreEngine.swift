@@ -2,18 +2,17 @@ import Foundation
 import Synchronization
 
 /// The engine behind every store Prefs ships but the PostgreSQL one: a ``StoreState`` under one lock, and one
-/// function, ``run(_:_:_:_:)``, through which everything that changes the store passes: a write, an update, a batch,
-/// a deferred `set` (a change of memory only), a deferred window's commit, a flush, the flush at exit or at the last
-/// close, restoring a value a stale rewrite put back, moving a damaged file aside, the first load and every later look
-/// at the file.
+/// transaction, ``transact(_:_:)``, through which every write passes: a `set`, an update, a batch, a deferred
+/// `set`, the commit of deferred changes, a flush, the flush at exit or at the last close, a new vault key.
 ///
-/// A run takes this process's writer lock (the feed's update lock, recursive so that a transform or a batch may write
-/// through the same store), then for a write the file's own lock (`flock` on the file; see `POSIXFileSystem`); looks
-/// at the file and loads it when it changed; applies the change; and commits: encodes, writes a temporary file,
-/// checks that the file is still the one read, renames, syncs the folder; then memory follows and the keys whose
-/// values changed are announced. Observers run after every lock is released.
+/// A write takes this process's writer lock (recursive: a transform or a batch may write through the same store),
+/// then, when it commits to a file, the file's own lock (`flock` on the file), reads the file only when it is not
+/// the one the values came from, stages its changes, and at the end of the outermost write commits them: encode,
+/// temporary file, rename, folder sync; then memory follows and the keys whose values changed are announced.
+/// Observers run after every lock is released. Writes made inside a write of the same thread (a transform's, a
+/// batch's body) join it: they are staged and committed with it, once.
 ///
-/// An engine without a file (``InMemoryStore``) runs the same way, skipping every step that touches a file.
+/// Nothing but a write writes: opening a store and a look at a file another process changed only read it.
 final class StoreEngine: Sendable {
     let changes: ChangeFeed
     let layers: StoreLayers
@@ -27,19 +26,22 @@ final class StoreEngine: Sendable {
         let codec: any SnapshotCodec
         let fileSystem: any FileSystem
         let clock: EngineClock
+        /// How long a file that does not decode, or is empty, is read again before it counts as damaged (or
+        /// empty): a writer that takes no lock may be rewriting it in place. Zero for files only Prefs writes.
+        let grace: Duration
         /// What a write does with a file that does not decode.
         let damagePolicy: DamagedFilePolicy
     }
 
     let guarded: Mutex<Guarded>
 
-    /// The state, and the engine's own plumbing beside it, under one lock.
+    /// The state, the layers resolved over it, and the engine's plumbing beside them, under one lock.
     struct Guarded {
         var store: StoreState
+        var layers = LayerStack()
         /// The watch on the file, while the store is open.
         var watch: FileWatchToken?
-        /// The queue that runs looks at the file, deferred commits and restoring writes, one at a time; made when
-        /// first needed, so that opening a store costs nothing more.
+        /// The queue of looks at the file and deferred commits, one at a time; made when first needed.
         var queue: DispatchQueue?
         /// Whether a look at the file is queued and not started yet (events are merged into it).
         var lookQueued = false
@@ -52,8 +54,6 @@ final class StoreEngine: Sendable {
         var damageStreams: [UInt64: AsyncStream<(any Error)?>.Continuation] = [:]
         var nextStream: UInt64 = 0
         var damageTold: Bool?
-        /// During the first load of a file that does not decode: when it was last seen to change.
-        var firstLoadSeen: (identity: FileIdentity?, since: Duration)?
 
         var workQueue: DispatchQueue {
             mutating get {
@@ -67,24 +67,21 @@ final class StoreEngine: Sendable {
 
     var writer: NSRecursiveLock { changes.updateLock }
 
-    /// The write in progress. Only the thread holding `writer` reads or changes it, so a write keeps its nesting,
-    /// batch, file lock and reports without entering `guarded`.
-    @exclusivity(unchecked) nonisolated(unsafe) var write = WriteInProgress()
+    /// The write in progress; only the thread holding `writer` reads or changes it.
+    @exclusivity(unchecked) nonisolated(unsafe) var tx = Transaction()
+    /// The thread running the write in progress (0: none), so its own reads see what it staged.
+    private let writerThread = Atomic<UInt>(0)
 
     /// An engine for the file at `path`, not loaded yet (see ``open()``).
-    /// - Parameters:
-    ///   - grace: How long the file may stay unreadable (another writer rewriting it in place) before it counts as
-    ///     damaged; zero for files only Prefs writes.
-    ///   - restoresStaleRewrites: Whether values a lock-less in-place rewrite put back are restored (a suite).
     init(
         path: String, codec: any SnapshotCodec, fileSystem: any FileSystem = POSIXFileSystem(),
-        clock: EngineClock = .system, grace: Duration = .zero, restoresStaleRewrites: Bool = false,
-        onDamage damagePolicy: DamagedFilePolicy = .refuse, changes: ChangeFeed = ChangeFeed()
+        clock: EngineClock = .system, grace: Duration = .zero, onDamage damagePolicy: DamagedFilePolicy = .refuse,
+        changes: ChangeFeed = ChangeFeed()
     ) {
         file = BoundFile(
-            path: POSIX.resolvingSymbolicLink(path), codec: codec, fileSystem: fileSystem, clock: clock,
+            path: POSIX.resolvingSymbolicLink(path), codec: codec, fileSystem: fileSystem, clock: clock, grace: grace,
             damagePolicy: damagePolicy)
-        guarded = Mutex(Guarded(store: StoreState(file: grace, restoresStaleRewrites: restoresStaleRewrites)))
+        guarded = Mutex(Guarded(store: StoreState()))
         self.changes = changes
         layers = StoreLayers(changes: changes)
         layers.attach(self)
@@ -107,10 +104,13 @@ final class StoreEngine: Sendable {
 
     // MARK: Reads
 
-    /// The effective value of `key`: the store's own, through its layers.
+    /// The effective value of `key`: the store's own, through its layers; on the thread of the write in progress,
+    /// with what that write staged.
     func value(forKey key: String) throws -> PrefValue? {
+        let staged = isWriterThread ? tx.staged[key] : nil
         let (value, damage, shut) = guarded.withLock {
-            (layers.value(forKey: key, user: $0.store.values[key]), $0.store.damage, $0.store.isShut)
+            let own = staged ?? $0.store.values[key]
+            return ($0.layers.value(forKey: key, user: own), $0.store.damage, $0.store.isShut)
         }
         if shut { throw PrefsError.storeClosed(path: path) }
         if let damage { throw damage }
@@ -121,72 +121,75 @@ final class StoreEngine: Sendable {
         let (values, damage, shut) = guarded.withLock { ($0.store.values, $0.store.damage, $0.store.isShut) }
         if shut { throw PrefsError.storeClosed(path: path) }
         if let damage { throw damage }
-        return values
+        guard isWriterThread, !tx.staged.isEmpty else { return values }
+        var merged = values
+        for (key, value) in tx.staged { merged[key] = value }
+        return merged
     }
 
-    /// The error that keeps the file from being read, if any.
-    var damage: (any Error)? { guarded.withLock { $0.store.damage } }
+    /// The error that keeps the file from being read, if any (or that its next write keeps it aside for).
+    var damage: (any Error)? { guarded.withLock { $0.store.damage ?? $0.store.asideDue } }
 
     var isShut: Bool { guarded.withLock { $0.store.isShut } }
 
+    private var isWriterThread: Bool {
+        let writing = writerThread.load(ordering: .relaxed)
+        return writing != 0 && writing == ThreadID.current.raw
+    }
+
     // MARK: Writes
+
+    /// Sets one key and commits it durably (nil removes it).
+    func set(_ value: PrefValue?, forKey key: String) throws {
+        try validateKey(key)
+        try transact(.commit) { view in try stage(value, forKey: key, in: view) }
+    }
 
     /// Reads, transforms and durably writes one key while holding the file's lock.
     @discardableResult
     func update(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try validateKey(key)
-        try layers.checkWritable(key)  // Layers hook: a forced key is refused.
-        return try perform(.write) { state in
-            let old = state.values[key]
-            // Layers hook: without a value of the user's, the transform starts from the default below it.
-            let new = try transform(old ?? layers.valueBelowUser(key))
-            return (new, new == old ? .none : .set(key, new))
+        return try transact(.commit) { view in
+            // Layers hook: a forced key is refused before its transform runs; without a value of the user's, the
+            // transform starts from the default below it.
+            if view.layers.isForced(key) { throw PrefsError.forced(key: key) }
+            let new = try transform(seen(key, in: view) ?? view.layers.valueBelowUser(key))
+            try stage(new, forKey: key, in: view)
+            return new
         }
     }
 
     /// Replaces every value at once, in one durable, atomic write.
     func replaceAll(_ values: [String: PrefValue]) throws {
-        try perform(.write) { _ in ((), .replace(values)) }
+        try transact(.commit) { view in
+            let gone = Set(view.store.values.keys).union(tx.staged.keys).subtracting(values.keys)
+            for key in gone { tx.staged[key] = .some(nil) }
+            for (key, value) in values { tx.staged[key] = value }
+            invalidateStaged(gone.union(values.keys))
+        }
     }
 
     /// Removes several keys in one durable, atomic write.
     func removeValues(forKeys keys: some Sequence<String>) throws {
-        let keys = Array(keys)
-        try perform(.write) { _ in ((), .remove(keys)) }
+        try transact(.commit) { _ in
+            for key in keys { tx.staged[key] = .some(nil) }
+            invalidateStaged(Set(keys))
+        }
     }
 
-    /// Runs `body` holding the write lock: every write it makes is applied in memory at once and written in one
-    /// durable, atomic write when it returns (or, `deferring`, left to the deferred commit within that window).
-    /// Observers hear of each changed key once, after that. If `body` or the write throws, memory goes back to the
-    /// values before the batch. A batch inside a batch joins it; if the inner one throws, only its own writes are
-    /// undone.
+    /// Applies one change in memory now (every reader and observer in the process sees it when this returns) and
+    /// leaves it to a commit within `window`. Inside a write of this store it joins that write.
+    func setDeferred(_ value: PrefValue?, forKey key: String, within window: Duration) throws {
+        try validateKey(key)
+        try transact(.deferred(window)) { view in try stage(value, forKey: key, in: view) }
+    }
+
+    /// Runs `body` holding the write lock: every write it makes is staged (reads on this thread see it) and
+    /// committed in one durable, atomic write when it returns (or, `deferring`, left to the deferred commit within
+    /// that window). Observers hear of each changed key once, after that. If `body` or the write throws, nothing
+    /// of it is applied. A batch inside a write joins it; if the inner one throws, only its own writes are undone.
     func batch<T>(deferring window: Duration? = nil, _ body: () throws -> T) throws -> T {
-        var deferred = false
-        let result = try perform(.write) { state throws -> (T, Edit) in
-            let (start, outermost) = write.beginBatch(at: state.batchPoint)
-            let result: T
-            do {
-                result = try body()
-            } catch {
-                if outermost { write.endBatch() }
-                guarded.withLock { changes.invalidate($0.store.rollBack(to: start)) }
-                throw error
-            }
-            guard outermost else { return (result, .keep) }
-            if window != nil, file != nil {
-                // A deferred batch: its changes wait for the deferred commit, announced now.
-                deferred = true
-                let from = write.endBatch() ?? [:]
-                guarded.withLock { guarded in
-                    guarded.store.deferBatchChanges()
-                    announce(StoreState.diff(from, guarded.store.values), of: guarded.store.values)
-                }
-                return (result, .keep)
-            }
-            return (result, .batch(from: start))
-        }
-        if deferred, let window { scheduleCommit(within: window) }
-        return result
+        try transact(window.map { .deferred($0) } ?? .commit, batch: true) { _ in try body() }
     }
 
     /// Writes the current values after `prepare` changed the codec (a new vault key). `prepare` returns how to undo
@@ -194,14 +197,14 @@ final class StoreEngine: Sendable {
     func rewrite(prepare: () throws -> () -> Void) throws {
         var undo: (() -> Void)?
         do {
-            try perform(.write) { _ throws -> ((), Edit) in
-                if write.inBatch {
+            try transact(.commit) { _ in
+                if tx.depth > 1 {
                     throw PrefsError.io(
                         path: path, operation: "re-encrypt", errno: EBUSY,
                         message: "the vault key cannot change inside a batch; change it before or after")
                 }
                 undo = try prepare()
-                return ((), .rewrite)
+                tx.force = true
             }
         } catch  where !error.isCommitted {
             undo?()
@@ -209,305 +212,185 @@ final class StoreEngine: Sendable {
         }
     }
 
-    /// Moves a file that cannot be decoded aside, keeping it as `<name>.damaged-<UTC date and time>` in the same
-    /// folder, and starts afresh with no values; returns where it went, or nil when the file reads (nothing moves).
-    func moveDamagedFileAside(at now: Date = Date()) throws -> URL? {
-        try perform(.moveAside) { state throws -> (URL?, Edit) in
-            guard state.damage != nil, let file else { return (nil, .keep) }
-            let destination = try Self.asideName(for: file, at: now)
-            return (URL(filePath: destination, directoryHint: .notDirectory), .moveAside(destination))
-        }
+    /// Memory as a write finds it: the store's state and the layers over it.
+    struct View {
+        var store: StoreState
+        var layers: LayerStack
     }
 
-    /// Deletes the file, under its lock, and empties the store: what `prefs delete DOMAIN` does. Observers hear of
-    /// every key whose value changed.
-    func deleteFile() throws {
-        try perform(.moveAside) { _ -> ((), Edit) in
-            guard let file, (try? file.fileSystem.identity(at: file.path)) != nil else { return ((), .keep) }
-            return ((), .moveAside(nil))
-        }
+    /// The value of `key` the write in progress sees: its own staged change, else memory as `view` shows it.
+    func seen(_ key: String, in view: View) -> PrefValue? {
+        if let staged = tx.staged[key] { return staged }
+        return view.store.values[key]
+    }
+
+    /// Stages a change for the write in progress; a key an administrator forced is refused.
+    private func stage(_ value: PrefValue?, forKey key: String, in view: View) throws(PrefsError) {
+        if view.layers.isForced(key) { throw .forced(key: key) }
+        tx.staged[key] = .some(value)
+        invalidateStaged([key])
+    }
+
+    /// Inside a batch or a nested write, where code of this thread reads before the write ends, wrappers of the
+    /// staged keys read them again.
+    private func invalidateStaged(_ keys: Set<String>) {
+        if tx.depth > 1 || tx.inBatch { changes.invalidate(keys) }
     }
 
     // MARK: The one transaction
 
-    /// How a run reaches the file.
-    enum Access: Equatable {
-        /// A write: under the file's lock, from its latest values.
-        case write
-        /// Moving a damaged file aside, or deleting the file: a write that expects the file may not read.
-        case moveAside
-        /// The first load: no lock, nothing announced; a file being rewritten in place is waited for.
-        case load
-        /// A look at the file after a watcher event: no lock; a file being rewritten is looked at again later.
-        case look
-        /// A change of memory only (a deferred `set`), left to the deferred commit; inside a batch it joins the
-        /// batch like any write.
-        case memory
+    /// How the outermost write ends.
+    enum Ending: Equatable {
+        /// Durably in the file before it returns (in memory, for a store without one).
+        case commit
+        /// In memory now, in the file within the window.
+        case deferred(Duration)
     }
 
-    /// What a run's change does to the store's values, applied to the latest ones after the caller's code ran.
-    enum Edit {
-        /// Nothing: the file changes only to write back values a stale rewrite put back, if any.
-        case none
-        /// Nothing at all (a deferred batch, whose changes wait for their commit).
-        case keep
-        /// The values in memory that the file does not hold yet (deferred changes): a flush.
-        case pending
-        case set(String, PrefValue?)
-        /// A deferred `set`: memory changes now, and the file within the window.
-        case deferred(String, PrefValue?, within: Duration)
-        case replace([String: PrefValue])
-        case remove([String])
-        /// The values a batch left in memory; `from`: memory when it began, to go back to if its commit fails.
-        case batch(from: StoreState.BatchStart)
-        /// The values in memory, written again whatever changed (a new vault key).
-        case rewrite
-        /// The file, moved to this name; nil: deleted.
-        case moveAside(String?)
-    }
-
-    /// Runs `apply` as one transaction (see the type's description), and delivers what it announced once every
-    /// lock is released, unless this thread is inside another run of this engine, whose end delivers. Its reports
-    /// are those of the store's background work when `fromBackground` (none after the store has closed). `apply`
-    /// is given the state as the run found it.
+    /// Runs `body`, which stages changes, as one transaction (see the type's description), and delivers what it
+    /// announced once every lock is released, unless this thread is inside another write of this engine, whose end
+    /// delivers. `body` is given memory as the write found it (after reading the file, for a commit).
+    /// The reports it owes (a damaged file kept aside) are those of the store's background work when `background`:
+    /// none after the store has closed.
     @discardableResult
-    func perform<T>(
-        _ access: Access, delivering: Bool = true, fromBackground: Bool = false,
-        _ apply: (StoreState) throws -> (T, Edit)
-    ) throws -> T {
-        var outermost = false
-        var reports: [any Error] = []
-        defer {
-            if outermost, delivering {
-                changes.deliverAnnouncements()
-                if !reports.isEmpty {
-                    changes.reported.fromBackground(if: fromBackground) {
-                        for report in reports { ErrorReporter.report(report, key: "", operation: .read) }
-                    }
-                }
-            }
-        }
-        return try run(access, &outermost, &reports, apply)
-    }
-
-    /// The transaction itself: see the type's description. Sets `outermost` when this thread is in no other run of
-    /// this engine, and then hands over the reports the run owes.
-    ///
-    /// The state lock is entered twice on the common path of a durable write: once to see the state (with the
-    /// look at the file, after the file's lock is taken), and once to commit. What the run decides (the draft, the
-    /// commit record, whether the file is still the one read) rests on that one view, which is exact: only a thread
-    /// holding the writer lock changes what those decisions read, and this run holds it. A write of this thread
-    /// inside `apply` (a transform's, a batch's body) moves ``WriteInProgress/changes``, and the view is taken again.
-    private func run<T>(
-        _ access: Access, _ outermost: inout Bool, _ reports: inout [any Error],
-        _ apply: (StoreState) throws -> (T, Edit)
+    func transact<T>(
+        _ ending: Ending, batch: Bool = false, background: Bool = false, _ body: (View) throws -> T
     ) throws -> T {
         writer.lock()
-        defer { writer.unlock() }
-        if write.shut, access != .load { throw PrefsError.storeClosed(path: path) }
-        if access == .look { guarded.withLock { $0.lookQueued = false } }  // a later event needs a later look
-        outermost = write.beginWrite()
-        let inBatch = write.inBatch
+        let outermost = tx.depth == 0
+        let result = Result { () throws -> T in try run(ending, batch: batch, body) }
+        let reports = outermost ? tx.takeReports() : []
+        writer.unlock()
+        if outermost { deliver(reports, background: background) }
+        return try result.get()
+    }
+
+    /// Runs the observers of what this thread announced and reports what a write owes; holding no lock.
+    func deliver(_ reports: [any Error], background: Bool = false) {
+        changes.deliverAnnouncements()
+        guard !reports.isEmpty else { return }
+        changes.reported.fromBackground(if: background) {
+            for report in reports { ErrorReporter.report(report, key: "", operation: .write) }
+        }
+    }
+
+    /// The transaction, holding the writer lock.
+    func run<T>(_ ending: Ending, batch: Bool = false, _ body: (View) throws -> T) throws -> T {
+        if tx.shut { throw PrefsError.storeClosed(path: path) }
+        let outermost = tx.depth == 0
+        let mark = tx.staged
+        let wasInBatch = tx.inBatch
+        tx.depth += 1
+        if batch { tx.inBatch = true }
         defer {
-            write.endWrite()
-            if outermost { reports = write.takeReports() }
+            tx.depth -= 1
+            tx.inBatch = wasInBatch
         }
-        if access == .memory, !inBatch { return try changeMemory(apply) }
-        guard let file else { return try commitInMemory(apply, inBatch: inBatch) }
-        let writes = access == .write || access == .moveAside
-        // The file's lock, taken by the first run that writes while the file exists and held until it ends; a run
-        // inside it (a write in a transform) commits under it. A file that appears, or is replaced under the lock by
-        // a writer that takes none, is locked afresh.
-        var lock: FileLock?
-        defer { releaseLock(&lock) }
-        /// How many times this thread's runs had replaced the file when `lock` was taken.
-        var replacementsAtLock = write.replacements
-        // A write that ends without a commit (nothing to write, or a failure) takes back the empty file its lock
-        // created: nothing is left of it, unless a write inside the caller's code committed in its place.
-        var committed = false
+        guard outermost else {
+            // Joins the write in progress.
+            var view: View? = currentView()
+            return try perform(body, with: &view, batch: batch, mark: mark).get()
+        }
+        writerThread.store(ThreadID.current.raw, ordering: .relaxed)
         defer {
-            if !committed, let lock, lock.createdEmpty, write.replacements == replacementsAtLock {
-                removeCreatedFile(of: file)
-            }
+            writerThread.store(0, ordering: .relaxed)
+            tx.staged = [:]
+            tx.force = false
+            releaseLock()
         }
-        var outcome: (result: T, edit: Edit)?
-        /// The draft of `outcome`, made once: a later pass applies its own changes again on top of the new values.
-        var planned: Draft??
-        /// Whether the file was read again since the outcome was computed.
-        var readAgain = false
-        /// How many of this run's commits found the file changed under the lock: after three, a fourth commit
-        /// writes without checking, so that a writer that takes no lock and never stops cannot hold it up for good.
-        var foundChanged = 0
-        do {
-            // The one retry loop: a file being rewritten in place is read again a millisecond later, and a commit that
-            // finds the file changed since it was read (by a writer that takes no lock) reads it again and applies this
-            // run's change on top: a transform runs again, a batch's writes are applied again (its body never runs
-            // twice). Inside a batch the file is neither read nor written.
-            while true {
-                if writes, !inBatch, lock == nil, write.heldLock == nil {
-                    let taken = try file.fileSystem.lock(file.path, timeout: LockWait.timeout, clock: file.clock)
-                    lock = taken
-                    write.heldLock = taken
-                    replacementsAtLock = write.replacements
-                }
-                /// The state as this pass found it.
-                var view: StoreState?
-                if !inBatch {
-                    switch try look(at: file, access: access, through: lock) {
-                    case .busy:
-                        // A writer is in the middle of a commit: its rename raises an event, or the next look sees it.
-                        scheduleLook(after: Self.busyRetry)
-                    case .suspect:
-                        file.clock.pause(.milliseconds(1))
-                        continue
-                    case .damaged(let error):
-                        if access == .moveAside, outcome == nil { break }
-                        guard writes, file.damagePolicy == .keepAside, case .corruptFile? = error as? PrefsError else {
-                            throw error
-                        }
-                        // The store's policy: keep the damaged file aside and go on from no values, under the lock.
-                        try keepAside(file, damagedBy: error)
-                        releaseLock(&lock)
-                        continue
-                    case .ready(let state):
-                        view = state
-                    }
-                }
-                var state = view.take() ?? guarded.withLock { $0.store }
-                if outcome == nil {
-                    let (before, replacementsBefore) = (write.changes, write.replacements)
-                    outcome = try apply(state)
-                    planned = nil
-                    // The caller's code closed the store: nothing more reaches the file.
-                    if write.shut, writes { throw PrefsError.storeClosed(path: path) }
-                    if write.replacements != replacementsBefore, lock != nil {
-                        // A write inside the caller's code replaced the file this run holds the lock of: the new
-                        // file is locked and looked at before this run's change is applied on top of it.
-                        releaseLock(&lock)
-                        continue
-                    }
-                    if write.changes != before, !inBatch { state = guarded.withLock { $0.store } }
-                }
-                guard let (result, edit) = outcome else { continue }
-                if inBatch {
-                    state = StoreState(values: [:])  // lets go of memory's values before they change in place
-                    applyInBatch(edit)
-                    return result
-                }
-                guard writes else { return result }
-                if planned == nil { planned = .some(draft(for: edit, from: state)) }
-                guard case .some(.some(var draft)) = planned else { return result }
-                if readAgain { draft.rebase(onto: state.values) }
-                if try commit(draft, from: state, in: file, checking: foundChanged < 3, renamed: &committed) {
-                    return result
-                }
-                foundChanged += 1
-                // The file is read again: a transform runs again on what it holds then (its result was computed from
-                // what it held before); other changes are applied again on top of it.
-                if case .set = edit { outcome = nil } else { readAgain = true }
-                releaseLock(&lock)
-            }
-        } catch {
-            // A batch's values are in memory before its commit: one that fails before its rename goes back to where
-            // the batch began, and the file, which a retry may have read since, is read again.
-            if !committed, case .batch(let start)? = outcome?.edit {
-                guarded.withLock { changes.invalidate($0.store.batchCommitFailed(from: start)) }
-                _ = try? look(at: file, access: .look, through: lock)
-            }
-            throw error
+        guard let file, ending == .commit else {
+            var view: View? = currentView()
+            if let damage = view?.store.damage { throw damage }
+            let outcome = perform(body, with: &view, batch: batch, mark: mark)
+            applyInMemory(deferred: file != nil)
+            if file != nil, case .deferred(let window) = ending, !tx.staged.isEmpty { scheduleCommit(within: window) }
+            return try outcome.get()
+        }
+        var wrote = false
+        defer { if !wrote { removePlaceholder(of: file) } }
+        var view: View? = try lockAndRead(file)
+        let before = view!.store
+        let outcome = perform(body, with: &view, batch: batch, mark: mark)
+        // The caller's code closed the store: nothing more reaches the file.
+        if tx.shut { throw PrefsError.storeClosed(path: path) }
+        try commitStaged(over: before, in: file, wrote: &wrote)
+        return try outcome.get()
+    }
+
+    /// Memory now, as a write sees it.
+    private func currentView() -> View { guarded.withLock { View(store: $0.store, layers: $0.layers) } }
+
+    /// Runs `body` with `view`, then lets go of it (so memory changes in place, uncopied). If it throws, a batch's
+    /// staged changes are undone; outside a batch, what writes inside `body` staged stands (they returned as done).
+    private func perform<T>(_ body: (View) throws -> T, with view: inout View?, batch: Bool, mark: [String: PrefValue?])
+        -> Result<T, any Error>
+    {
+        defer { view = nil }
+        do { return .success(try body(view!)) } catch {
+            if batch { unstage(back: mark) }
+            return .failure(error)
         }
     }
 
-    /// Removes the empty file a lock of this run created for a write that wrote nothing (the run holds its lock).
-    private func removeCreatedFile(of file: BoundFile) {
-        guard (try? file.fileSystem.remove(file.path)) != nil else { return }
-        guarded.withLock { $0.store.emptyFileRemoved() }
+    /// The staged changes go back to `mark`; wrappers of the keys that go read them again.
+    private func unstage(back mark: [String: PrefValue?]) {
+        let dropped = tx.staged.keys.filter { mark[$0] != tx.staged[$0] }
+        tx.staged = mark
+        changes.invalidate(Set(dropped))
     }
 
-    /// Lets go of the file's lock this run took, if any.
-    private func releaseLock(_ lock: inout FileLock?) {
-        guard let held = lock else { return }
-        if write.heldLock === held { write.heldLock = nil }
-        held.release()
-        lock = nil
-    }
-
-    /// What a `.memory` run does outside a batch: the change applied to memory and announced at once, and the
-    /// deferred commit scheduled. A file that cannot be read is never overwritten, so nothing is accepted for it.
-    private func changeMemory<T>(_ apply: (StoreState) throws -> (T, Edit)) throws -> T {
-        var state = guarded.withLock { $0.store }
-        let (result, edit) = try apply(state)
-        guard case .deferred(let key, let value, let window) = edit else { return result }
-        state = StoreState(values: [:])  // lets go of memory's values before they change in place
-        let changed = try guarded.withLock { guarded throws in
-            if let damage = guarded.store.damage { throw damage }
-            guard guarded.store.setInMemory(value, forKey: key, reason: .deferred) else { return false }
-            announce([key], of: guarded.store.values)
-            return true
-        }
-        if changed { scheduleCommit(within: window) }
-        return result
-    }
-
-    /// What a run of an engine without a file does: apply, and memory is the store.
-    private func commitInMemory<T>(_ apply: (StoreState) throws -> (T, Edit), inBatch: Bool) throws -> T {
-        var state = guarded.withLock { $0.store }
-        let before = write.changes
-        let (result, edit) = try apply(state)
-        // The view lets go of memory's values before they change in place (else they would be copied).
-        if inBatch {
-            state = StoreState(values: [:])
-            applyInBatch(edit)
-            return result
-        }
-        if case .set(let key, let value) = edit {
-            state = StoreState(values: [:])
-            guarded.withLock { guarded in
-                if guarded.store.setInMemory(value, forKey: key, reason: .deferred) {
-                    announce([key], of: guarded.store.values)
-                }
-            }
-            return result
-        }
-        if write.changes != before { state = guarded.withLock { $0.store } }
-        guard let draft = draft(for: edit, from: state) else { return result }
+    /// The end of a write to memory only: staged changes applied, deferred for the file when there is one, and
+    /// announced.
+    private func applyInMemory(deferred: Bool) {
+        guard !tx.staged.isEmpty else { return }
         guarded.withLock { guarded in
-            let changed = guarded.store.committed(
-                draft.values, identity: nil, record: nil, announcedFrom: draft.announcedFrom,
-                changedKeys: draft.changedKeys)
-            announce(changed, of: guarded.store.values)
-        }
-        return result
-    }
-
-    /// A write inside a batch: memory changes now, readers decode the key again, observers hear at the end.
-    private func applyInBatch(_ edit: Edit) {
-        guarded.withLock { guarded in
-            switch edit {
-            case .set(let key, let value), .deferred(let key, let value, _):
-                if guarded.store.setInMemory(value, forKey: key, reason: .batch) { changes.invalidate([key]) }
-            case .replace(let values):
-                changes.invalidate(guarded.store.replaceInMemory(with: values, reason: .batch))
-            case .remove(let keys):
-                var values = guarded.store.values
-                for key in keys { values[key] = nil }
-                changes.invalidate(guarded.store.replaceInMemory(with: values, reason: .batch))
-            case .none, .keep, .pending, .batch, .rewrite, .moveAside:
-                break
+            var changed: [String] = []
+            for (key, value) in tx.staged where guarded.store.change(key, to: value, deferred: deferred) {
+                changed.append(key)
             }
+            announce(changed, in: guarded)
         }
     }
 
-    /// Announces the effective value (what reads return) of each of `keys`, given the store's own `values`. Called
-    /// holding the state's lock, so announcements keep the order in which values were applied.
-    func announce(_ keys: some Collection<String>, of values: [String: PrefValue]) {
+    /// Announces the effective value (what reads return) of each of `keys`. Called holding the state's lock, so
+    /// announcements keep the order in which values were applied.
+    func announce(_ keys: some Collection<String>, in guarded: Guarded) {
         guard !keys.isEmpty else { return }
         changes.announce(
-            Dictionary(uniqueKeysWithValues: keys.map { ($0, layers.value(forKey: $0, user: values[$0])) }))
+            Dictionary(
+                uniqueKeysWithValues: keys.map {
+                    ($0, guarded.layers.value(forKey: $0, user: guarded.store.values[$0]))
+                }
+            ))
+    }
+}
+
+/// The write in progress on the thread holding an engine's writer lock: how deeply it is nested (a transform or a
+/// batch writing through the same store), what it staged, the file lock it holds and the reports it owes.
+struct Transaction {
+    var depth = 0
+    /// The changes staged for the outermost write's end, by key (nil: removed).
+    var staged: [String: PrefValue?] = [:]
+    var inBatch = false
+    /// Whether the outermost write rewrites the file even if nothing changed (a new vault key).
+    var force = false
+    /// The file's lock while the write holds it.
+    var lock: FileLock?
+    /// Reports made holding the locks, told once the outermost write has let go of them.
+    var reports: [any Error] = []
+    /// Whether the store has shut: set by the last `close()`, under the writer lock.
+    var shut = false
+
+    mutating func takeReports() -> [any Error] {
+        defer { reports = [] }
+        return reports
     }
 }
 
 extension StoreEngine: OwnValues {
+    func withLayers<R>(_ body: (inout LayerStack, [String: PrefValue]) -> R) -> R {
+        guarded.withLock { body(&$0.layers, $0.store.values) }
+    }
     func ownValue(forKey key: String) -> PrefValue? { guarded.withLock { $0.store.values[key] } }
     func ownValues() -> [String: PrefValue] { guarded.withLock { $0.store.values } }
 }

@@ -22,8 +22,6 @@ final class VaultSnapshotCodec: SnapshotCodec {
         var recordProblem: String?
         /// Whether ``recordProblem`` has been reported (once per store).
         var recordReported = false
-        /// Whether the last read of the record opened it for writing, so it is known to be kept.
-        var recordWritable = false
     }
 
     private let state: Mutex<State>
@@ -42,7 +40,7 @@ final class VaultSnapshotCodec: SnapshotCodec {
     /// An empty vault is no values (a writer stopped before its first commit left it), unless this vault's record
     /// remembers a version of it: then it was cut, and it is refused as truncated.
     func decodeEmpty(path: String) throws -> [String: PrefValue] {
-        guard case .identity = VaultRecord.read(record).reading else { return [:] }
+        guard case .identity = VaultRecord.read(record) else { return [:] }
         return try decode(Data(), path: path)
     }
 
@@ -54,8 +52,7 @@ final class VaultSnapshotCodec: SnapshotCodec {
             try VaultPayload.decode(bytes, path: path)
         }
         // Authenticated: the identity in the header is the writer's. Check it before using anything inside.
-        let (reading, writable) = VaultRecord.read(record)
-        state.withLock { $0.recordWritable = writable }
+        let reading = VaultRecord.read(record)
         var remembered: VaultIdentity?
         var usable = true
         switch reading {
@@ -119,9 +116,7 @@ final class VaultSnapshotCodec: SnapshotCodec {
 
     /// Reports ``recordProblem()`` once per store; call holding no lock.
     func reportRecordProblem() {
-        // Read, parsed and opened for writing when the vault was: nothing to report, nothing to look at again.
-        let known = state.withLock { $0.recordProblem == nil && $0.recordWritable }
-        guard !known, let problem = recordProblem() else { return }
+        guard let problem = recordProblem() else { return }
         let isFirst = state.withLock { state in
             defer { state.recordReported = true }
             return !state.recordReported
@@ -154,21 +149,6 @@ final class VaultSnapshotCodec: SnapshotCodec {
         var plaintext = try VaultPayload.encode(values)
         defer { plaintext.withUnsafeMutableBytes { secureZero($0) } }
         return VaultFormat.seal(plaintext, key: resolved.key, kdf: resolved.kdf, identity: identity)
-    }
-
-    /// Key names are secret in a vault: its commit record keeps them as hashes keyed with the vault's key (BLAKE2b),
-    /// which only holders of the key can compare.
-    func recordHash(_ key: String) -> UInt64 {
-        guard let resolved = state.withLock({ $0.resolved?.key }) else { return 0 }
-        var digest = [UInt8](repeating: 0, count: 8)
-        let name = Array(key.utf8)
-        resolved.withUnsafeBytes { secret in
-            _ = crypto_generichash(
-                &digest, digest.count, name, UInt64(name.count),
-                secret.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                secret.count)
-        }
-        return digest.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
     }
 
     /// The last encoded vault is in place: it is now the newest version, here and in the record.

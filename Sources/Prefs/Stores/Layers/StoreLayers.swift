@@ -1,21 +1,18 @@
 import Foundation
 import Synchronization
 
-/// What a store's layers read of the values the store keeps itself (the `.user` layer).
+/// The store a ``StoreLayers`` feeds: it keeps the ``LayerStack`` beside its own values (the `.user` layer), under
+/// its own lock, so that a read resolves a key through every layer in one critical section.
 protocol OwnValues: AnyObject, Sendable {
-    /// The store's own value of `key`, without any layer.
-    func ownValue(forKey key: String) -> PrefValue?
-    /// Every value the store keeps itself.
-    func ownValues() -> [String: PrefValue]
+    /// Runs `body` on the store's layers and its own values, under the store's lock.
+    func withLayers<R>(_ body: (inout LayerStack, [String: PrefValue]) -> R) -> R
 }
 
-/// The read-only layers of one store (a ``LayerStack``), the sources that feed them, and the watches on the
-/// system-wide files.
+/// The sources that feed one store's read-only layers (arguments, environment, system-wide files) and the watches
+/// on those files; the ``LayerStack`` itself lives with the store's values (``OwnValues``).
 ///
-/// The store keeps its own values and resolves a key by passing its own value to ``value(forKey:user:)``; it calls
-/// ``checkWritable(_:)`` before a write. Changes of the read-only layers are applied here and announced on the
-/// store's feed after every lock is released, for the keys whose effective value changed (read through
-/// ``OwnValues``); a source that cannot be read is reported and skipped.
+/// Changes of the read-only layers are announced on the store's feed after every lock is released, for the keys
+/// whose effective value changed; a source that cannot be read is reported and skipped.
 final class StoreLayers: Sendable {
     private struct Environment {
         let prefix: String
@@ -25,9 +22,8 @@ final class StoreLayers: Sendable {
         var keysByName: [String: Set<String>] = [:]
     }
 
-    /// Everything, under one lock: the stack, its sources, the store it sits over, the watches on the system files.
+    /// The sources, the store they feed and the watches on the system files, under one lock.
     private struct State {
-        var stack = LayerStack()
         var arguments = false
         var environment: Environment?
         var reportedAmbiguities: Set<String> = []
@@ -55,45 +51,50 @@ final class StoreLayers: Sendable {
 
     // MARK: Reads
 
-    /// What `key` reads as, given the store's own value of it.
-    func value(forKey key: String, user: PrefValue?) -> PrefValue? {
-        state.withLock { $0.stack.value(forKey: key, user: user) }
+    /// Runs `body` on the store's stack and own values (an empty stack once the store is gone).
+    private func withStack<R>(_ body: (inout LayerStack, [String: PrefValue]) -> R) -> R {
+        guard let store = state.withLock({ $0.store }) else {
+            var empty = LayerStack()
+            return body(&empty, [:])
+        }
+        return store.withLayers(body)
     }
 
-    /// The layer the effective value of `key` comes from; call holding none of the store's locks.
+    /// The layer the effective value of `key` comes from.
     func origin(of key: String) -> PreferenceLayer? {
-        let own = state.withLock { $0.store }?.ownValue(forKey: key)
-        return state.withLock { $0.stack.resolve(key, user: own)?.layer }
+        withStack { stack, own in stack.resolve(key, user: own[key])?.layer }
     }
-
-    /// What a read-modify-write starts from when the user has no value: the system-wide or registered default.
-    func valueBelowUser(_ key: String) -> PrefValue? { state.withLock { $0.stack.valueBelowUser(key) } }
 
     /// The values of one layer, for tools that explain where values come from.
     func values(of layer: PreferenceLayer) -> [String: PrefValue] {
-        if layer == .user { return state.withLock { $0.store }?.ownValues() ?? [:] }
-        return state.withLock { $0.stack.values(of: layer) }
-    }
-
-    /// Throws ``PrefsError/forced(key:)`` when an administrator forced `key`.
-    func checkWritable(_ key: String) throws(PrefsError) {
-        if state.withLock({ $0.stack.isForced(key) }) { throw .forced(key: key) }
+        withStack { stack, own in layer == .user ? own : stack.values(of: layer) }
     }
 
     // MARK: Changes of the read-only layers
 
-    /// Applies `body` to the layers and returns the keys whose effective value or layer it changed, of those it
-    /// says it touched, with whatever else it returns. The store's own values are read after the lock is released.
-    private func change<Extra>(
-        _ body: (inout State) -> (touched: Set<String>, extra: Extra)
+    /// Applies `body` to the stack (holding this object's lock, then the store's) and returns the keys whose
+    /// effective value or layer it changed, of those it says it touched, with whatever else it returns.
+    /// Without `comparing`, the stack changes in place, uncopied, and every key touched counts as changed.
+    private func change<Extra: Sendable>(
+        comparing: Bool = true, _ body: (inout LayerStack, inout State) -> (touched: Set<String>, extra: Extra)
     ) -> (changed: Set<String>, extra: Extra) {
-        let (old, new, touched, extra, store) = state.withLock { state in
-            let old = state.stack
-            let (touched, extra) = body(&state)
-            return (old, state.stack, touched, extra, state.store)
+        state.withLock { state in
+            var empty = LayerStack()
+            guard let store = state.store else {
+                let (touched, extra) = body(&empty, &state)
+                return (touched, extra)
+            }
+            return store.withLayers { stack, own in
+                guard comparing else {
+                    let (touched, extra) = body(&stack, &state)
+                    return (touched, extra)
+                }
+                let old = stack
+                let (touched, extra) = body(&stack, &state)
+                guard !touched.isEmpty else { return ([], extra) }
+                return (LayerStack.changes(from: old, to: stack, in: touched) { own[$0] }, extra)
+            }
         }
-        guard !touched.isEmpty else { return ([], extra) }
-        return (LayerStack.changes(from: old, to: new, in: touched) { store?.ownValue(forKey: $0) }, extra)
     }
 
     // MARK: Registered defaults
@@ -107,9 +108,9 @@ final class StoreLayers: Sendable {
             declare(defaults)
             return
         }
-        let (changed, ambiguities) = change { state -> (Set<String>, [PrefsError]) in
-            var touched = state.stack.merge(into: .registered, defaults)
-            let (environmentChanges, ambiguities) = Self.learn(defaults.keys, in: &state)
+        let (changed, ambiguities) = change { stack, state -> (Set<String>, [PrefsError]) in
+            var touched = stack.merge(into: .registered, defaults)
+            let (environmentChanges, ambiguities) = Self.learn(defaults.keys, in: &state, stack: &stack)
             touched.formUnion(environmentChanges)
             return (touched, ambiguities)
         }
@@ -121,13 +122,13 @@ final class StoreLayers: Sendable {
     /// keys added are touched (cached reads of them decode again), in place, so that declaring a key costs the same
     /// however many a store already has.
     private func declare(_ defaults: [String: PrefValue]) {
-        let (added, ambiguities) = state.withLock { state -> (Set<String>, [PrefsError]) in
+        let (added, ambiguities) = change(comparing: false) { stack, state -> (Set<String>, [PrefsError]) in
             var added = Set<String>()
-            for (key, value) in defaults where state.stack.insertIfAbsent(value, forKey: key, in: .registered) {
+            for (key, value) in defaults where stack.insertIfAbsent(value, forKey: key, in: .registered) {
                 added.insert(key)
             }
             guard !added.isEmpty else { return ([], []) }
-            let (environmentChanges, ambiguities) = Self.learn(added, in: &state)
+            let (environmentChanges, ambiguities) = Self.learn(added, in: &state, stack: &stack)
             return (added.union(environmentChanges), ambiguities)
         }
         for error in ambiguities { ErrorReporter.report(error, key: "", operation: .read) }
@@ -138,10 +139,10 @@ final class StoreLayers: Sendable {
 
     /// Adds the command-line argument layer (once).
     func enableArguments(_ values: [String: PrefValue] = LayerSources.processArguments) {
-        let (changed, _) = change { state in
+        let (changed, _) = change { stack, state in
             guard !state.arguments else { return ([], ()) }
             state.arguments = true
-            return (state.stack.setLayer(.arguments, values), ())
+            return (stack.setLayer(.arguments, values), ())
         }
         changes.publish(changedKeys: changed)
     }
@@ -149,10 +150,10 @@ final class StoreLayers: Sendable {
     /// Adds the environment layer for `prefix` (once; a later prefix is ignored): registered keys take the values
     /// of their variables.
     func enableEnvironment(prefix: String, environment: [String: String] = ProcessInfo.processInfo.environment) {
-        let (changed, ambiguities) = change { state -> (Set<String>, [PrefsError]) in
+        let (changed, ambiguities) = change { stack, state -> (Set<String>, [PrefsError]) in
             guard state.environment == nil else { return ([], []) }
             state.environment = Environment(prefix: prefix, variables: environment.filter { $0.key.hasPrefix(prefix) })
-            return Self.learn(Array(state.stack.values(of: .registered).keys), in: &state)
+            return Self.learn(Array(stack.values(of: .registered).keys), in: &state, stack: &stack)
         }
         finish(changed, ambiguities)
     }
@@ -182,12 +183,12 @@ final class StoreLayers: Sendable {
             }
             let defaults = LayerSources.read(files.defaults)
             let managed = LayerSources.read([files.managed], trust: files.managedLocation)
-            let (changed, _) = change { state in
+            let (changed, _) = change { stack, state in
                 // A reload that started later has applied newer reads already.
                 guard ticket > state.reloadsApplied else { return ([], ()) }
                 state.reloadsApplied = ticket
-                let touched = state.stack.setLayer(.systemDefaults, defaults.values).union(
-                    state.stack.setLayer(.managed, managed.values))
+                let touched = stack.setLayer(.systemDefaults, defaults.values).union(
+                    stack.setLayer(.managed, managed.values))
                 return (touched, ())
             }
             let errors = defaults.errors + managed.errors
@@ -246,7 +247,9 @@ final class StoreLayers: Sendable {
 
     /// Maps newly registered keys to their variables and updates the environment layer; returns the keys it
     /// touched and the ambiguous variables not reported before.
-    private static func learn(_ keys: some Sequence<String>, in state: inout State) -> (Set<String>, [PrefsError]) {
+    private static func learn(_ keys: some Sequence<String>, in state: inout State, stack: inout LayerStack)
+        -> (Set<String>, [PrefsError])
+    {
         guard var environment = state.environment else { return ([], []) }
         var touched: Set<String> = []
         for key in keys {
@@ -257,7 +260,7 @@ final class StoreLayers: Sendable {
         }
         state.environment = environment
         guard !touched.isEmpty else { return ([], []) }
-        var layer = state.stack.values(of: .environment)
+        var layer = stack.values(of: .environment)
         var ambiguities: [PrefsError] = []
         for name in touched {
             let keys = environment.keysByName[name] ?? []
@@ -267,7 +270,7 @@ final class StoreLayers: Sendable {
                 ambiguities.append(.ambiguousEnvironmentVariable(name, keys: ambiguous))
             }
         }
-        return (state.stack.setLayer(.environment, layer), ambiguities)
+        return (stack.setLayer(.environment, layer), ambiguities)
     }
 
     private func finish(_ changed: Set<String>, _ reports: [PrefsError]) {
