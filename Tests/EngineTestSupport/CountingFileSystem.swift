@@ -44,9 +44,9 @@ package final class CountingFileSystem: PassThroughFileSystem {
 
     private func count(_ change: (inout Counts) -> Void) { counted.withLock { change(&$0) } }
 
-    package func lock(_ path: String, timeout: Duration, clock: EngineClock) throws -> FileLock {
+    package func lock(_ path: String, timeout: @autoclosure () -> Duration, clock: EngineClock) throws -> FileLock {
         count { $0.storeFileOpens += 1 }
-        return try base.lock(path, timeout: timeout, clock: clock)
+        return try base.lock(path, timeout: timeout(), clock: clock)
     }
 
     package func read(_ path: String, through lock: FileLock?) throws(SystemCallError) -> FileContents? {

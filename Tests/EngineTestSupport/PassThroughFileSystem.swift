@@ -16,8 +16,8 @@ package protocol PassThroughFileSystem: FileSystem {
 extension PassThroughFileSystem {
     package func identity(at path: String) throws(SystemCallError) -> FileIdentity? { try base.identity(at: path) }
 
-    package func lock(_ path: String, timeout: Duration, clock: EngineClock) throws -> FileLock {
-        try base.lock(path, timeout: timeout, clock: clock)
+    package func lock(_ path: String, timeout: @autoclosure () -> Duration, clock: EngineClock) throws -> FileLock {
+        try base.lock(path, timeout: timeout(), clock: clock)
     }
 
     package func read(_ path: String, through lock: FileLock?) throws(SystemCallError) -> FileContents? {

@@ -86,8 +86,8 @@ package final class SteppingFileSystem: PassThroughFileSystem {
         return nil
     }
 
-    package func lock(_ path: String, timeout: Duration, clock: EngineClock) throws -> FileLock {
-        let lock = try base.lock(path, timeout: timeout, clock: clock)
+    package func lock(_ path: String, timeout: @autoclosure () -> Duration, clock: EngineClock) throws -> FileLock {
+        let lock = try base.lock(path, timeout: timeout(), clock: clock)
         if let error = reach(.afterLock) { throw error }
         return lock
     }

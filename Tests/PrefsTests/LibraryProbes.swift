@@ -20,11 +20,6 @@ extension DirectoryWatcher {
     var callbackCount: Int { core.state.withLock { $0.registrations.count } }
 }
 
-extension KeyCell {
-    /// The `values` listeners of the key (one per wrapper state with a live stream).
-    var listenerCount: Int { listeners.withLock { $0.count } }
-}
-
 extension StoredValueBox {
     /// The live `values` and `changes` streams of this declaration.
     var subscriberCount: Int { subscribers.withLock { $0.list.count } }

@@ -271,7 +271,7 @@ struct ObservationTests {
         }
         for _ in 0..<1_000 { _ = value.values }  // dropped without iterating
         #expect(value.box.subscriberCount == 0)
-        #expect(value.box.cell.listenerCount == 1)
+        #expect(value.box.store.changes.listenerCount(forKey: value.box.key) == 1)
     }
 
     @Test func observationTrackingFiresForEverySource() async throws {

@@ -29,7 +29,7 @@ package final class FileWatchToken: Sendable {
 
 /// Notices when other processes (or other objects in this one) change a file, without polling.
 ///
-/// On Linux one inotify descriptor serves the whole watcher, read by one background thread that sleeps in `poll`.
+/// On Linux one inotify descriptor serves the whole watcher, read by one background thread that sleeps in `read`.
 /// Each watched file's *parent directory* is watched (atomic replacement renames a new inode over the name, so a watch
 /// on the file itself would go stale); tokens for files in the same directory share one directory watch. Watching
 /// creates nothing: while the directory is missing, its nearest existing ancestor is watched instead, and each
@@ -140,7 +140,8 @@ final class WatcherCore: Sendable {
         }
         var folder = Self.nearestExistingFolder(of: registration.directory)
         for _ in 0..<64 {
-            guard let descriptor = addDirectoryWatch(folder, state: &state) else { break }
+            let ancestor = folder != registration.directory
+            guard let descriptor = addDirectoryWatch(folder, ancestor: ancestor, state: &state) else { break }
             let now = Self.nearestExistingFolder(of: registration.directory)
             if now == folder {
                 join(&registration, id: id, folder: folder, descriptor: descriptor, state: &state)
@@ -309,17 +310,20 @@ final class Poller: Sendable {
 // MARK: - inotify
 
 #if os(Linux)
-    /// The descriptors of a running inotify watcher.
+    /// The descriptor of a running inotify watcher.
     struct InotifyHandles {
         var inotify: Int32
-        var wakeRead: Int32
-        var wakeWrite: Int32
     }
 
     private enum InotifyMask {
-        static let watched: UInt32 =
-            UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO) | UInt32(IN_CREATE) | UInt32(IN_DELETE)
-            | UInt32(IN_MOVED_FROM) | UInt32(IN_ATTRIB) | UInt32(IN_MOVE_SELF) | UInt32(IN_DELETE_SELF)
+        /// What changes a watched file: written in place, renamed over, removed, renamed away, its mode changed. A
+        /// file created (`IN_CREATE`) is seen when it is written and closed or renamed into place; leaving it out
+        /// keeps a commit's temporary file from waking the watcher one more time.
+        static let files: UInt32 =
+            UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO) | UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM)
+            | UInt32(IN_ATTRIB) | UInt32(IN_MOVE_SELF) | UInt32(IN_DELETE_SELF)
+        /// An ancestor watched while a folder on the way down is missing: a folder created there too.
+        static let ancestors: UInt32 = files | UInt32(IN_CREATE)
         static let overflow = UInt32(IN_Q_OVERFLOW)
         /// The watched directory itself went away: removed, unmounted, or renamed (the watch would follow it to
         /// its new name, away from the path being watched).
@@ -327,8 +331,9 @@ final class Poller: Sendable {
     }
 
     extension WatcherCore {
-        /// Adds (or reuses) the inotify watch on `directory`; nil means poll instead.
-        fileprivate func addDirectoryWatch(_ directory: String, state: inout State) -> Int32? {
+        /// Adds (or reuses) the inotify watch on `directory` (`ancestor`: watched while a folder below it is
+        /// missing); nil means poll instead.
+        fileprivate func addDirectoryWatch(_ directory: String, ancestor: Bool, state: inout State) -> Int32? {
             guard !state.pollOnly, !state.isShutDown else { return nil }
             if state.inotify == nil {
                 guard let handles = startThread() else {
@@ -338,7 +343,8 @@ final class Poller: Sendable {
                 state.inotify = handles
             }
             guard let handles = state.inotify else { return nil }
-            let descriptor = inotify_add_watch(handles.inotify, directory, InotifyMask.watched)
+            let mask = ancestor ? InotifyMask.ancestors | UInt32(IN_MASK_ADD) : InotifyMask.files | UInt32(IN_MASK_ADD)
+            let descriptor = inotify_add_watch(handles.inotify, directory, mask)
             guard descriptor >= 0 else { return nil }
             state.pathsByDescriptor[descriptor] = directory
             state.descriptorsByPath[directory] = descriptor
@@ -373,42 +379,35 @@ final class Poller: Sendable {
             _ = inotify_rm_watch(handles.inotify, descriptor)
         }
 
+        /// Wakes the thread from its `read` with an event: every watch is removed (each raises `IN_IGNORED`), or,
+        /// with none, one made for the purpose.
         fileprivate func wakeForShutDown(state: State) {
             guard let handles = state.inotify else { return }
-            var byte: UInt8 = 1
-            _ = write(handles.wakeWrite, &byte, 1)
+            let descriptors = state.pathsByDescriptor.keys
+            if descriptors.isEmpty {
+                let descriptor = inotify_add_watch(handles.inotify, "/", UInt32(IN_DELETE_SELF))
+                if descriptor >= 0 { _ = inotify_rm_watch(handles.inotify, descriptor) }
+            }
+            for descriptor in descriptors { _ = inotify_rm_watch(handles.inotify, descriptor) }
         }
 
         private func startThread() -> InotifyHandles? {
             let fd = inotify_init1(Int32(IN_CLOEXEC))
             guard fd >= 0 else { return nil }
-            var pipeEnds: [Int32] = [-1, -1]
-            guard pipe(&pipeEnds) == 0 else {
-                close(fd)
-                return nil
-            }
-            for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
-            let handles = InotifyHandles(inotify: fd, wakeRead: pipeEnds[0], wakeWrite: pipeEnds[1])
+            let handles = InotifyHandles(inotify: fd)
             let thread = Thread { [self] in run(handles) }
             thread.name = "Prefs.DirectoryWatcher"
             thread.start()
             return handles
         }
 
-        /// The watcher thread: sleeps in `poll` until events arrive or the watcher shuts down.
+        /// The watcher thread: sleeps in a blocking `read` until events arrive; shutting down removes the watches,
+        /// whose events wake it.
         private func run(_ handles: InotifyHandles) {
             let bufferSize = 64 * 1024
             let buffer = UnsafeMutableRawPointer.allocate(byteCount: bufferSize, alignment: 8)
             defer { buffer.deallocate() }
-            var fds = [
-                pollfd(fd: handles.inotify, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: handles.wakeRead, events: Int16(POLLIN), revents: 0),
-            ]
-            while true {
-                let ready = POSIX.retrying { poll(&fds, 2, -1) }
-                if ready < 0 { break }
-                if fds[1].revents != 0 { break }
-                guard fds[0].revents != 0 else { continue }
+            while !state.withLock({ $0.isShutDown }) {
                 let count = POSIX.read(handles.inotify, buffer, bufferSize)
                 if count < 0 {
                     if errno == EINTR || errno == EAGAIN { continue }
@@ -424,8 +423,6 @@ final class Poller: Sendable {
                 state.descriptorsByPath.removeAll()
             }
             close(handles.inotify)
-            close(handles.wakeRead)
-            close(handles.wakeWrite)
         }
 
         private func handleEvents(_ bytes: UnsafeRawBufferPointer) {
@@ -444,6 +441,7 @@ final class Poller: Sendable {
 
             let ids: [UInt64] = state.withLock { state in
                 var ids: [UInt64] = []
+                guard !state.isShutDown else { return ids }  // the watches are going, and nothing is re-armed
                 for event in events {
                     if event.mask & InotifyMask.overflow != 0 {
                         // Lost events may have included a folder appearing on some registration's way down.
@@ -475,7 +473,7 @@ final class Poller: Sendable {
     struct InotifyHandles {}
 
     extension WatcherCore {
-        fileprivate func addDirectoryWatch(_ directory: String, state: inout State) -> Int32? { nil }
+        fileprivate func addDirectoryWatch(_ directory: String, ancestor: Bool, state: inout State) -> Int32? { nil }
         fileprivate func removeDirectoryWatch(_ descriptor: Int32, state: State) {}
         fileprivate func wakeForShutDown(state: State) {}
     }

@@ -15,11 +15,11 @@ package protocol FileSystem: Sendable {
     func identity(at path: String) throws(SystemCallError) -> FileIdentity?
 
     /// The exclusive lock of the store file at `path` (`flock` on the file itself), waiting at most `timeout` on
-    /// `clock`. A missing file is created empty and locked, only if nothing appears at its name meanwhile
-    /// (``FileLock/createdEmpty``); a missing folder is created (0700).
+    /// `clock` (asked for only when the lock is held by another). A missing file is created empty and locked, only
+    /// if nothing appears at its name meanwhile (``FileLock/createdEmpty``); a missing folder is created (0700).
     ///
     /// - Throws: ``PrefsError/lockTimedOut(path:holder:waited:)`` past the limit, naming the holder.
-    func lock(_ path: String, timeout: Duration, clock: EngineClock) throws -> FileLock
+    func lock(_ path: String, timeout: @autoclosure () -> Duration, clock: EngineClock) throws -> FileLock
 
     /// The whole file at `path` and the identity of the bytes read; nil when there is none. Through `lock` when
     /// one is held.

@@ -21,8 +21,8 @@ package struct POSIXFileSystem: FileSystem {
         try FileIdentity.of(path: path)
     }
 
-    package func lock(_ path: String, timeout: Duration, clock: EngineClock) throws -> FileLock {
-        let start = clock.now()
+    package func lock(_ path: String, timeout: @autoclosure () -> Duration, clock: EngineClock) throws -> FileLock {
+        var waiting: (start: Duration, limit: Duration)?
         var pause = Duration.microseconds(100)
         var held: (fd: Int32, inode: UInt64, device: UInt64)?
         defer { if let held { close(held.fd) } }
@@ -32,7 +32,7 @@ package struct POSIXFileSystem: FileSystem {
             if held == nil {
                 guard
                     let (fd, info) = try prefsIO({ () throws(SystemCallError) in try POSIX.openRegularFile(atPath: path)
-                        })
+                    })
                 else {
                     if let created = try prefsIO({ () throws(SystemCallError) in try Self.createLocked(path) }) {
                         return created
@@ -55,11 +55,13 @@ package struct POSIXFileSystem: FileSystem {
                 continue
             }
             guard errno == EWOULDBLOCK else { throw SystemCallError(path: path, operation: "lock").prefsError }
+            let (start, limit) = waiting ?? (clock.now(), timeout())
+            waiting = (start, limit)
             let waited = clock.now() - start
-            guard waited < timeout else {
+            guard waited < limit else {
                 throw PrefsError.lockTimedOut(path: path, holder: POSIX.flockHolder(of: fd), waited: waited)
             }
-            clock.pause(min(pause, timeout - waited))
+            clock.pause(min(pause, limit - waited))
             pause = min(pause * 2, .milliseconds(5))
         }
     }
@@ -144,19 +146,32 @@ package struct POSIXFileSystem: FileSystem {
         return 0o777
     }()
 
-    /// Creates `.<name>.tmp-<random hex>` beside `path` and opens it, creating the folder (0700) when it is missing.
+    /// Creates `.<name>.tmp-<hex>` beside `path` and opens it, creating the folder (0700) when it is missing. The
+    /// hex is this process's id and the time, so no two writers pick one name but by chance, which the exclusive
+    /// create catches (and the next name is tried); no system call for randomness.
     private static func createTemporary(beside path: String, mode: mode_t) throws(SystemCallError) -> (String, Int32) {
         let folder = POSIX.parentPath(of: path)
-        let candidate = folder + "/" + temporaryPrefix(of: path) + String(UInt64.random(in: .min ... .max), radix: 16)
         let flags = O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW
-        var fd = POSIX.retrying { open(candidate, flags, mode) }
-        if fd < 0, errno == ENOENT || errno == ENOTDIR {
-            try POSIX.createDirectory(atPath: folder, mode: directoryMode)
-            fd = POSIX.retrying { open(candidate, flags, mode) }
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        let stamp =
+            (UInt64(UInt32(bitPattern: processID)) << 40)
+            ^ (UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec))
+        for attempt in UInt64(0)..<8 {
+            let candidate = folder + "/" + temporaryPrefix(of: path) + String(stamp &+ attempt, radix: 16)
+            var fd = POSIX.retrying { open(candidate, flags, mode) }
+            if fd < 0, errno == ENOENT || errno == ENOTDIR {
+                try POSIX.createDirectory(atPath: folder, mode: directoryMode)
+                fd = POSIX.retrying { open(candidate, flags, mode) }
+            }
+            if fd >= 0 { return (candidate, fd) }
+            guard errno == EEXIST else { throw SystemCallError(path: candidate, operation: "create temporary file") }
         }
-        guard fd >= 0 else { throw SystemCallError(path: candidate, operation: "create temporary file") }
-        return (candidate, fd)
+        throw SystemCallError(path: path, operation: "create temporary file", errno: EEXIST)
     }
+
+    /// This process's id, asked once.
+    private static let processID = getpid()
 
     package func commit(_ temporary: TemporaryFile, to path: String) throws(SystemCallError) {
         guard rename(temporary.path, path) == 0 else {

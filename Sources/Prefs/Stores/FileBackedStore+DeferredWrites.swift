@@ -22,7 +22,8 @@ extension FileBackedStore {
     ///
     /// - A change not committed yet gives way to a later write of the same key by another process: that write,
     ///   which its writer was told is stored, is what the file keeps and what this process's readers and observers
-    ///   end on. (A write this process had not seen when it made its change counts as later.)
+    ///   end on. The commit compares the file's value of the key with the value the change replaced; another write
+    ///   that left that same value there (set and set back) is not told apart, and the change is written.
     /// - A batch is one commit: its changes reach the file together, or, if its body throws, not at all.
     /// - Read-modify-write helpers (`update`, `toggle`, `append`, `set(_:to:)`, `updateValue(forKey:_:)`) stay
     ///   durable and atomic across processes: they run under the file's lock and write before they return, taking

@@ -94,7 +94,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     }
 
     deinit {
-        cell.removeListener(ObjectIdentifier(self))
+        store.changes.removeListener(forKey: key, owner: ObjectIdentifier(self))
     }
 
     /// The current value: served from the cache unless the key changed since it was decoded.
@@ -223,7 +223,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
             return !subscribers.listening
         }
         guard start else { return }
-        cell.addListener(ObjectIdentifier(self)) { [weak self] version, update in
+        store.changes.addListener(forKey: key, owner: ObjectIdentifier(self)) { [weak self] version, update in
             self?.deliver(version: version, update)
         }
     }

@@ -84,6 +84,8 @@ public final class ChangeFeed: Sendable {
     /// observer of one key never holds up the delivery (and so the write) of another.
     private struct State {
         var cells: [String: KeyCell] = [:]
+        /// The `values` listeners of each key, by wrapper state.
+        var listeners: [String: [ObjectIdentifier: Listener]] = [:]
         var keySubscribers: [UInt64: KeySubscriber] = [:]
         var nextToken: UInt64 = 0
         var nextAnnouncement: UInt64 = 0
@@ -175,15 +177,25 @@ public final class ChangeFeed: Sendable {
     /// left to the thread delivering.
     public func deliverAnnouncements() {
         let me = ThreadID.current
+        /// The announcement this loop delivered last: taken off the queue in the same critical section that takes the
+        /// next one, so a write with one announcement enters the feed's lock twice here.
+        var delivered: UInt64?
         while true {
-            let next = state.withLock { state, condition -> Announcement? in
+            let next = state.withLock { state, condition -> Delivery? in
+                if let id = delivered {
+                    state.pending.removeAll { $0.id == id }
+                    condition.broadcast()
+                }
                 // An observer wrote: the delivery running on this thread delivers it once the observer returns.
                 if state.isDelivering(me) { return nil }
                 var waitedSince: ContinuousClock.Instant?
                 while true {
                     if let index = state.nextDeliverable(by: me) {
                         state.pending[index].deliverer = me
-                        return state.pending[index]
+                        let announcement = state.pending[index]
+                        return Delivery(
+                            announcement: announcement, subscribers: state.keySubscribers,
+                            listeners: announcement.entries.map { state.listeners[$0.key] ?? [:] })
                     }
                     guard state.hasAnnouncements(of: me), let blocker = state.blocker(of: me) else { return nil }
                     // An earlier change of one of the same keys comes first: wait for it to be delivered.
@@ -201,24 +213,47 @@ public final class ChangeFeed: Sendable {
                     condition.wait(for: Self.handOverAfter - (ContinuousClock.now - since))
                 }
             }
-            guard let announcement = next else { return }
-            deliver(announcement.entries)
-            state.withLock { state, condition in
-                state.pending.removeAll { $0.id == announcement.id }
-                condition.broadcast()
-            }
+            guard let next else { return }
+            deliver(next)
+            delivered = next.announcement.id
         }
     }
 
-    private func deliver(_ entries: [Entry]) {
-        let subscribers = state.withLock { state, _ in state.keySubscribers }
-        for entry in entries {
-            entry.cell?.deliver(version: entry.version, entry.update)
-            for subscriber in subscribers.values where subscriber.filter?.contains(entry.key) ?? true {
+    /// An announcement being delivered, with whom it goes to, taken with it.
+    private struct Delivery {
+        let announcement: Announcement
+        let subscribers: [UInt64: KeySubscriber]
+        /// The `values` listeners of each entry's key.
+        let listeners: [[ObjectIdentifier: Listener]]
+    }
+
+    private func deliver(_ delivery: Delivery) {
+        for (entry, listeners) in zip(delivery.announcement.entries, delivery.listeners) {
+            entry.cell?.deliver()
+            for listener in listeners.values { listener(entry.version, entry.update) }
+            for subscriber in delivery.subscribers.values where subscriber.filter?.contains(entry.key) ?? true {
                 subscriber.continuation.yield(entry.key)
             }
         }
     }
+
+    /// What a `values` stream of a wrapper hears of each change of its key: the key's version and the change.
+    typealias Listener = @Sendable (UInt64, Update) -> Void
+
+    /// Adds `owner`'s listener of `key`, replacing its earlier one.
+    func addListener(forKey key: String, owner: ObjectIdentifier, _ listener: @escaping Listener) {
+        state.withLock { state, _ in state.listeners[key, default: [:]][owner] = listener }
+    }
+
+    func removeListener(forKey key: String, owner: ObjectIdentifier) {
+        state.withLock { state, _ in
+            state.listeners[key]?[owner] = nil
+            if state.listeners[key]?.isEmpty == true { state.listeners[key] = nil }
+        }
+    }
+
+    /// How many `values` listeners `key` has.
+    func listenerCount(forKey key: String) -> Int { state.withLock { state, _ in state.listeners[key]?.count ?? 0 } }
 
     /// `changes.publish(changedKeys: ["theme"])` tells every observer that these keys changed, without saying to
     /// what: observers read the current value when they run.

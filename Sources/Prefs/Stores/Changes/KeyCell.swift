@@ -1,13 +1,12 @@
 import Observation
 import Synchronization
 
-/// One key of one store: a version counter advanced on every announced change, the Observation registrar that lets
-/// `withObservationTracking` see reads of this key, and the listeners that feed `values` streams.
+/// One key of one store: a version counter advanced on every announced change, and the Observation registrar that
+/// lets `withObservationTracking` see reads of this key. (The listeners that feed `values` streams are the feed's.)
 final class KeyCell: Observable, Sendable {
     let key: String
     let versionCounter = Atomic<UInt64>(1)
     let registrar = ObservationRegistrar()
-    let listeners = Mutex<[ObjectIdentifier: @Sendable (UInt64, ChangeFeed.Update) -> Void]>([:])
     /// The first declaration of the key by a wrapper, and the conflicting ones already reported.
     let declarations = Mutex<(first: KeyDeclaration?, reported: Set<String>)>((nil, []))
     // Key paths are immutable; the stored one only avoids re-forming it on every read. An instance constant, not a
@@ -39,19 +38,9 @@ final class KeyCell: Observable, Sendable {
         return version
     }
 
-    /// Tells Observation and the listeners about one announced change, after the store released its locks.
-    func deliver(version: UInt64, _ update: ChangeFeed.Update) {
+    /// Tells Observation about one announced change, after the store released its locks.
+    func deliver() {
         registrar.withMutation(of: self, keyPath: versionPath) {}
-        // A copy of the dictionary (one retain, no allocation), iterated outside the lock.
-        for listener in listeners.withLock({ $0 }).values { listener(version, update) }
-    }
-
-    func addListener(_ owner: ObjectIdentifier, _ listener: @escaping @Sendable (UInt64, ChangeFeed.Update) -> Void) {
-        listeners.withLock { $0[owner] = listener }
-    }
-
-    func removeListener(_ owner: ObjectIdentifier) {
-        listeners.withLock { _ = $0.removeValue(forKey: owner) }
     }
 }
 

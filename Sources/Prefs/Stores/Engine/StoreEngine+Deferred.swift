@@ -75,7 +75,8 @@ extension StoreEngine {
 /// deferred writes, flushed when the process exits normally (`exit`, or returning from `main`).
 enum EngineRegistry {
     private final class Entry: Sendable {
-        weak let engine: StoreEngine?
+        // Set once, in `init`, and read only holding the registry's lock.
+        nonisolated(unsafe) private(set) weak var engine: StoreEngine?
         init(_ engine: StoreEngine) { self.engine = engine }
     }
 

@@ -180,10 +180,11 @@ extension StoreEngine {
         }
         if before.sweepDue, tx.lock?.createdEmpty == false { fileSystem.removeStaleTemporaries(beside: file.path) }
         let temporary = try prefsIO { () throws(SystemCallError) in
-            let temporary = try fileSystem.writeTemporary(beside: file.path, data: data, mode: 0o600, durable: true)
-            try fileSystem.commit(temporary, to: file.path)
-            return temporary
+            try fileSystem.writeTemporary(beside: file.path, data: data, mode: 0o600, durable: true)
         }
+        renaming.store(temporary.identity.inode, ordering: .releasing)
+        defer { renaming.store(0, ordering: .releasing) }
+        try prefsIO { () throws(SystemCallError) in try fileSystem.commit(temporary, to: file.path) }
         wrote = true
         // Past the rename the values are in the file even if the folder sync fails: memory, the codec and the
         // observers follow the file, and the error says the write took effect.

@@ -26,6 +26,7 @@ extension StoreEngine {
     func fileMayHaveChanged() {
         guard let file else { return }
         let current = try? file.fileSystem.identity(at: file.path)
+        if let current, current.inode == renaming.load(ordering: .acquiring) { return }  // this process's commit
         let queue = guarded.withLock { guarded -> DispatchQueue? in
             guard guarded.store.mustRead(current), !guarded.lookQueued, !guarded.store.isShut else { return nil }
             guarded.lookQueued = true

@@ -71,6 +71,9 @@ final class StoreEngine: Sendable {
     @exclusivity(unchecked) nonisolated(unsafe) var tx = Transaction()
     /// The thread running the write in progress (0: none), so its own reads see what it staged.
     private let writerThread = Atomic<UInt>(0)
+    /// The inode a commit is renaming into place (0: none), so that the watcher's event for that rename looks at
+    /// nothing (the commit records the file's identity a moment later).
+    let renaming = Atomic<UInt64>(0)
 
     /// An engine for the file at `path`, not loaded yet (see ``open()``).
     init(
