@@ -34,12 +34,12 @@ package struct FileIdentity: Equatable, Sendable {
     }
 
     package init(_ info: stat) {
-        #if canImport(Darwin)
-            let modification = info.st_mtimespec
-            let change = info.st_ctimespec
-        #else
+        #if canImport(Glibc)
             let modification = info.st_mtim
             let change = info.st_ctim
+        #elseif canImport(Darwin)
+            let modification = info.st_mtimespec
+            let change = info.st_ctimespec
         #endif
         self.init(
             device: UInt64(truncatingIfNeeded: info.st_dev),
