@@ -316,6 +316,25 @@ import Testing
             "glibc-only names outside a Linux branch:\n\(violations.sorted().joined(separator: "\n"))")
     }
 
+    /// The manifest says `swift-tools-version: 6.2`, and the docs "Swift 6.2 or later": no code uses what Swift 6.2.0
+    /// lacks. `weak let` (SE-0481) is the one such feature Prefs ever used; it shipped in a later 6.2 release.
+    @Test func noCodeNeedsMoreThanSwift62() throws {
+        let root = Self.sources.deletingLastPathComponent().deletingLastPathComponent()
+        var found: [String] = []
+        for folder in ["Sources", "Tests"] {
+            let files = FileManager.default.enumerator(
+                at: root.appending(path: folder), includingPropertiesForKeys: nil)
+            for case let url as URL in try #require(files) where url.pathExtension == "swift" {
+                let lines = Self.code(of: try String(contentsOf: url, encoding: .utf8)).split(separator: "\n")
+                for line in lines where line.contains(/\bweak\s+let\b/) {
+                    found.append(
+                        "\(url.path.dropFirst(root.path.count + 1)): \(line.trimmingCharacters(in: .whitespaces))")
+                }
+            }
+        }
+        #expect(found.isEmpty, "\(found.joined(separator: "\n"))")
+    }
+
     /// The check itself: it sees a name in code, and not in a comment, a string or a Linux branch.
     @Test func theGlibcCheckTellsCodeFromCommentsStringsAndLinuxBranches() {
         let sample = #"""
