@@ -42,8 +42,9 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     private struct State {
         /// The value last read or written through this store for each key it has met (nil: absent).
         var seen: [String: PrefValue?] = [:]
-        /// Counts the changes of `seen`: a read notes the value it read only if `seen` did not change meanwhile.
-        var generation: UInt64 = 0
+        /// How many times each key's value was noted: a read notes the value it read only if its key's value was
+        /// not noted meanwhile.
+        var notes: [String: UInt64] = [:]
         /// The keys a write through this store is changing in the instance: only that write notes their values.
         var writing: Set<String> = []
         /// Keys of `writing` that a read met: the write reads them again once it has noted its own values.
@@ -133,19 +134,19 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     }
 
     /// Reads `key` from the instance, outside the lock, and notes the value as seen, announcing it when it differs
-    /// from the one seen before. The value is noted only if nothing was noted since the read began (else the key
-    /// is read again), so announcements follow the order in which the instance's values were read. A key a write
+    /// from the one seen before. The value is noted only if no value of the key was noted since the read began
+    /// (else it is read again), so announcements follow the order in which the instance's values were read. A key a write
     /// of this store is changing is left to that write, which reads it again once it has noted its own value.
     private func look(at key: String) throws(PrefsError) -> (value: PrefValue?, announced: Bool) {
         while true {
-            let generation = state.withLock { $0.generation }
+            let notes = state.withLock { $0.notes[key, default: 0] }
             let value = try Self.prefValue(defaults.object(forKey: key), key: key)
             let announced = state.withLock { state -> Bool? in
                 if state.writing.contains(key) {
                     state.missed.insert(key)
                     return false
                 }
-                return state.generation == generation ? noteSeen(key, value, in: &state) : nil
+                return state.notes[key, default: 0] == notes ? noteSeen(key, value, in: &state) : nil
             }
             if let announced { return (value, announced) }
         }
@@ -156,12 +157,12 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     private func noteSeen(_ key: String, _ value: PrefValue?, in state: inout State) -> Bool {
         guard let previous = state.seen[key] else {
             state.seen[key] = .some(value)
-            state.generation += 1
+            state.notes[key, default: 0] += 1
             return false
         }
         guard previous != value else { return false }
         state.seen[key] = .some(value)
-        state.generation += 1
+        state.notes[key, default: 0] += 1
         changes.announce([key: value])
         return true
     }
@@ -267,7 +268,6 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
         apply(undo)
         let missed = state.withLock { state in
             for (key, before) in undo { state.seen[key] = .some(before) }
-            state.generation += 1
             return endWriting(keys, in: &state)
         }
         changes.invalidate(keys)
@@ -305,7 +305,6 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
                 announced[key] = .some(value)
                 state.seen[key] = .some(value)
             }
-            state.generation += 1
             if firstInBatch != nil {
                 state.batches[state.batches.count - 1].merge(before) { earlier, _ in earlier }
                 changes.invalidate(Set(announced.keys))
@@ -329,9 +328,11 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
         }
     }
 
-    /// Gives `keys` back to reads once their write has noted them; returns those a read met meanwhile, which the
-    /// write reads again (the value it read back may be older than one another thread has set since).
+    /// Gives `keys` back to reads once their write has noted them (a read that began before the write then reads
+    /// again); returns those a read met meanwhile, which the write reads again (the value it read back may be older
+    /// than one another thread has set since).
     private func endWriting(_ keys: Set<String>, in state: inout State) -> Set<String> {
+        for key in keys { state.notes[key, default: 0] += 1 }
         state.writing.subtract(keys)
         let missed = state.missed.intersection(keys)
         state.missed.subtract(missed)
