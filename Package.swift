@@ -1,9 +1,12 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.2
 import PackageDescription
 
 let package = Package(
     name: "Prefs",
-    platforms: [.macOS(.v15)],
+    // The minimums the code needs: Synchronization's Mutex and Atomic (macOS 15, iOS 18, tvOS 18, watchOS 11,
+    // visionOS 2); Observation, Duration and URL(filePath:) need less. Built and tested on Linux only: README's
+    // platform table says what is written for Apple platforms and untested, and what is not available there.
+    platforms: [.macOS(.v15), .iOS(.v18), .macCatalyst(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "Prefs", targets: ["Prefs"]),
         .library(name: "PrefsTesting", targets: ["PrefsTesting"]),
@@ -61,10 +64,12 @@ let package = Package(
         // GLib's flags carry -pthread, which SwiftPM refuses with a warning in every build of every package that uses
         // PrefsKeyring; shim.h declares the calls itself and module.modulemap links the libraries (Debian's
         // libsecret-1-dev provides them, and scripts/install-deps.sh installs it).
+        // The Secret Service is a D-Bus service of Linux desktops: elsewhere PrefsKeyring links nothing and declares
+        // nothing (its sources are inside `#if os(Linux)`), and the CLI's --keyring says so.
         .systemLibrary(name: "CLibSecret"),
         .target(
             name: "PrefsKeyring",
-            dependencies: ["Prefs", "CLibSecret", "CSodium"]
+            dependencies: ["Prefs", .target(name: "CLibSecret", condition: .when(platforms: [.linux])), "CSodium"]
         ),
         // The child process of the keyring tests: the library with its vault key in the keyring of a bus the test
         // started.
@@ -77,7 +82,10 @@ let package = Package(
         // and runs the library, the helper and `prefs` against them in child processes.
         .testTarget(
             name: "PrefsKeyringTests",
-            dependencies: ["Prefs", "PrefsTestSupport", "PrefsKeyringTestHelper", "PrefsCLI", "CLibSecret"]
+            dependencies: [
+                "Prefs", "PrefsTestSupport", "PrefsKeyringTestHelper", "PrefsCLI",
+                .target(name: "CLibSecret", condition: .when(platforms: [.linux])),
+            ]
         ),
         // The demo is a target, not a product: `swift run prefs-demo` runs it here, and packages depending on Prefs
         // never see it.
@@ -128,7 +136,9 @@ let package = Package(
         ),
         .target(
             name: "PrefsCLICore",
-            dependencies: ["Prefs", "PrefsPostgres", "PrefsKeyring"]
+            dependencies: [
+                "Prefs", "PrefsPostgres", .target(name: "PrefsKeyring", condition: .when(platforms: [.linux])),
+            ]
         ),
         .executableTarget(
             name: "PrefsCLI",

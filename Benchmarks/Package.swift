@@ -1,4 +1,4 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.2
 import PackageDescription
 
 // prefs-bench, in a package of its own so that no package depending on Prefs sees it: `make bench` (or

@@ -119,10 +119,20 @@ enum Terminal {
         if Terminal.silencedDescriptor >= 0 {
             tcsetattr(Terminal.silencedDescriptor, TCSAFLUSH, Terminal.originalSettings)
         }
-        var action = sigaction()
-        action.__sigaction_handler.sa_handler = SIG_DFL
+        var action = Terminal.handlerAction(SIG_DFL)
         sigaction(signal, &action, nil)
         raise(signal)
+    }
+
+    /// A `sigaction` whose handler is `handler`: the field is named differently by each C library.
+    private static func handlerAction(_ handler: (@convention(c) (Int32) -> Void)?) -> sigaction {
+        var action = sigaction()
+        #if canImport(Glibc)
+            action.__sigaction_handler.sa_handler = handler
+        #elseif canImport(Darwin)
+            action.__sigaction_u.__sa_handler = handler
+        #endif
+        return action
     }
 
     static func readSecret(prompt: String) throws -> String {
@@ -143,8 +153,7 @@ enum Terminal {
         silencedDescriptor = descriptor
         var previous = Array(repeating: sigaction(), count: restoredSignals.count)
         for (index, signal) in restoredSignals.enumerated() {
-            var action = sigaction()
-            action.__sigaction_handler.sa_handler = restoreAndReraise
+            var action = handlerAction(restoreAndReraise)
             sigemptyset(&action.sa_mask)
             for other in restoredSignals { sigaddset(&action.sa_mask, other) }
             sigaction(signal, &action, &previous[index])
@@ -172,17 +181,26 @@ enum Terminal {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// Overwrites `buffer` with zeros using `explicit_bzero`, which the compiler may not remove.
+    /// Overwrites `buffer` with zeros using `explicit_bzero` (glibc) or `memset_s` (Darwin), which the compiler may
+    /// not remove.
     static func wipe(_ buffer: UnsafeMutableRawBufferPointer) {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return }
-        explicit_bzero(base, buffer.count)
+        #if canImport(Glibc)
+            explicit_bzero(base, buffer.count)
+        #elseif canImport(Darwin)
+            _ = memset_s(base, buffer.count, 0, buffer.count)
+        #endif
     }
 
-    /// Makes the process not dumpable while it handles secrets: no core file, and other processes of the same user
-    /// cannot attach a debugger or read its memory through `/proc`. Best effort.
+    /// Makes the process not dumpable while it handles secrets: no core file and, on Linux, other processes of the
+    /// same user cannot attach a debugger or read its memory through `/proc`. Best effort.
     static func protectSecrets() {
         var none = rlimit(rlim_cur: 0, rlim_max: 0)
-        _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &none)
+        #if canImport(Glibc)
+            _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &none)
+        #elseif canImport(Darwin)
+            _ = setrlimit(RLIMIT_CORE, &none)
+        #endif
         Prctl.call(Prctl.setDumpable, 0)
     }
 
@@ -203,11 +221,16 @@ package enum Prctl {
     package static let setDumpable: Int32 = 4
 
     private static let function: Function? = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "prctl") else { return nil }
-        return unsafeBitCast(symbol, to: Function.self)
+        #if os(Linux)
+            // RTLD_DEFAULT, which is 0 in glibc.
+            guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "prctl") else { return nil }
+            return unsafeBitCast(symbol, to: Function.self)
+        #else
+            return nil
+        #endif
     }()
 
-    /// `prctl(option, argument)`; -1 when prctl is unavailable.
+    /// `prctl(option, argument)`; -1 when prctl is unavailable (it exists on Linux only).
     @discardableResult
     package static func call(_ option: Int32, _ argument: UInt) -> Int32 {
         function?(option, argument, 0, 0, 0) ?? -1

@@ -1,7 +1,10 @@
 import Foundation
 import Prefs
-import PrefsKeyring
 import PrefsPostgres
+
+#if canImport(PrefsKeyring)
+    import PrefsKeyring
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -94,14 +97,16 @@ struct Failure: Error, Equatable {
                 .rollbackRecordUnavailable:
                 return Failure(.integrity, error.description)
             }
-        case let error as KeyringError:
-            switch error {
-            case .invalidItem:
-                return Failure(.integrity, error.description)
-            case .noSessionBus, .noSecretService, .locked, .unlockDismissed, .timedOut, .noDefaultCollection,
-                .serviceFailed:
-                return Failure(.notFound, error.description)
-            }
+        #if canImport(PrefsKeyring)
+            case let error as KeyringError:
+                switch error {
+                case .invalidItem:
+                    return Failure(.integrity, error.description)
+                case .noSessionBus, .noSecretService, .locked, .unlockDismissed, .timedOut, .noDefaultCollection,
+                    .serviceFailed:
+                    return Failure(.notFound, error.description)
+                }
+        #endif
         case let error as CredentialError:
             switch error {
             case .empty, .wrongSize:

@@ -1,6 +1,9 @@
 import Foundation
 import Prefs
-import PrefsKeyring
+
+#if canImport(PrefsKeyring)
+    import PrefsKeyring
+#endif
 
 /// The `prefs secure` commands over an encrypted vault (``EncryptedFileStore``).
 enum SecureCommands {
@@ -72,7 +75,16 @@ enum SecureCommands {
                     + "--\(prefix)keyring and --\(prefix)credential")
         }
         if let file { return .keyFile(URL(filePath: file)) }
-        if keyring { return .keyring(appIdentifier: try appIdentifier(invocation)) }
+        if keyring {
+            #if canImport(PrefsKeyring)
+                return .keyring(appIdentifier: try appIdentifier(invocation))
+            #else
+                throw Failure.usage(
+                    "\(invocation.command): --\(prefix)keyring reaches the desktop keyring of Linux (the Secret "
+                        + "Service), which this platform has not; use --\(prefix)key-file PATH or "
+                        + "--\(prefix)passphrase-env NAME")
+            #endif
+        }
         if let credential { return .credential(credential) }
         if let variable {
             guard let passphrase = invocation.console.environment[variable], !passphrase.isEmpty else {
@@ -177,9 +189,11 @@ enum SecureCommands {
         case .keyFile(let url): "key file " + url.path(percentEncoded: false)
         case .passphrase: "a passphrase"
         case .raw: "a raw key"
-        case .source(let source as KeyringKey) where !removed:
-            "\(source) (see it with `secret-tool search application \(source.appIdentifier ?? "prefs") vault "
-                + "\(URL(filePath: vault).standardizedFileURL.path(percentEncoded: false))`)"
+        #if canImport(PrefsKeyring)
+            case .source(let source as KeyringKey) where !removed:
+                "\(source) (see it with `secret-tool search application \(source.appIdentifier ?? "prefs") vault "
+                    + "\(URL(filePath: vault).standardizedFileURL.path(percentEncoded: false))`)"
+        #endif
         case .source(let source): "\(source)"
         }
     }

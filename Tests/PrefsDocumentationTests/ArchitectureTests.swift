@@ -193,4 +193,171 @@ import Testing
         let dependencies = manifest[target.upperBound...].prefix { $0 != "]" }
         #expect(dependencies == "\"CSodium\"")
     }
+
+    /// Names glibc declares and Apple's C library lacks or spells differently (docs/ARCHITECTURE.md, "Platform
+    /// seams", has the list): a file may use them only inside a `#if canImport(Glibc)` or `#if os(Linux)` branch,
+    /// where the Darwin branch beside it says what Apple platforms do instead. Nothing builds for Apple platforms
+    /// here, so this is what keeps a Linux-only call from reaching code that claims to be written for them.
+    static let glibcOnlyNames: [String] = [
+        // signals, processes, threads
+        "sigtimedwait", "sigwaitinfo", "signalfd", "__sigaction_handler", "__sighandler_t", "__rlimit_resource_t",
+        "prctl", "PR_SET_DUMPABLE", "PR_GET_DUMPABLE", "program_invocation_name", "gettid", "getauxval",
+        "secure_getenv", "sysinfo", "get_nprocs", "sched_getcpu", "pthread_getattr_np", "__errno_location",
+        // memory
+        "explicit_bzero", "mempcpy", "memrchr", "strchrnul", "malloc_usable_size", "memfd_create", "mremap",
+        "MAP_POPULATE", "MADV_DONTDUMP",
+        // files
+        "O_PATH", "O_TMPFILE", "O_DIRECT", "O_NOATIME", "O_LARGEFILE", "F_OFD_SETLK", "F_OFD_SETLKW",
+        "F_SETPIPE_SZ", "posix_fallocate", "fallocate", "renameat2", "RENAME_NOREPLACE", "RENAME_EXCHANGE",
+        "statx", "copy_file_range", "sendfile", "splice", "syncfs", "sync_file_range", "st_atim", "st_mtim",
+        "st_ctim", "stat64", "lstat64", "fstat64", "open64", "off64_t", "readdir64",
+        // descriptors, sockets, clocks
+        "pipe2", "dup3", "accept4", "eventfd", "ppoll", "SOCK_CLOEXEC", "SOCK_NONBLOCK", "SO_PEERCRED",
+        "SCM_CREDENTIALS", "ucred", "CLOCK_BOOTTIME", "CLOCK_MONOTONIC_COARSE", "CLOCK_REALTIME_COARSE",
+        // the module itself (`import Glibc`, `Glibc.read`)
+        "Glibc",
+    ]
+    /// Families of glibc names, by prefix: epoll, inotify (with its `IN_` flags), timerfd.
+    static let glibcOnlyPrefixes = ["epoll_", "EPOLL", "inotify_", "IN_", "timerfd_"]
+    /// Values of glibc constants that Swift cannot import and code spells out: `UTIME_OMIT` and `UTIME_NOW`
+    /// (`(1 << 30) - 2` and `- 1`; Darwin's are -2 and -1, and a Linux value there makes `futimens` fail).
+    static var glibcOnlyValue: Regex<Substring> { #/\(\s*1\s*<<\s*30\s*\)\s*-\s*[12]\b/# }
+
+    /// `text` with its comments and the contents of its string literals blanked, line breaks kept: what is left is
+    /// code, and a name in a comment or a message is not a call.
+    static func code(of text: String) -> String {
+        var result = ""
+        var characters = Array(text)[...]
+        var blockDepth = 0
+        while let character = characters.first {
+            let rest = characters.prefix(3)
+            if blockDepth > 0 {
+                if rest.starts(with: "*/") {
+                    blockDepth -= 1
+                    characters = characters.dropFirst(2)
+                } else if rest.starts(with: "/*") {
+                    blockDepth += 1
+                    characters = characters.dropFirst(2)
+                } else {
+                    result.append(character == "\n" ? "\n" : " ")
+                    characters = characters.dropFirst()
+                }
+            } else if rest.starts(with: "//") {
+                characters = characters.drop { $0 != "\n" }
+            } else if rest.starts(with: "/*") {
+                blockDepth = 1
+                characters = characters.dropFirst(2)
+            } else if character == "\"" || rest.starts(with: "#\"") {
+                // A string literal (one line, three quotes or raw): its text is blanked, escapes skipped.
+                let raw = character == "#"
+                let quotes = characters.dropFirst(raw ? 1 : 0).prefix(3).elementsEqual("\"\"\"") ? "\"\"\"" : "\""
+                characters = characters.dropFirst(quotes.count + (raw ? 1 : 0))
+                let end = quotes + (raw ? "#" : "")
+                result.append("\"")
+                while !characters.isEmpty, !characters.starts(with: end) {
+                    if !raw, characters.first == "\\" { characters = characters.dropFirst() }
+                    if let skipped = characters.first { result.append(skipped == "\n" ? "\n" : " ") }
+                    characters = characters.dropFirst()
+                }
+                characters = characters.dropFirst(end.count)
+                result.append("\"")
+            } else {
+                result.append(character)
+                characters = characters.dropFirst()
+            }
+        }
+        return result
+    }
+
+    /// The glibc-only names `code` uses outside a Linux branch, as `line: name`.
+    static func glibcNamesOutsideLinuxBranches(in code: String) -> [String] {
+        /// Whether a branch taken under `condition` runs on Linux only.
+        func isLinuxOnly(_ condition: Substring) -> Bool {
+            !condition.contains("||") && !condition.contains("!")
+                && (condition.contains("canImport(Glibc)") || condition.contains("os(Linux)"))
+        }
+        var branches: [Bool] = []  // for each `#if` open around the line: whether its current branch is Linux's
+        var found: [String] = []
+        for (index, line) in code.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let trimmed = line.drop { $0 == " " }
+            if trimmed.hasPrefix("#if ") {
+                branches.append(isLinuxOnly(trimmed.dropFirst(4)))
+            } else if trimmed.hasPrefix("#elseif "), !branches.isEmpty {
+                branches[branches.count - 1] = isLinuxOnly(trimmed.dropFirst(8))
+            } else if trimmed.hasPrefix("#else"), !branches.isEmpty {
+                branches[branches.count - 1] = false
+            } else if trimmed.hasPrefix("#endif") {
+                _ = branches.popLast()
+            } else if !branches.contains(true) {
+                let words = line.split { !($0.isLetter || $0.isNumber || $0 == "_") }
+                for word in words
+                where glibcOnlyNames.contains(String(word)) || glibcOnlyPrefixes.contains(where: word.hasPrefix) {
+                    found.append("\(index + 1): \(word)")
+                }
+                if let value = line.firstMatch(of: glibcOnlyValue) {
+                    found.append("\(index + 1): \(value.output) (UTIME_OMIT or UTIME_NOW)")
+                }
+            }
+        }
+        return found
+    }
+
+    @Test func glibcOnlyNamesStayInsideLinuxBranches() throws {
+        let root = Self.sources.deletingLastPathComponent()
+        let enumerator = try #require(FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil))
+        var violations: [String] = []
+        for case let url as URL in enumerator where url.pathExtension == "swift" {
+            let path = url.path.dropFirst(root.deletingLastPathComponent().path.count + 1)
+            let code = Self.code(of: try String(contentsOf: url, encoding: .utf8))
+            violations += Self.glibcNamesOutsideLinuxBranches(in: code).map { "\(path):\($0)" }
+        }
+        #expect(
+            violations.isEmpty,
+            "glibc-only names outside a Linux branch:\n\(violations.sorted().joined(separator: "\n"))")
+    }
+
+    /// The manifest says `swift-tools-version: 6.2`, and the docs "Swift 6.2 or later": no code uses what Swift 6.2.0
+    /// lacks. `weak let` (SE-0481) is the one such feature Prefs ever used; it shipped in a later 6.2 release.
+    @Test func noCodeNeedsMoreThanSwift62() throws {
+        let root = Self.sources.deletingLastPathComponent().deletingLastPathComponent()
+        var found: [String] = []
+        for folder in ["Sources", "Tests"] {
+            let files = FileManager.default.enumerator(
+                at: root.appending(path: folder), includingPropertiesForKeys: nil)
+            for case let url as URL in try #require(files) where url.pathExtension == "swift" {
+                let lines = Self.code(of: try String(contentsOf: url, encoding: .utf8)).split(separator: "\n")
+                for line in lines where line.contains(/\bweak\s+let\b/) {
+                    found.append(
+                        "\(url.path.dropFirst(root.path.count + 1)): \(line.trimmingCharacters(in: .whitespaces))")
+                }
+            }
+        }
+        #expect(found.isEmpty, "\(found.joined(separator: "\n"))")
+    }
+
+    /// The check itself: it sees a name in code, and not in a comment, a string or a Linux branch.
+    @Test func theGlibcCheckTellsCodeFromCommentsStringsAndLinuxBranches() {
+        let sample = #"""
+            explicit_bzero(base, count)  // sigtimedwait in a comment
+            let message = "epoll_wait in a string"
+            #if canImport(Glibc)
+                var action = sigaction(); action.__sigaction_handler.sa_handler = nil
+            #elseif canImport(Darwin)
+                _ = inotify_init1(0)
+            #endif
+            #if os(Linux) && DEBUG
+                _ = pipe2(&ends, 0)
+            #else
+                var times = [timespec(tv_sec: 0, tv_nsec: (1 << 30) - 2), now]
+            #endif
+            /* Glibc.read */ _ = Glibc.read(fd, buffer, count)
+            let quoted = #"sigwaitinfo "\" statx"# + "\"signalfd" + """
+                gettid "\""" sysinfo
+                """
+            """#
+        #expect(
+            Self.glibcNamesOutsideLinuxBranches(in: Self.code(of: sample)) == [
+                "1: explicit_bzero", "6: inotify_init1", "11: (1 << 30) - 2 (UTIME_OMIT or UTIME_NOW)", "13: Glibc",
+            ])
+    }
 }

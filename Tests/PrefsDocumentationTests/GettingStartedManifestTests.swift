@@ -83,4 +83,80 @@ import Testing
         #expect(
             Set(manifest.products.map(\.name)) == ["Prefs", "PrefsTesting", "PrefsPostgres", "PrefsKeyring", "prefs"])
     }
+
+    /// The toolchain and platforms the manifest declares are the ones the code needs (`weak let` is Swift 6.2's,
+    /// Synchronization's `Mutex` sets each Apple minimum), the docs name the same, and libsecret, a Linux desktop's,
+    /// is linked on Linux only.
+    @Test func theManifestNeedsSwift62AndDeclaresEachPlatformItIsWrittenFor() throws {
+        let scratch = FileManager.default.temporaryDirectory.appending(path: "prefs-platforms-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let dumped = try ChildProcess.run(
+            URL(filePath: "/usr/bin/env"),
+            ["swift", "package", "--package-path", Self.root.path, "--scratch-path", scratch.path, "dump-package"],
+            environment: try Self.privateTemporaryFolder(in: scratch))
+        #expect(dumped.status == 0, "\(dumped.error)")
+        let manifest = try #require(
+            try JSONSerialization.jsonObject(with: Data(dumped.output.utf8)) as? [String: Any])
+        let tools = (manifest["toolsVersion"] as? [String: Any])?["_version"] as? String
+        #expect(tools == "6.2.0")
+        let platforms = (manifest["platforms"] as? [[String: Any]] ?? []).map {
+            "\($0["platformName"] ?? "") \($0["version"] ?? "")"
+        }
+        #expect(
+            platforms == [
+                "macos 15.0", "ios 18.0", "maccatalyst 18.0", "tvos 18.0", "watchos 11.0", "visionos 2.0",
+            ])
+        // Each Linux-only dependency, as `dependent -> dependency`.
+        var linuxOnly: [String] = []
+        for target in manifest["targets"] as? [[String: Any]] ?? [] {
+            for dependency in target["dependencies"] as? [[String: Any]] ?? [] {
+                guard let target = target["name"] as? String,
+                    let named = (dependency["target"] ?? dependency["byName"]) as? [Any],
+                    let condition = named.last as? [String: Any]
+                else { continue }
+                #expect(condition["platformNames"] as? [String] == ["linux"], "\(target) -> \(named)")
+                linuxOnly.append("\(target) -> \(named.first ?? "")")
+            }
+        }
+        #expect(
+            linuxOnly.sorted() == [
+                "PrefsCLICore -> PrefsKeyring", "PrefsKeyring -> CLibSecret", "PrefsKeyringTests -> CLibSecret",
+            ])
+        // The docs: the same version and, in the platform table, the same minimums.
+        let benchmarks = try String(contentsOf: Self.root.appending(path: "Benchmarks/Package.swift"), encoding: .utf8)
+        #expect(benchmarks.hasPrefix("// swift-tools-version: 6.2\n"))
+        // A Homebrew step is in the platform table only, beside "written for, untested".
+        for document in [
+            "README.md", "Sources/Prefs/Prefs.docc/Prefs.md", "Sources/Prefs/Prefs.docc/GettingStarted.md",
+        ] {
+            let text = try String(contentsOf: Self.root.appending(path: document), encoding: .utf8)
+            #expect(text.contains("Swift 6.2 or later"), "\(document)")
+            let table = try Self.platformTable(in: document)
+            let outside = text.split(separator: "\n").filter { !table.contains($0) }
+            #expect(!outside.contains { $0.contains("brew install") || $0.contains("Swift 6 ") }, "\(document)")
+        }
+        let header = try #require(try Self.platformTable(in: "README.md").first)
+        #expect(header == "| product | Linux | macOS 15 | iOS 18, Mac Catalyst 18, tvOS 18, watchOS 11, visionOS 2 |")
+    }
+
+    /// The lines of the platform table of `document`: one row per product, one column per platform.
+    static func platformTable(in document: String) throws -> [Substring] {
+        let text = try String(contentsOf: root.appending(path: document), encoding: .utf8)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard let start = lines.firstIndex(where: { $0.hasPrefix("| product | Linux |") }) else { return [] }
+        return Array(lines[start...].prefix { $0.hasPrefix("|") })
+    }
+
+    /// README and the catalog's landing page show one platform table, word for word, with a row for each product
+    /// and the vault.
+    @Test func thePlatformTableIsTheSameInTheReadmeAndTheCatalog() throws {
+        let readme = try Self.platformTable(in: "README.md")
+        #expect(readme == (try Self.platformTable(in: "Sources/Prefs/Prefs.docc/Prefs.md")))
+        let products = readme.dropFirst(2).map { $0.split(separator: "|").first?.trimmingCharacters(in: .whitespaces) }
+        #expect(
+            products == [
+                "`Prefs`, `PrefsTesting`", "the vault: `EncryptedFileStore`, `@SecureStoredValue`", "`PrefsPostgres`",
+                "`PrefsKeyring`", "`prefs`",
+            ])
+    }
 }

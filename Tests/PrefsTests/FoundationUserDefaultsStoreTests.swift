@@ -1,6 +1,7 @@
 import Foundation
 import Observation
 import PrefsTestSupport
+import Synchronization
 import TestThreads
 import Testing
 
@@ -11,9 +12,11 @@ struct FoundationSuite {
     let name: String
     let defaults: UserDefaults
 
-    init(_ base: String = "fd") {
+    /// A new suite; `notifying`, through a ``NotifyingDefaults``, which posts its change notification as Apple's
+    /// Foundation does.
+    init(_ base: String = "fd", notifying: Bool = false) {
         name = "\(base).\(UUID().uuidString.prefix(8))"
-        defaults = UserDefaults(suiteName: name)!
+        defaults = notifying ? NotifyingDefaults(suiteName: name)! : UserDefaults(suiteName: name)!
     }
 
     /// A suite this process has not read yet, starting from a copy of `other`'s file: Foundation reads that file.
@@ -30,6 +33,21 @@ struct FoundationSuite {
         for key in defaults.dictionaryRepresentation().keys { defaults.removeObject(forKey: key) }
         defaults.synchronize()
         try? FileManager.default.removeItem(at: file)
+    }
+}
+
+/// A `UserDefaults` that posts `didChangeNotification` from `set` and `removeObject`, on the thread that called them
+/// and before they return, as Apple's Foundation does. swift-corelibs-foundation posts none for them, so without it
+/// the path Apple platforms take through ``FoundationUserDefaultsStore`` would never run here.
+final class NotifyingDefaults: UserDefaults {
+    override func set(_ value: Any?, forKey defaultName: String) {
+        super.set(value, forKey: defaultName)
+        NotificationCenter.default.post(name: UserDefaults.didChangeNotification, object: self)
+    }
+
+    override func removeObject(forKey defaultName: String) {
+        super.removeObject(forKey: defaultName)
+        NotificationCenter.default.post(name: UserDefaults.didChangeNotification, object: self)
     }
 }
 
@@ -311,8 +329,9 @@ struct Coordinates: Codable, Sendable, Equatable {
         #expect(suite.defaults.data(forKey: key) == Data([1, 2]), "nothing stored is overwritten")
     }
 
-    @Test func theStoreIsSafeToUseFromManyThreads() async {
-        let suite = FoundationSuite()
+    @Test(arguments: [false, true])
+    func theStoreIsSafeToUseFromManyThreads(notifying: Bool) async {
+        let suite = FoundationSuite(notifying: notifying)
         defer { suite.cleanup() }
         let store = FoundationUserDefaultsStore(suite.defaults)
         let counter = StoredValue(key: "n", default: 0, store: store)
@@ -324,6 +343,79 @@ struct Coordinates: Codable, Sendable, Equatable {
             }
         }
         #expect(suite.defaults.integer(forKey: "n") == 100)
+    }
+}
+
+/// The path Apple platforms take: Foundation posts `didChangeNotification` on the thread that changed the instance,
+/// from inside `set`, and the store answers it.
+@Suite(.ownThreads) struct FoundationNotificationTests {
+    /// Each kind of write through the store returns although the instance notifies from inside each `set` (the
+    /// store calls Foundation outside its own lock), and a batch still announces once, when it ends, or nothing
+    /// when it throws.
+    @Test func writesReturnWhileTheInstanceNotifiesFromInsideSet() async throws {
+        let suite = FoundationSuite(notifying: true)
+        defer { suite.cleanup() }
+        let store = FoundationUserDefaultsStore(suite.defaults)
+        let heard = store.changes.keys(["a", "b", "c"])
+        let outcome = Mutex("not started")
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            struct Abort: Error {}
+            do {
+                try store.setValue(.int(1), forKey: "a")
+                try store.updateValue(forKey: "a") { _ in .int(2) }
+                try store.removeValues(forKeys: ["a"])
+                try store.replaceAll(["b": .int(2)])
+                try store.batch {
+                    try store.setValue(.int(3), forKey: "c")
+                    try store.setValue(.int(30), forKey: "c")
+                }
+                do {
+                    try store.batch {
+                        try store.setValue(.int(4), forKey: "c")
+                        throw Abort()
+                    }
+                } catch is Abort {}
+                try store.setValue(.int(5), forKey: "b")
+                outcome.withLock { $0 = "returned" }
+            } catch {
+                outcome.withLock { $0 = "threw \(error)" }
+            }
+            done.signal()
+        }
+        thread.start()
+        // A hang guard: each write returns at once.
+        if done.wait(timeout: .now() + 30) == .timedOut {
+            Issue.record("a write did not return within 30 s: the notification posted from inside set waited for it")
+            return
+        }
+        #expect(outcome.withLock { $0 } == "returned")
+        #expect(try await first(6, of: heard) == ["a", "a", "a", "b", "c", "b"])
+        #expect(suite.defaults.integer(forKey: "c") == 30, "the batch that threw was undone")
+        #expect(try store.value(forKey: "b") == .int(5))
+    }
+
+    /// Other code's `set` through the instance reaches the store's observers by the notification alone: no Prefs
+    /// read, no `checkForChanges()`. Delivery is on the thread that set, before `set` returns.
+    @Test func aSetThroughTheInstanceReachesObserversByItsNotification() async throws {
+        let suite = FoundationSuite(notifying: true)
+        defer { suite.cleanup() }
+        let store = FoundationUserDefaultsStore(suite.defaults)
+        let level = StoredValue(key: "level", default: 0, store: store)
+        #expect(level.wrappedValue == 0)
+        let heard = store.changes.keys(["level"])
+        let tracked = Atomic(false)
+        withObservationTracking {
+            _ = level.wrappedValue
+        } onChange: {
+            tracked.store(true, ordering: .sequentiallyConsistent)
+        }
+        suite.defaults.set(7, forKey: "level")
+        let trackedAsSetReturned = tracked.load(ordering: .sequentiallyConsistent)
+        #expect(trackedAsSetReturned, "Observation heard of the change before set returned")
+        suite.defaults.removeObject(forKey: "level")
+        #expect(try await first(2, of: heard) == ["level", "level"])
+        #expect(level.wrappedValue == 0)
     }
 }
 

@@ -448,6 +448,8 @@ struct CustomRepresentationTests {
 
 @Suite(.ownThreads)
 struct ObservationsSequenceTests {
+    // `Observations` (SE-0475) is in the Swift 6.2 runtime: on Apple platforms, the 26 releases.
+    @available(macOS 26, iOS 26, tvOS 26, watchOS 26, visionOS 26, *)
     @Test func observationsSequenceSeesChangesFromAnotherWrapper() async throws {
         let store = InMemoryStore()
         let theme = StoredValue(key: "theme", default: Theme.light, store: store)

@@ -4,7 +4,8 @@ import Synchronization
 extension FoundationUserDefaultsStore {
     /// One store of the process's registry (``DefaultStores/State/foundationStores``).
     final class Registered: Sendable {
-        weak let store: FoundationUserDefaultsStore?
+        // Set once, in `init`: `weak let` says so, but Swift 6.2.0 to 6.2.2 reject it.
+        nonisolated(unsafe) private(set) weak var store: FoundationUserDefaultsStore?
         init(_ store: FoundationUserDefaultsStore) { self.store = store }
     }
 

@@ -28,10 +28,10 @@ package struct FileIdentity: Equatable, Sendable {
     }
 
     package init(_ info: stat) {
-        #if canImport(Darwin)
-            let modification = info.st_mtimespec
-        #else
+        #if canImport(Glibc)
             let modification = info.st_mtim
+        #elseif canImport(Darwin)
+            let modification = info.st_mtimespec
         #endif
         self.init(
             device: UInt64(truncatingIfNeeded: info.st_dev),

@@ -26,20 +26,29 @@ import Synchronization
 /// a `URL` as its full text (Foundation itself keeps only the path), a `Date` as a date: Foundation's file keeps
 /// whole seconds, so the sub-second part of a date lasts only as long as the process.
 ///
-/// Changes other code makes through `UserDefaults`: on Apple platforms `UserDefaults.didChangeNotification`
-/// makes the store compare the values it has seen and announce those that changed. Linux Foundation posts no
-/// notification: a change made there is noticed at the next Prefs read of that key (a wrapper's read, or
-/// ``value(forKey:)``), which announces it to `values` streams and Observation, or when you call
-/// ``checkForChanges()``. Prefs' own writes are announced at once.
+/// Changes other code makes through the instance: `UserDefaults.didChangeNotification`, which Apple's Foundation
+/// posts on the thread that changed the instance, makes the store compare the values it has seen and announce those
+/// that changed. swift-corelibs-foundation (Linux) posts none for `set` and `removeObject`: there a change is noticed
+/// at the next Prefs read of that key (a wrapper's read, or ``value(forKey:)``), which announces it to `values`
+/// streams and Observation, or when you call ``checkForChanges()``. Prefs' own writes are announced at once.
 ///
-/// `UserDefaults` is not `Sendable`; this store is, because it calls the instance only while holding its own lock.
-/// Registered defaults and typed reads convert stored values as Foundation's typed getters do (see
-/// <doc:StoresAndBackends>).
+/// `UserDefaults` is not marked `Sendable`, but it is thread-safe (Apple's documentation says so; on Linux it keeps
+/// its values in CFPreferences, under CFPreferences' lock), so this store is `Sendable` and calls the instance from
+/// any thread. It never calls it while holding a lock of its own: Foundation runs the notification's observers
+/// from inside `set`, and one of them is this store. Registered defaults and typed reads convert stored values as
+/// Foundation's typed getters do (see <doc:StoresAndBackends>).
 public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendable {
-    // @unchecked Sendable: `defaults` is only used while holding `state`'s lock; the rest is Sendable.
+    // @unchecked Sendable: `defaults` is thread-safe though not marked Sendable; `observer` is set once, in `init`.
     private struct State {
         /// The value last read or written through this store for each key it has met (nil: absent).
         var seen: [String: PrefValue?] = [:]
+        /// How many times each key's value was noted: a read notes the value it read only if its key's value was
+        /// not noted meanwhile.
+        var notes: [String: UInt64] = [:]
+        /// The keys a write through this store is changing in the instance: only that write notes their values.
+        var writing: Set<String> = []
+        /// Keys of `writing` that a read met: the write reads them again once it has noted its own values.
+        var missed: Set<String> = []
         /// The batches running, outermost first (empty: none): for each, the value each key it wrote had before
         /// that batch first wrote it.
         var batches: [[String: PrefValue?]] = []
@@ -47,9 +56,7 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
 
     nonisolated(unsafe) private let defaults: UserDefaults
     private let state = Mutex(State())
-    #if canImport(Darwin)
-        nonisolated(unsafe) private var observer: (any NSObjectProtocol)?
-    #endif
+    nonisolated(unsafe) private var observer: (any NSObjectProtocol)?
 
     /// `store.changes` is the ``ChangeFeed`` on which this store announces changes.
     public let changes = ChangeFeed()
@@ -57,22 +64,18 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     /// `FoundationUserDefaultsStore(.standard)` or `FoundationUserDefaultsStore(UserDefaults(suiteName: "g")!)`
     /// keeps preferences in `defaults`.
     ///
-    /// Prefs keeps a strong reference to the instance and calls it from any thread, one call at a time.
+    /// Prefs keeps a strong reference to the instance and calls it from any thread.
     public init(_ defaults: UserDefaults) {
         self.defaults = defaults
-        #if canImport(Darwin)
-            observer = NotificationCenter.default.addObserver(
-                forName: UserDefaults.didChangeNotification, object: defaults, queue: nil
-            ) { [weak self] _ in
-                self?.checkForChanges()
-            }
-        #endif
+        observer = NotificationCenter.default.addObserver(
+            forName: UserDefaults.didChangeNotification, object: defaults, queue: nil
+        ) { [weak self] _ in
+            self?.compareSeenValues()
+        }
     }
 
     deinit {
-        #if canImport(Darwin)
-            if let observer { NotificationCenter.default.removeObserver(observer) }
-        #endif
+        if let observer { NotificationCenter.default.removeObserver(observer) }
     }
 
     // MARK: Reads
@@ -85,10 +88,7 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     ///
     /// - Throws: ``PrefsError/decodingFailed(key:reason:)`` for an object that is not a property-list value.
     public func value(forKey key: String) throws -> PrefValue? {
-        let (value, announced) = try state.withLock { state throws(PrefsError) -> (PrefValue?, Bool) in
-            let value = try Self.prefValue(defaults.object(forKey: key), key: key)
-            return (value, noteSeen(key, value, in: &state))
-        }
+        let (value, announced) = try look(at: key)
         if announced { changes.deliverAnnouncements() }
         return value
     }
@@ -96,9 +96,8 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     /// `try store.allValues()` returns `dictionaryRepresentation()`: the instance's values and the defaults
     /// registered with Foundation (which registers them for every instance of the process).
     public func allValues() throws -> [String: PrefValue] {
-        let objects = state.withLock { _ in defaults.dictionaryRepresentation() }
         var values: [String: PrefValue] = [:]
-        for (key, object) in objects {
+        for (key, object) in defaults.dictionaryRepresentation() {
             if let value = try Self.prefValue(object, key: key) { values[key] = value }
         }
         return values
@@ -111,16 +110,19 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     /// Call it where other code may have changed the instance, for example after running old code that writes
     /// it, so `values` streams and Observation hear of the change without waiting for the next read.
     public func checkForChanges() {
-        let announced = state.withLock { state -> Bool in
-            #if !canImport(Darwin)
-                defaults.synchronize()
-            #endif
-            var announced = false
-            for key in state.seen.keys {
-                let value = try? Self.prefValue(defaults.object(forKey: key), key: key)
-                if noteSeen(key, value, in: &state) { announced = true }
-            }
-            return announced
+        #if !canImport(Darwin)
+            defaults.synchronize()
+        #endif
+        compareSeenValues()
+    }
+
+    /// Compares every key this store has seen with the instance and delivers the changes: ``checkForChanges()``,
+    /// and Foundation's `didChangeNotification`, on the thread that changed the instance (this store's own write
+    /// among them: the keys it is writing are left to it).
+    private func compareSeenValues() {
+        var announced = false
+        for key in state.withLock({ Array($0.seen.keys) }) where (try? look(at: key).announced) == true {
+            announced = true
         }
         if announced { changes.deliverAnnouncements() }
     }
@@ -131,15 +133,36 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
         _ = try? value(forKey: key)
     }
 
+    /// Reads `key` from the instance, outside the lock, and notes the value as seen, announcing it when it differs
+    /// from the one seen before. The value is noted only if no value of the key was noted since the read began
+    /// (else it is read again), so announcements follow the order in which the instance's values were read. A key a write
+    /// of this store is changing is left to that write, which reads it again once it has noted its own value.
+    private func look(at key: String) throws(PrefsError) -> (value: PrefValue?, announced: Bool) {
+        while true {
+            let notes = state.withLock { $0.notes[key, default: 0] }
+            let value = try Self.prefValue(defaults.object(forKey: key), key: key)
+            let announced = state.withLock { state -> Bool? in
+                if state.writing.contains(key) {
+                    state.missed.insert(key)
+                    return false
+                }
+                return state.notes[key, default: 0] == notes ? noteSeen(key, value, in: &state) : nil
+            }
+            if let announced { return (value, announced) }
+        }
+    }
+
     /// Records the value of `key` as seen, announcing it when it differs from the one seen before. Called holding
-    /// the lock, so announcements follow the order of the instance's values.
+    /// the lock, so announcements follow the order in which values are noted.
     private func noteSeen(_ key: String, _ value: PrefValue?, in state: inout State) -> Bool {
         guard let previous = state.seen[key] else {
             state.seen[key] = .some(value)
+            state.notes[key, default: 0] += 1
             return false
         }
         guard previous != value else { return false }
         state.seen[key] = .some(value)
+        state.notes[key, default: 0] += 1
         changes.announce([key: value])
         return true
     }
@@ -160,12 +183,7 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try validateKey(key)
         let updated = try changes.withUpdateLock {
-            let current = try state.withLock { state throws(PrefsError) -> PrefValue? in
-                let value = try Self.prefValue(defaults.object(forKey: key), key: key)
-                _ = noteSeen(key, value, in: &state)
-                return value
-            }
-            let updated = try transform(current)
+            let updated = try transform(try look(at: key).value)
             try write([key: updated])
             return updated
         }
@@ -202,35 +220,34 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     /// nothing, and the error is rethrown. A batch inside a batch of the same store joins it; if the inner one
     /// throws, only its own writes are undone. Writes through Prefs from other threads wait until it ends.
     public func batch<T>(_ body: () throws -> T) throws -> T {
-        let (result, isOutermost) = try changes.withUpdateLock { () throws -> (T, Bool) in
+        let (result, isOutermost) = try changes.withUpdateLock { () throws -> (Result<T, any Error>, Bool) in
             // Only the thread holding the update lock touches the batch state, so it is this thread's batch.
             let isOutermost = state.withLock { state in
                 state.batches.append([:])
                 return state.batches.count == 1
             }
-            let result: T
             do {
-                result = try body()
-            } catch {
-                let undo = state.withLock { $0.batches.removeLast() }
-                restore(undo)
-                if isOutermost { try? synchronize() }
-                throw error
-            }
-            state.withLock { state in
-                let written = state.batches.removeLast()
-                if state.batches.isEmpty {
-                    announce(written, in: &state)
-                } else {
-                    // The outer batch now answers for these keys, with their values from before this one.
-                    state.batches[state.batches.count - 1].merge(written) { outer, _ in outer }
+                let result = try body()
+                state.withLock { state in
+                    let written = state.batches.removeLast()
+                    if state.batches.isEmpty {
+                        announce(written, in: &state)
+                    } else {
+                        // The outer batch now answers for these keys, with their values from before this one.
+                        state.batches[state.batches.count - 1].merge(written) { outer, _ in outer }
+                    }
                 }
+                if isOutermost { try synchronize() }
+                return (.success(result), isOutermost)
+            } catch {
+                restore(state.withLock { $0.batches.removeLast() })
+                if isOutermost { try? synchronize() }
+                return (.failure(error), isOutermost)
             }
-            if isOutermost { try synchronize() }
-            return (result, isOutermost)
         }
+        // What the batch announced, or (even when it threw) what its reads found changed by other code.
         if isOutermost { changes.deliverAnnouncements() }
-        return result
+        return try result.get()
     }
 
     /// Announces the keys a batch wrote whose values differ from those before it. Called holding the lock.
@@ -246,61 +263,86 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     /// Puts back the values a batch that threw had overwritten, announcing nothing (they are the values observers
     /// last heard of).
     private func restore(_ undo: [String: PrefValue?]) {
-        state.withLock { state in
-            for (key, before) in undo {
-                if let object = before.map(Self.object) {
-                    defaults.set(object, forKey: key)
-                } else {
-                    defaults.removeObject(forKey: key)
-                }
-                state.seen[key] = .some(before)
-            }
+        let keys = Set(undo.keys)
+        state.withLock { $0.writing.formUnion(keys) }
+        apply(undo)
+        let missed = state.withLock { state in
+            for (key, before) in undo { state.seen[key] = .some(before) }
+            return endWriting(keys, in: &state)
         }
-        changes.invalidate(Set(undo.keys))
+        changes.invalidate(keys)
+        for key in missed { _ = try? look(at: key) }
     }
 
     private func deliverUnlessBatching() {
         if state.withLock({ $0.batches.isEmpty }) { changes.deliverAnnouncements() }
     }
 
-    /// Applies `edits` to the instance and announces them under the lock, then saves unless a batch runs; inside a
-    /// batch, records the values they replace and announces them when the batch ends. Called holding the feed's
-    /// update lock.
+    /// Applies `edits` to the instance and notes the values it then holds, announcing them, then saves unless a
+    /// batch runs; inside a batch, records the values they replace and announces them when the batch ends. Called
+    /// holding the feed's update lock. The lock of this store is taken before and after Foundation is called,
+    /// never across it: Foundation may post its notification on this thread from inside `set`.
     private func write(_ edits: [String: PrefValue?]) throws {
         guard !edits.isEmpty else { return }
-        let objects = edits.mapValues { $0.map(Self.object) }
-        let inBatch = state.withLock { state -> Bool in
+        let keys = Set(edits.keys)
+        // Decided under the lock: the keys are this write's to note, and which of them the running batch first
+        // writes now.
+        let firstInBatch = state.withLock { state -> Set<String>? in
+            state.writing.formUnion(keys)
+            return state.batches.last.map { batch in keys.filter { batch[$0] == nil } }
+        }
+        var before: [String: PrefValue?] = [:]
+        for key in firstInBatch ?? [] {
+            before[key] = .some(try? Self.prefValue(defaults.object(forKey: key), key: key))
+        }
+        apply(edits)
+        // What Foundation now returns for each key: a registered default where the value was removed.
+        var current: [String: PrefValue?] = [:]
+        for key in keys { current[key] = .some(try? Self.prefValue(defaults.object(forKey: key), key: key)) }
+        let missed = state.withLock { state -> Set<String> in
             var announced: [String: PrefValue?] = [:]
-            let inBatch = !state.batches.isEmpty
-            for key in edits.keys {
-                if inBatch, state.batches[state.batches.count - 1][key] == nil {
-                    let before = try? Self.prefValue(defaults.object(forKey: key), key: key)
-                    state.batches[state.batches.count - 1][key] = .some(before)
-                }
-                if let object = objects[key] ?? nil {
-                    defaults.set(object, forKey: key)
-                } else {
-                    defaults.removeObject(forKey: key)
-                }
-                // What Foundation now returns for the key: a registered default where the value was removed.
-                let current = try? Self.prefValue(defaults.object(forKey: key), key: key)
-                if state.seen[key] != .some(current) { announced[key] = .some(current) }
-                state.seen[key] = .some(current)
+            for (key, value) in current where state.seen[key] != .some(value) {
+                announced[key] = .some(value)
+                state.seen[key] = .some(value)
             }
-            if inBatch {
+            if firstInBatch != nil {
+                state.batches[state.batches.count - 1].merge(before) { earlier, _ in earlier }
                 changes.invalidate(Set(announced.keys))
             } else {
                 changes.announce(announced)
             }
-            return inBatch
+            return endWriting(keys, in: &state)
         }
-        if !inBatch { try synchronize() }
+        for key in missed { _ = try? look(at: key) }
+        if firstInBatch == nil { try synchronize() }
+    }
+
+    /// Sets each value of `edits` in the instance, or removes it where nil. Called without this store's lock.
+    private func apply(_ edits: [String: PrefValue?]) {
+        for (key, value) in edits {
+            if let value {
+                defaults.set(Self.object(value), forKey: key)
+            } else {
+                defaults.removeObject(forKey: key)
+            }
+        }
+    }
+
+    /// Gives `keys` back to reads once their write has noted them (a read that began before the write then reads
+    /// again); returns those a read met meanwhile, which the write reads again (the value it read back may be older
+    /// than one another thread has set since).
+    private func endWriting(_ keys: Set<String>, in state: inout State) -> Set<String> {
+        for key in keys { state.notes[key, default: 0] += 1 }
+        state.writing.subtract(keys)
+        let missed = state.missed.intersection(keys)
+        state.missed.subtract(missed)
+        return missed
     }
 
     /// Saves on Linux, where nothing else does; on Apple platforms the system saves by itself.
     private func synchronize() throws {
         #if !canImport(Darwin)
-            let saved = state.withLock { _ in defaults.synchronize() }
+            let saved = defaults.synchronize()
             if saved { changes.reported.writeReachedTheFile() }
             if !saved {
                 throw PrefsError.io(
