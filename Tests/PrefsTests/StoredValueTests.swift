@@ -249,6 +249,20 @@ struct ObservationTests {
         #expect(try await first(3, of: stream) == [.light, .dark, .system])
     }
 
+    /// A key announced again without a new value (a store may publish a key it did not change) yields nothing: the
+    /// element after each value is the next distinct one.
+    @Test func anUnchangedKeyPublishedAgainIsNotYieldedAgain() async throws {
+        let store = InMemoryStore()
+        let theme = StoredValue(key: "theme", default: Theme.light, store: store)
+        let stream = theme.values
+        store.changes.publish(changedKeys: ["theme"])
+        theme.set(.dark)
+        store.changes.publish(changedKeys: ["theme"])
+        store.changes.publish(changedKeys: ["theme"])
+        theme.set(.system)
+        #expect(try await first(3, of: stream) == [.light, .dark, .system])
+    }
+
     @Test func everySourceReachesEverySubscriber() async throws {
         let store = InMemoryStore()
         let theme = StoredValue(key: "theme", default: Theme.light, store: store)
