@@ -107,7 +107,8 @@ case "open-moving":
     }
 case "make-key":
     attempt {
-        let key = timeout.map { KeyringKey(appIdentifier: arguments[2], timeout: $0) } ?? KeyringKey(appIdentifier: arguments[2])
+        let app = arguments[2]
+        let key = timeout.map { KeyringKey(appIdentifier: app, timeout: $0) } ?? KeyringKey(appIdentifier: app)
         _ = try key.key(forVault: URL(filePath: arguments[1]), creating: true)
         emit("ok")
     }
