@@ -18,7 +18,8 @@ An entry is a block of `field: value` lines, blocks apart by a blank line, `#` s
     tests: StoredValueTests/anUnchangedKeyPublishedTwiceIsYieldedOnce, ...   Suite/test, comma-separated
     tags: engine                             optional, comma-separated
 
-A search text that is no longer in its file, or is there more than once, stops the check before anything is built.
+In `search` and `replace`, `{newline}` stands for a line break, for a change a single line cannot tell apart. A
+search text that is no longer in its file, or is there more than once, stops the check before anything is built.
 """
 
 import argparse
@@ -77,6 +78,8 @@ def parse(path):
         seen.add(entry["id"])
         if entry["section"] not in SECTIONS:
             problems.append(f"{where}: section {entry['section']!r} is not one of {', '.join(SECTIONS)}")
+        for field in ("search", "replace"):
+            entry[field] = entry[field].replace("{newline}", "\n")
         entry["tests"] = [test.strip() for test in entry["tests"].split(",") if test.strip()]
         entry["tags"] = [tag.strip() for tag in entry.get("tags", "").split(",") if tag.strip()]
         for test in entry["tests"]:

@@ -69,6 +69,20 @@ struct StoredValueTests {
         #expect(try store.value(forKey: "hasHapticsEnabled") == .bool(true))
     }
 
+    /// Other `Codable` values are JSON text with sorted keys, whatever order the type declares its properties in.
+    @Test func aCodableValueIsStoredAsSortedJSONText() throws {
+        struct Window: Codable, Equatable, Sendable {
+            var width = 3
+            var height = 2
+            var alpha = 1
+        }
+        let store = InMemoryStore()
+        let window = StoredValue(key: "window", default: Window(), store: store)
+        window.set(Window(width: 4))
+        #expect(try store.value(forKey: "window") == .string(#"{"alpha":1,"height":2,"width":4}"#))
+        #expect(window.wrappedValue == Window(width: 4))
+    }
+
     @Test func optionalNilRemovesTheKey() throws {
         let store = InMemoryStore()
         let model = SampleModel(store: store)
