@@ -155,15 +155,20 @@ class Scratch:
                     os.remove(os.path.join(folder, name))
 
     def restore(self):
-        for relative in self.mutated:
-            shutil.copy2(os.path.join(ROOT, relative), os.path.join(self.source, relative))
+        """Puts back the file the last mutation changed, as the copy held it (edits made to the checkout during a
+        run never reach the copy)."""
+        for path, text in self.mutated:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
         self.mutated = []
 
     def mutate(self, entry):
         path = os.path.join(self.source, entry["file"])
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
-        self.mutated.append(entry["file"])
+        if text.count(entry["search"]) != 1:
+            fail(f"{entry['id']}: the copy of {entry['file']} does not hold the search text once")
+        self.mutated.append((path, text))
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(text.replace(entry["search"], entry["replace"], 1))
 
@@ -198,6 +203,16 @@ class Scratch:
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
                     return None, True
+
+
+def first_failure(log):
+    """Where the first failing expectation of a run's log is, or what else ended the run."""
+    with open(log, errors="replace") as handle:
+        text = handle.read()
+    found = re.search(r"recorded an issue (?:with \d+ arguments? .*? )?at (\S+?:\d+):\d+", text)
+    if found:
+        return found.group(1)
+    return "the run failed without an issue recorded (a crash?)"
 
 
 def main():
@@ -273,6 +288,8 @@ def main():
             status, timed_out = scratch.run_tests(entry["tests"], test_log, timeout)
             outcome = "killed (hung)" if timed_out else "killed" if status != 0 else "SURVIVED"
         seconds = time.monotonic() - began
+        if outcome == "killed":
+            outcome += ": " + first_failure(test_log)
         results.append((entry, outcome, seconds))
         print(f"mutants: [{number}/{len(selected)}] {entry['id']} ({entry['section']}): {outcome} "
               f"({seconds:.0f} s)", flush=True)
@@ -293,7 +310,7 @@ def main():
                 dead = sum(result[1].startswith("killed") for result in of_section)
                 output.write(f"  {section}: {len(of_section)} mutations, {dead} killed\n")
         for entry, outcome, seconds in results:
-            output.write(f"{outcome:15} {seconds:5.0f} s  {entry['id']} ({entry['section']})\n")
+            output.write(f"{seconds:5.0f} s  {entry['id']} ({entry['section']}): {outcome}\n")
     with open(summary) as handle:
         print("\n" + handle.read(), end="")
     for entry, outcome, _ in survivors + broken:

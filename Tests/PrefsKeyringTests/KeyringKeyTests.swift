@@ -184,6 +184,22 @@ import Testing
         #expect(failure.milliseconds >= 5000, "\(failure)")
     }
 
+    /// An unlock prompt nobody answers is given up after the prompt's own bound, not the call's.
+    @Test func anUnansweredUnlockPromptEndsAtThePromptsBound() throws {
+        let session = try SecretServiceSession(unansweredPrompts: true)
+        defer { session.stop() }
+        let vault = session.folder.path("prompt.vault")
+        #expect(try session.helper(["set", vault, Self.app, "token", "t1"]) == ["ok"])
+        try session.lockKeyring()
+        let bounds = ["PREFS_KEYRING_TIMEOUT_MS": "20000", "PREFS_KEYRING_PROMPT_TIMEOUT_MS": "700"]
+        let lines = try session.helper(["get", vault, Self.app, "token"], environment: bounds)
+        let failure = try #require(HelperFailure(lines.first), "\(lines)")
+        #expect(failure.name == "KeyringError.timedOut", "\(failure)")
+        #expect(failure.message.contains("unlocking the keyring"), "\(failure)")
+        #expect(failure.message.contains("within 0.7 seconds"), "\(failure)")
+        #expect(failure.milliseconds >= 700, "\(failure)")
+    }
+
     @Test func processesCreatingTheKeyAtOnceEndWithOneKeyAndEverySecret() throws {
         let session = try SecretServiceSession()
         defer { session.stop() }

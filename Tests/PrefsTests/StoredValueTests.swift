@@ -93,6 +93,13 @@ struct StoredValueTests {
         model.lastOpenedDate = nil
         #expect(try store.value(forKey: "lastOpenedDate") == nil)
         #expect(model.lastOpenedDate == nil)
+        // An optional of a type stored as JSON text: its nil removes the key too, rather than storing `null`.
+        let saved = StoredValue(key: "savedPreferences", default: UserPreferences?.none, store: store)
+        saved.set(UserPreferences(fontScale: 2))
+        #expect(try store.value(forKey: "savedPreferences") != nil)
+        saved.set(nil)
+        #expect(try store.value(forKey: "savedPreferences") == nil)
+        #expect(saved.wrappedValue == nil)
     }
 
     @Test func toggleFlipsABool() {
