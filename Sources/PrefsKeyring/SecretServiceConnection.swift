@@ -154,14 +154,8 @@
             guard let first = objects.first else { return }
             let collection = Self.collectionName(of: first)
             guard prompting else { throw .locked(collection: collection) }
-            var list: UnsafeMutablePointer<GList>?
-            for object in objects { list = g_list_append(list, object) }
-            defer { g_list_free(list) }
-            var unlocked: UnsafeMutablePointer<GList>?
-            let count = try bounded(promptTimeout, "unlocking the keyring \(collection)") {
-                secret_service_unlock_sync(service, list, $0, &unlocked, $1)
-            }
-            prefs_free_object_list(unlocked)
+            let call = UnlockCall(service: service, objects: objects.map { UnsafeMutableRawPointer($0) })
+            let count = try call.run(within: promptTimeout, "unlocking the keyring \(collection)")
             // A dismissed prompt is no error to libsecret: the objects simply stay locked.
             guard count == objects.count else { throw .unlockDismissed(collection: collection) }
         }
@@ -351,6 +345,60 @@
                 state.disarmed = true
                 return state.fired
             }
+        }
+    }
+
+    /// An unlock, which waits for a person at the keyring's prompt, on a thread of its own. Cancelled, libsecret's
+    /// unlock does not return at once: it asks the keyring to dismiss the prompt and waits for that answer too, which a
+    /// keyring whose prompter never started may not give for a minute and more (`KeyringKeyTests` ›
+    /// `anUnansweredUnlockPromptEndsAtThePromptsBound`). So the caller waits for the call at most its bound; past it the
+    /// call is cancelled and left to end on its thread, which holds references to everything it uses.
+    private final class UnlockCall: @unchecked Sendable {
+        // @unchecked Sendable: the objects are referenced for the call's whole life, GLib's reference counts and
+        // cancellables are thread-safe, and `outcome` is written before `finished` is signalled and read only after.
+        private let service: UnsafeMutablePointer<SecretService>
+        private let objects: [UnsafeMutableRawPointer]
+        private let cancellable = g_cancellable_new()!
+        private let finished = DispatchSemaphore(value: 0)
+        private var outcome: Result<Int32, KeyringError> = .success(0)
+
+        init(service: UnsafeMutablePointer<SecretService>, objects: [UnsafeMutableRawPointer]) {
+            _ = g_object_ref(service)
+            for object in objects { _ = g_object_ref(object) }
+            self.service = service
+            self.objects = objects
+        }
+
+        deinit {
+            for object in objects { g_object_unref(object) }
+            g_object_unref(service)
+            g_object_unref(cancellable)
+        }
+
+        /// The number of objects unlocked; throws `.timedOut` once `limit` has passed without an answer.
+        func run(within limit: Duration, _ operation: String) throws(KeyringError) -> Int32 {
+            Thread { [self] in
+                var list: UnsafeMutablePointer<GList>?
+                for object in objects { list = g_list_append(list, object) }
+                defer { g_list_free(list) }
+                var unlocked: UnsafeMutablePointer<GList>?
+                var failure: UnsafeMutablePointer<GError>?
+                let count = secret_service_unlock_sync(service, list, cancellable, &unlocked, &failure)
+                prefs_free_object_list(unlocked)
+                if let failure {
+                    outcome = .failure(KeyringError(failure.pointee, operation: operation, cutShort: nil))
+                    g_error_free(failure)
+                } else {
+                    outcome = .success(count)
+                }
+                finished.signal()
+            }.start()
+            let nanoseconds = limit.components.seconds * 1_000_000_000 + limit.components.attoseconds / 1_000_000_000
+            guard finished.wait(timeout: .now() + .nanoseconds(Int(nanoseconds))) == .success else {
+                g_cancellable_cancel(cancellable)
+                throw .timedOut(operation: operation, after: limit)
+            }
+            return try outcome.get()
         }
     }
 #endif

@@ -35,7 +35,7 @@ import Testing
     /// The tool holds no session state either: through PgBouncer in transaction pooling every command works, says
     /// nothing on standard error (it does not check whether it could listen), and leaves every server setting as it
     /// was.
-    @Test(.enabled(if: Pooler.installed)) func theToolWorksThroughPgBouncerInTransactionPooling() throws {
+    @Test func theToolWorksThroughPgBouncerInTransactionPooling() throws {
         let target = try Target()
         defer { target.sandbox.cleanup() }
         let pooler = try Pooler.start(for: target.server, mode: .transaction)

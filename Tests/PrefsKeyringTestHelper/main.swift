@@ -9,7 +9,10 @@
 //   open-moving VAULT APP KEYFILE KEY            init(url:key:movingFrom:) from the key file, then reads KEY
 //   make-key VAULT APP               only what the first step of a move does: the key made in the keyring
 //
-// PREFS_KEYRING_TIMEOUT_MS bounds each keyring call (default 5000); PREFS_KEYRING_PROMPTING=0 refuses a locked
+//   bounds                           the bounds `KeyringKey()` and `.keyring()` keep when given none
+//
+// PREFS_KEYRING_TIMEOUT_MS bounds each keyring call and, unless PREFS_KEYRING_PROMPT_TIMEOUT_MS says otherwise, the
+// unlock prompt; without it the key source keeps its own defaults. PREFS_KEYRING_PROMPTING=0 refuses a locked
 // keyring without a prompt. With PREFS_KEYRING_WAIT_FOR_GO set, a command starts once a line arrives on standard
 // input, so a test can start several at the same instant.
 import Foundation
@@ -21,11 +24,14 @@ func emit(_ line: String) {
 }
 
 let environment = ProcessInfo.processInfo.environment
-let timeout = Duration.milliseconds(Int(environment["PREFS_KEYRING_TIMEOUT_MS"] ?? "") ?? 5000)
+let timeout = environment["PREFS_KEYRING_TIMEOUT_MS"].flatMap { Int($0) }.map { Duration.milliseconds($0) }
+let promptTimeout =
+    environment["PREFS_KEYRING_PROMPT_TIMEOUT_MS"].flatMap { Int($0) }.map { Duration.milliseconds($0) } ?? timeout
 let prompting = environment["PREFS_KEYRING_PROMPTING"] != "0"
 
 func keyring(_ app: String) -> VaultKey {
-    .keyring(appIdentifier: app, prompting: prompting, timeout: timeout, promptTimeout: timeout)
+    guard let timeout, let promptTimeout else { return .keyring(appIdentifier: app, prompting: prompting) }
+    return .keyring(appIdentifier: app, prompting: prompting, timeout: timeout, promptTimeout: promptTimeout)
 }
 
 /// `KeyringError.locked`, `VaultError.authenticationFailed`, …: what the tests compare.
@@ -101,9 +107,16 @@ case "open-moving":
     }
 case "make-key":
     attempt {
-        let key = KeyringKey(appIdentifier: arguments[2], timeout: timeout)
+        let app = arguments[2]
+        let key = timeout.map { KeyringKey(appIdentifier: app, timeout: $0) } ?? KeyringKey(appIdentifier: app)
         _ = try key.key(forVault: URL(filePath: arguments[1]), creating: true)
         emit("ok")
+    }
+case "bounds":
+    let source = KeyringKey()
+    emit("KeyringKey() \(source.timeout) \(source.promptTimeout)")
+    if case .source(let keyring as KeyringKey) = VaultKey.keyring() {
+        emit(".keyring() \(keyring.timeout) \(keyring.promptTimeout)")
     }
 default:
     FileHandle.standardError.write(Data("unknown command \(arguments)\n".utf8))

@@ -28,11 +28,14 @@ final class SecretServiceSession: @unchecked Sendable {
     var state: URL { folder.file("state") }
     var runtime: URL { folder.file("run") }
 
-    init(secretService: Bool = true) throws {
+    /// With `unansweredPrompts`, the keyring's unlock prompt is shown by nobody: the prompter the keyring asks the
+    /// bus to start connects and never answers, as a prompt left open on a desktop.
+    init(secretService: Bool = true, unansweredPrompts: Bool = false) throws {
         folder = try TempDir("prefs-keyring")
         try folder.createFolders(["data", "config", "state", "home", "run", "services"])
         chmod(folder.path("run"), 0o700)
         if secretService { try Self.writeKeyringService(in: folder) }
+        if unansweredPrompts { try Self.writeSilentPrompter(in: folder) }
         try """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
          "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -77,6 +80,20 @@ final class SecretServiceSession: @unchecked Sendable {
         Exec=/bin/sh -c "if [ -e \(marker) ]; then exec \(daemon) --foreground --components=secrets; else printf %s \(UUID().uuidString) | exec \(daemon) --foreground --unlock --components=secrets; fi"
 
         """.write(to: folder.file("services/org.freedesktop.secrets.service"), atomically: true, encoding: .utf8)
+    }
+
+    /// The prompters GNOME Keyring asks for, started by the bus as a client that listens and never takes the
+    /// prompter's name (it ends with the bus): the keyring's prompt then waits until the bus gives up starting it.
+    private static func writeSilentPrompter(in folder: TempDir) throws {
+        let monitor = try executable("dbus-monitor").path(percentEncoded: false)
+        for name in ["org.gnome.keyring.SystemPrompter", "org.gnome.keyring.PrivatePrompter"] {
+            try """
+            [D-BUS Service]
+            Name=\(name)
+            Exec=\(monitor) --session
+
+            """.write(to: folder.file("services/\(name).service"), atomically: true, encoding: .utf8)
+        }
     }
 
     /// Kills the keyring daemon and lets the bus start it again at the next client's request, without unlocking:

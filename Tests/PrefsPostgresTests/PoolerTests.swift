@@ -31,7 +31,7 @@ struct PooledDatabase {
 /// Every operation of the store through a real PgBouncer, in session and in transaction pooling: nothing outlives a
 /// transaction on the server's side, changes reach other instances without `LISTEN`, and a store that cannot hear
 /// its notifications says so once (or, told to listen, throws).
-@Suite("PostgresStore through PgBouncer", .ownThreads, .serialized, .enabled(if: Pooler.installed))
+@Suite("PostgresStore through PgBouncer", .ownThreads, .serialized)
 struct PoolerTests {
     init() { Reports.install() }
 

@@ -39,9 +39,8 @@ import Testing
     }
 
     @Test func aChildStillRunningAtItsTimeLimitIsKilled() throws {
-        let started = ContinuousClock.now
+        // Killed, not ended by itself: `sleep` that ran its 60 s would exit with status 0.
         let exit = try ChildProcess.run(URL(filePath: "/bin/sleep"), ["60"], timeLimit: .milliseconds(200))
         #expect(exit.timedOut && exit.signal == SIGKILL)
-        #expect(ContinuousClock.now - started < .seconds(30))
     }
 }

@@ -15,16 +15,14 @@ import Testing
     private static func expectRefused(
         _ spec: String, saying phrase: String, type: String = "PrefsError", maxMiB: Int = 100
     ) throws {
-        let started = ContinuousClock.now
+        // A child that blocked or read without end would be killed at its time limit, which runChild records.
         let result = try runChild(["try-open", spec])
-        let elapsed = ContinuousClock.now - started
         #expect(result.status == 0, "\(result.error)")
         let lines = result.lines
         #expect(lines.first?.hasPrefix("error \(type)") == true, "\(lines)")
         #expect(lines.first?.contains(phrase) == true, "\(lines)")
         let rss = lines.last.flatMap { Int($0.split(separator: " ").last ?? "") } ?? .max
         #expect(rss < maxMiB << 10, "max resident \(rss) KiB")
-        #expect(elapsed < .seconds(10))
     }
 
     @Test func aFIFOAsTheDataFileIsRefusedWithoutBlocking() throws {

@@ -22,13 +22,20 @@ struct ChangeDeliveryTests {
         var all: [(thread: ThreadID, afterReturn: Bool)] { state.withLock { $0 } }
     }
 
+    /// Each of 50 writes is observed once, on the writer's thread, before it returns; and never again: a stream of
+    /// the store's announcements, read until another writer's second change arrives (by then the watcher has handled
+    /// every event of the 50 writes), holds each of them once.
     @Test(arguments: Backend.allCases)
-    func aWriteIsObservedOnTheWritersThreadBeforeItReturns(_ backend: Backend) throws {
+    func aWriteIsObservedOnTheWritersThreadBeforeItReturns(_ backend: Backend) async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
         let store = try backend.open(in: directory)
         let key = uniqueKey("delivered")
         let wrapper = StoredValue(key: key, default: 0, store: store)
+        let announced = Mutex<[String]>([])
+        let names = store.changes.keys([key, "sentinel"])
+        let reader = Task { for await name in names { announced.withLock { $0.append(name) } } }
+        defer { reader.cancel() }
         for value in 1...50 {
             let sightings = Sightings()
             withObservationTracking {
@@ -44,6 +51,56 @@ struct ChangeDeliveryTests {
             #expect(seen.allSatisfy { !$0.afterReturn })
             #expect(wrapper.wrappedValue == value)
         }
+        for round in 1...2 {
+            if backend == .memory {
+                try store.setValue(.int(Int64(round)), forKey: "sentinel")  // no other process can write it
+            } else {
+                let exit = try ChildProcess.run(["set-int", backend.spec(in: directory), "sentinel", String(round)])
+                #expect(exit.status == 0, "\(exit)")
+            }
+            try await eventually("another writer's change \(round) to be announced") {
+                announced.withLock { $0.count { $0 == "sentinel" } } == round
+            }
+        }
+        #expect(announced.withLock { $0.count { $0 == key } } == 50, "\(announced.withLock { $0 })")
+    }
+
+    /// Another process's change is delivered on the store's own queue, the one its looks at the file run on (never on
+    /// a thread of the app's), once.
+    @Test(arguments: Backend.persistent)
+    func anotherProcessesChangeIsDeliveredOnceOnTheStoresOwnQueue(_ backend: Backend) async throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let store = try backend.seededStore(in: directory)
+        let wrapper = StoredValue(key: "remote", default: 0, store: store)
+        let queues = Mutex<[String]>([])
+        withObservationTracking {
+            _ = wrapper.wrappedValue
+        } onChange: {
+            queues.withLock { $0.append(Self.currentQueueLabel()) }
+        }
+        let announced = Mutex<[String]>([])
+        let names = store.changes.keys(["remote", "sentinel"])
+        let reader = Task { for await name in names { announced.withLock { $0.append(name) } } }
+        defer { reader.cancel() }
+        for (key, value) in [("remote", 7), ("sentinel", 1)] {
+            let exit = try ChildProcess.run(["set-int", backend.spec(in: directory), key, String(value)])
+            #expect(exit.status == 0, "\(exit)")
+            try await eventually("\(key) to be announced") { announced.withLock { $0.contains(key) } }
+        }
+        #expect(wrapper.wrappedValue == 7)
+        #expect(queues.withLock { $0 } == ["Prefs.StoreEngine"])
+        #expect(announced.withLock { $0 } == ["remote", "sentinel"])
+    }
+
+    /// The label of the Dispatch queue running the caller (`dispatch_queue_get_label(NULL)`, which Swift does not
+    /// import).
+    private static func currentQueueLabel() -> String {
+        typealias Label = @convention(c) (OpaquePointer?) -> UnsafePointer<CChar>?
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "dispatch_queue_get_label") else {
+            return "no dispatch_queue_get_label"
+        }
+        return unsafeBitCast(symbol, to: Label.self)(nil).map { String(cString: $0) } ?? "no queue"
     }
 
     @Test(arguments: Backend.allCases)

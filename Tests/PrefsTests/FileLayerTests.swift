@@ -181,14 +181,26 @@ struct FileLayerTests {
         }
     }
 
-    @Test func oldContentSurvivesFailedRename() throws {
-        let directory = try TempDir("PrefsFileLayerTests", create: false)
+    /// A store's write whose rename fails has not touched the file: its old bytes read back as they were, and its
+    /// temporary file is gone.
+    @Test(arguments: Backend.persistent)
+    func oldContentSurvivesFailedRename(_ backend: Backend) throws {
+        let directory = try TempDir()
         defer { directory.cleanup() }
-        // The target name is a non-empty directory: the temporary file is written, then the rename fails.
-        try FileManager.default.createDirectory(
-            at: directory.file("prefs.json/keep"), withIntermediateDirectories: true)
-        #expect(throws: (any Error).self) { try replaceFile(at: directory.file("prefs.json"), with: Data("new".utf8)) }
-        #expect(try directory.contents() == ["prefs.json"])
+        let fileSystem = SteppingFileSystem(watching: false)
+        let store = try #require(
+            try StoreSpec.open(backend.spec(in: directory), fileSystem: fileSystem, clock: .system)
+                as? FileBackedStore)
+        defer { store.close() }
+        try store.setValue(.string("old"), forKey: "k")
+        let path = store.url.path(percentEncoded: false)
+        let before = try Data(contentsOf: store.url)
+        let files = try directory.contents()
+        fileSystem.fail(at: .beforeRename, with: SystemCallError(path: path, operation: "rename", errno: EIO))
+        #expect(throws: PrefsError.self) { try store.setValue(.string("new"), forKey: "k") }
+        #expect(try Data(contentsOf: store.url) == before)
+        #expect(try directory.contents() == files)
+        #expect(try backend.open(in: directory).value(forKey: "k") == .string("old"))
     }
 
     @Test func oldContentSurvivesFileSizeLimit() throws {
@@ -214,20 +226,32 @@ struct FileLayerTests {
         #expect(store["big"] == nil)
     }
 
-    @Test func writesLeaveNoTemporaryFilesAndChangeIdentity() throws {
-        let directory = try TempDir("PrefsFileLayerTests", create: false)
+    /// Every write of a store puts a new file at the name (a rename, never a write in place: the file a reader has
+    /// open keeps its bytes) and leaves no temporary file beside it.
+    @Test(arguments: Backend.persistent)
+    func writesLeaveNoTemporaryFilesAndChangeIdentity(_ backend: Backend) throws {
+        let directory = try TempDir()
         defer { directory.cleanup() }
-        let url = directory.file("prefs.json")
+        let store = try #require(try backend.open(in: directory) as? FileBackedStore)
+        defer { store.close() }
+        let path = store.url.path(percentEncoded: false)
+        try store.setValue(.int(0), forKey: "k")
+        let files = try directory.contents()
         var identities: [FileIdentity] = []
-        for index in 0..<5 {
-            let identity = try replaceFile(at: url, with: Data("value \(index)".utf8))
-            #expect(try POSIXFileSystem().identity(at: url.path(percentEncoded: false)) == identity)
-            identities.append(identity)
+        for index in 1...5 {
+            let reader = try FileHandle(forReadingFrom: store.url)
+            let read = try reader.readToEnd()
+            try store.setValue(.int(Int64(index)), forKey: "k")
+            try reader.seek(toOffset: 0)
+            #expect(try reader.readToEnd() == read, "write \(index) changed the file in place")
+            try reader.close()
+            identities.append(try #require(try POSIXFileSystem().identity(at: path)))
         }
         for (index, identity) in identities.enumerated() {
             #expect(!identities[..<index].contains(identity))
         }
-        #expect(try directory.contents() == ["prefs.json"])
+        #expect(try directory.contents() == files)
+        #expect(files.contains(store.url.lastPathComponent))
     }
 
     @Test func exclusiveLockSerializesReadModifyWrite() throws {

@@ -60,6 +60,21 @@ struct FileLifetimeTests {
         #expect(!FileManager.default.fileExists(atPath: folder.path(percentEncoded: false)))
     }
 
+    /// Opening a store and reading from it creates nothing: no file, and no folder for it.
+    @Test func openingAndReadingAStoreCreatesNothing() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let folder = directory.file("app")
+        let stores: [any KeyValueStore] = [
+            try FileStore(url: folder.appending(path: "settings.json")),
+            try UserDefaultsStore(suiteName: "suite", directory: folder),
+            try EncryptedFileStore(url: folder.appending(path: "secrets.vault"), key: .raw(Data(count: 32))),
+        ]
+        for store in stores { #expect(try store.value(forKey: "k") == nil) }
+        #expect(!FileManager.default.fileExists(atPath: folder.path(percentEncoded: false)))
+        #expect(try directory.contents().isEmpty)
+    }
+
     /// A live store whose file and folder are deleted: a look at the file (what the watcher's events make) creates
     /// nothing, so the folder can be removed.
     @Test func aLookNeverCreatesAnything() throws {

@@ -165,4 +165,35 @@ extension PrefKey where Value == Int {
         let dates = AllowedValues.range(.date(Date(timeIntervalSinceReferenceDate: 0)), .date(.distantFuture))
         #expect(dates.allows(.date(.now)) && !dates.allows(.date(.distantPast)) && !dates.allows(.int(1)))
     }
+
+    /// A reader of a version 1 schema file ignores members it does not know, at the top and in a key's entry (a later
+    /// Prefs may add some without a new version); a later version is refused, as the file says it is newer.
+    @Test func aVersion1SchemaReaderIgnoresMembersItDoesNotKnow() throws {
+        let known = DomainSchema(
+            domain: "com.example.notes", environmentPrefix: "NOTES_",
+            keys: [
+                "fontSize": KeyDescription(
+                    type: "int", defaultValue: .int(13), summary: "Font size", allowed: .range(.int(8), .int(72))),
+                "theme": KeyDescription(
+                    type: "string", defaultValue: .string("light"), summary: "",
+                    allowed: .choices([.string("light"), .string("dark")])),
+            ])
+        let text = """
+            {
+              "domain": "com.example.notes", "environmentPrefix": "NOTES_", "format": "prefs-schema",
+              "generator": {"name": "a later Prefs", "at": [1, 2]},
+              "keys": {
+                "fontSize": {"default": 13, "description": "Font size", "range": [8, 72], "type": "int",
+                             "unit": "pt", "deprecated": false},
+                "theme": {"choices": ["light", "dark"], "default": "light", "type": "string", "since": {"v": 2}}
+              },
+              "version": 1
+            }
+            """
+        #expect(try DomainSchema(document: Data(text.utf8), path: "s.json") == known)
+        let later = text.replacingOccurrences(of: "\"version\": 1", with: "\"version\": 2")
+        #expect {
+            try DomainSchema(document: Data(later.utf8), path: "s.json")
+        } throws: { ($0 as? SchemaFileProblem)?.isNewer == true }
+    }
 }

@@ -227,14 +227,25 @@ struct UserDefaultsStoreTests {
             at: UserDefaultsStore.preferencesDirectory().appending(path: name + ".plist"))
     }
 
+    /// A suite is `<suite>.plist` beside the standard domain: in `$XDG_CONFIG_HOME` (else `~/.config`), the folder
+    /// `DefaultStoresProcessTests` finds the standard domain in, as a property list Foundation reads.
     @Test func suiteContentsAndDeclaredDefault() throws {
-        let folder = try TempDir()
-        defer { folder.cleanup() }
-        let suite = try UserDefaultsStore(suiteName: "group.example.docs", directory: folder.url)
+        let name = "group.example.docs-\(UUID().uuidString.prefix(8))"
+        let environment = ProcessInfo.processInfo.environment
+        let configHome =
+            environment["XDG_CONFIG_HOME"].map { URL(filePath: $0, directoryHint: .isDirectory) }
+            ?? URL(filePath: environment["HOME"] ?? NSHomeDirectory()).appending(path: ".config")
+        let file = configHome.appending(path: name + ".plist")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let suite = try UserDefaultsStore(suiteName: name)
+        defer { suite.close() }
         @StoredValue(key: "fontScale", store: suite) var fontScale: Double = 1.0
         #expect($fontScale.defaultValue == 1.0)
         fontScale = 1.5
         #expect(try suite.allValues() == ["fontScale": .double(1.5)])
+        #expect(suite.url.standardizedFileURL == file.standardizedFileURL)
+        let stored = try PropertyListSerialization.propertyList(from: Data(contentsOf: file), format: nil)
+        #expect((stored as? [String: Any])?["fontScale"] as? Double == 1.5, "\(stored)")
     }
 
     @Test func userDefaultsInstancesMapToOneStoreEach() {

@@ -69,6 +69,20 @@ struct StoredValueTests {
         #expect(try store.value(forKey: "hasHapticsEnabled") == .bool(true))
     }
 
+    /// Other `Codable` values are JSON text with sorted keys, whatever order the type declares its properties in.
+    @Test func aCodableValueIsStoredAsSortedJSONText() throws {
+        struct Window: Codable, Equatable, Sendable {
+            var width = 3
+            var height = 2
+            var alpha = 1
+        }
+        let store = InMemoryStore()
+        let window = StoredValue(key: "window", default: Window(), store: store)
+        window.set(Window(width: 4))
+        #expect(try store.value(forKey: "window") == .string(#"{"alpha":1,"height":2,"width":4}"#))
+        #expect(window.wrappedValue == Window(width: 4))
+    }
+
     @Test func optionalNilRemovesTheKey() throws {
         let store = InMemoryStore()
         let model = SampleModel(store: store)
@@ -79,6 +93,13 @@ struct StoredValueTests {
         model.lastOpenedDate = nil
         #expect(try store.value(forKey: "lastOpenedDate") == nil)
         #expect(model.lastOpenedDate == nil)
+        // An optional of a type stored as JSON text: its nil removes the key too, rather than storing `null`.
+        let saved = StoredValue(key: "savedPreferences", default: UserPreferences?.none, store: store)
+        saved.set(UserPreferences(fontScale: 2))
+        #expect(try store.value(forKey: "savedPreferences") != nil)
+        saved.set(nil)
+        #expect(try store.value(forKey: "savedPreferences") == nil)
+        #expect(saved.wrappedValue == nil)
     }
 
     @Test func toggleFlipsABool() {
@@ -245,6 +266,20 @@ struct ObservationTests {
         let stream = theme.values
         theme.set(.dark)
         theme.set(.dark)
+        theme.set(.system)
+        #expect(try await first(3, of: stream) == [.light, .dark, .system])
+    }
+
+    /// A key announced again without a new value (a store may publish a key it did not change) yields nothing: the
+    /// element after each value is the next distinct one.
+    @Test func anUnchangedKeyPublishedAgainIsNotYieldedAgain() async throws {
+        let store = InMemoryStore()
+        let theme = StoredValue(key: "theme", default: Theme.light, store: store)
+        let stream = theme.values
+        store.changes.publish(changedKeys: ["theme"])
+        theme.set(.dark)
+        store.changes.publish(changedKeys: ["theme"])
+        store.changes.publish(changedKeys: ["theme"])
         theme.set(.system)
         #expect(try await first(3, of: stream) == [.light, .dark, .system])
     }
