@@ -10,14 +10,12 @@ import Testing
     static let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
-    /// The model a reader copies first, and the deferred-writes lines that follow it, as one `main.swift`.
+    /// The model a reader copies first, and the lines that say what throws and what is reported, as one
+    /// `main.swift`, warnings being errors: a `try` before a wrapper's `set` would warn that nothing throws there,
+    /// and the store's typed `set` must be in `try`.
     @Test func theReadmesOpeningExamplesCompileAsWritten() throws {
         try Self.typecheck(
-            blocks(
-                in: "README.md",
-                containing: [
-                    "final class Preferences", "final class EditorPreferences: Observable", "deferringWrites()",
-                ]))
+            blocks(in: "README.md", containing: ["final class Preferences", "PrefsConfig.errorHandler = {"]))
     }
 
     /// The README is a front door: under 200 lines, opening with the two commands, its testing sample importing the

@@ -101,10 +101,16 @@ enum NewcomerAppCommands {
 
     private static func observe(_ settings: NewcomerSettings) async {
         let stream = settings.$columns.values
+        // `ready` comes after the stream's first value and once Observation tracks the key.
+        let (started, start) = AsyncStream.makeStream(of: Void.self)
         let printing = Task {
-            for await value in stream { emit("value \(value)") }
+            for await value in stream {
+                emit("value \(value)")
+                start.finish()
+            }
         }
-        track(settings.$columns)
+        for await _ in started {}
+        track(settings.$columns, announcing: false)
         emit("ready")
         while let line = readLine() {
             let words = line.split(separator: " ")
@@ -121,15 +127,13 @@ enum NewcomerAppCommands {
         }
     }
 
-    /// Prints `tracked V` for each change Observation reports, tracking again after each.
-    private static func track(_ columns: StoredValue<Int>) {
-        withObservationTracking {
-            _ = columns.wrappedValue
+    /// Prints `tracked V` for each change Observation reports, once it tracks the key again.
+    private static func track(_ columns: StoredValue<Int>, announcing: Bool) {
+        let value = withObservationTracking {
+            columns.wrappedValue
         } onChange: {
-            Task {
-                emit("tracked \(columns.wrappedValue)")
-                track(columns)
-            }
+            Task { track(columns, announcing: true) }
         }
+        if announcing { emit("tracked \(value)") }
     }
 }

@@ -83,18 +83,26 @@ public struct PrefsNotIsolated: Error, Sendable, CustomStringConvertible {
     /// test process used it with no isolation at all.
     public let insideIsolatedTest: Bool
 
-    init(path: String, what: String, insideIsolatedTest: Bool = true) {
+    /// The call that gives a test a store of its own in place of this one, outside Swift Testing.
+    let isolatedBy: String
+
+    init(
+        path: String, what: String, insideIsolatedTest: Bool = true,
+        isolatedBy: String = "PrefsConfig.withDefaultStore(InMemoryStore())"
+    ) {
         self.path = path
         self.what = what
         self.insideIsolatedTest = insideIsolatedTest
+        self.isolatedBy = isolatedBy
     }
 
-    /// `"UserDefaultsStore.standard is the real file …"`.
+    /// `"UserDefaultsStore.standard is the real file …"`, naming the call that isolates it: the vault's is
+    /// `PrefsConfig.withDefaultSecureStore(InMemoryStore())`.
     public var description: String {
         guard insideIsolatedTest else {
             return "\(what) is the real file \(path), used by a test outside .isolatedPreferences: every run of the "
                 + "tests shares it, with what earlier runs left there; put @Suite(.isolatedPreferences) on the tests "
-                + "(from PrefsTesting), or run them inside PrefsConfig.withDefaultStore(InMemoryStore())"
+                + "(from PrefsTesting), or run them inside \(isolatedBy)"
         }
         return "\(what) is the real file \(path), used inside a test under .isolatedPreferences, which does not "
             + "isolate it; declare the wrapper without store: to use the test's store"

@@ -295,12 +295,12 @@ extension ValueShape {
             do {
                 return try type.init(prefValue: stored).prefValue
             } catch {
-                throw ShapeMismatch(path: path, reason: "expected \(leaf.expected), found \(Self.phrase(stored))")
+                throw ShapeMismatch(path: path, reason: "is \(Self.phrase(stored)), not \(leaf.expected)")
             }
         case (.choices(let leaf, let choices), _):
             let raw = try ValueShape.leaf(leaf).readNative(stored, at: path)
             guard choices.contains(raw) else {
-                throw ShapeMismatch(path: path, reason: "expected one of \(ValueShape.choices(leaf, choices).text)")
+                throw ShapeMismatch(path: path, reason: "is not allowed (\(AllowedValues.choices(choices).text))")
             }
             return raw
         case (.array(let element), .array(let elements)):
@@ -309,23 +309,18 @@ extension ValueShape {
             var read: [String: PrefValue] = [:]
             for (name, member) in members { read[name] = try value.readNative(member, at: path + ".\(name)") }
             return .dictionary(read)
-        case (.array, _): throw ShapeMismatch(path: path, reason: "expected an array, found \(Self.phrase(stored))")
-        case (.dictionary, _):
-            throw ShapeMismatch(path: path, reason: "expected a dictionary, found \(Self.phrase(stored))")
+        case (.array, _): throw ShapeMismatch(path: path, reason: "is \(Self.phrase(stored)), not an array")
+        case (.dictionary, _): throw ShapeMismatch(path: path, reason: "is \(Self.phrase(stored)), not a dictionary")
         case (.unknown(let reason), _): throw ShapeMismatch(path: path, reason: "cannot be checked: \(reason)")
         case (.object, _), (.optional, _):
             throw ShapeMismatch(path: path, reason: "expected JSON text of \(text)")
         }
     }
 
-    /// `a string ("abc")`, `an int (73)`: a stored value as a message names it.
+    /// `a string`, `an int`: a stored value's kind as a message names it.
     static func phrase(_ value: PrefValue) -> String {
         let type = value.typeName
-        let article = "aeiou".contains(type.first ?? "x") ? "an" : "a"
-        switch value {
-        case .array, .dictionary, .data: return "\(article) \(type)"
-        default: return "\(article) \(type) (\(AllowedValues.shown(value)))"
-        }
+        return ("aeiou".contains(type.first ?? "x") ? "an " : "a ") + type
     }
 
     /// The shape as a ``JSONReading``: a JSON document read by `JSONDecoder` with ``ShapeDecoding`` standing in for
