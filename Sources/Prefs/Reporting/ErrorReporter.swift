@@ -26,7 +26,7 @@ package enum ErrorReporter {
     /// one, or when it is a notice (a real file used by the test), which the developer must see.
     package static func report(
         _ error: any Error, key: String, operation: PrefsReport.Operation, file: String? = nil,
-        source: ValueSource? = nil
+        source: (any ReadSource)? = nil
     ) {
         let report = PrefsReport(key: key, operation: operation, error: error, file: file, source: source)
         let (deliver, isDefault) = ProcessSettings.values.withLock { ($0.handler, $0.handlerIsDefault) }

@@ -25,9 +25,9 @@ public struct PrefsReport: Sendable, CustomStringConvertible {
     public let file: String?
 
     /// Where the value a read could not use came from, to say why in its layer's words and name a step that applies.
-    let source: ValueSource?
+    let source: (any ReadSource)?
 
-    init(key: String, operation: Operation, error: any Error, file: String? = nil, source: ValueSource? = nil) {
+    init(key: String, operation: Operation, error: any Error, file: String? = nil, source: (any ReadSource)? = nil) {
         self.key = key
         self.operation = operation
         self.error = error
@@ -46,8 +46,9 @@ public struct PrefsReport: Sendable, CustomStringConvertible {
         }
         let subject = key.isEmpty ? file : String(reflecting: key)
         if isNotice { return "notice\(subject.map { " about \($0)" } ?? ""): \(error)" }
-        if operation == .read, let source, let error = error as? PrefsError, let why = source.why(error) {
-            return "read of \(String(reflecting: key)) failed: \(source.place): \(why); \(source.instead)"
+        if operation == .read, let source, let error = error as? PrefsError, let sentence = source.sentence(for: error)
+        {
+            return "read of \(String(reflecting: key)) failed: \(sentence)"
         }
         return "\(operation.rawValue)\(subject.map { " of \($0)" } ?? "") failed: \(error)"
     }
@@ -60,6 +61,13 @@ public struct PrefsReport: Sendable, CustomStringConvertible {
         if case .separateStandardDomain? = error as? PrefsError { return true }
         return false
     }
+}
+
+/// Where a value a read could not use came from, as its report says it (the stores' layers make one).
+package protocol ReadSource: Sendable {
+    /// `-fontSize 73 (the command line): outside 8...72; the default 13 is read for this run`: the value, where it
+    /// is, why `error` refused it and a step that applies there; nil when the report says it the plain way.
+    func sentence(for error: PrefsError) -> String?
 }
 
 /// `report.error is PrefsNotIsolated`: a default store that is a real file (``what``, such as

@@ -110,19 +110,7 @@ package indirect enum ValueShape: Sendable, Equatable {
         package var isInteger: Bool { jsonType is any FixedWidthInteger.Type }
 
         /// `an integer`, `a number`, `text`: what a message says a value of the leaf must be.
-        package var expected: String {
-            switch self {
-            case .bool: "true or false"
-            case .string: "text"
-            case .double, .float, .decimal: "a number"
-            case .date: "a date"
-            case .data: "data"
-            case .url: "a URL"
-            case .uuid: "a UUID"
-            case .int, .int64: "an integer"
-            default: isInteger ? "an integer (\(rawValue))" : rawValue
-            }
-        }
+        package var expected: String { ShapeMismatch.expected(jsonType) }
     }
 
     /// Whether the shape, anywhere inside, is ``unknown(_:)``; the reason of the first such place.
@@ -223,64 +211,6 @@ extension ValueShape {
 }
 
 // MARK: Reading stored values with the shape
-
-/// A value that does not have the shape, where and why: `.width: expected an integer (Int)`.
-package struct ShapeMismatch: Error, Sendable, CustomStringConvertible {
-    /// Member names and `[index]`s from the key's value down to the place that fails.
-    package var path: String
-    package var reason: String
-
-    /// `.width: expected an integer (Int)`, or the reason alone at the top.
-    package var description: String { path.isEmpty ? reason : "\(path): \(reason)" }
-
-    /// The place and reason `JSONDecoder` gave (or a stored value's native read), in the words of `prefs`.
-    package init(_ error: any Error) {
-        if let mismatch = error as? ShapeMismatch {
-            self = mismatch
-            return
-        }
-        guard let decoding = error as? DecodingError else {
-            self.init(path: "", reason: Self.reason(of: error))
-            return
-        }
-        switch decoding {
-        case .typeMismatch(let type, let context):
-            self.init(
-                path: Self.path(context.codingPath),
-                reason: "expected \(ValueShape.Leaf(type: type)?.expected ?? "a value of type \(type)")")
-        case .valueNotFound(let type, let context):
-            self.init(
-                path: Self.path(context.codingPath),
-                reason: "expected \(ValueShape.Leaf(type: type)?.expected ?? "a value of type \(type)"), found null")
-        case .keyNotFound(let key, let context):
-            self.init(path: Self.path(context.codingPath + [key]), reason: "missing")
-        case .dataCorrupted(let context):
-            var reason = context.debugDescription
-            if reason.hasSuffix(".") { reason.removeLast() }
-            if reason == "The given data was not valid JSON" { reason = "not valid JSON" }
-            self.init(path: Self.path(context.codingPath), reason: reason)
-        @unknown default:
-            self.init(path: "", reason: "\(error)")
-        }
-    }
-
-    package init(path: String, reason: String) {
-        self.path = path
-        self.reason = reason
-    }
-
-    /// `.frame.tags[2]`.
-    static func path(_ codingPath: [any CodingKey]) -> String {
-        codingPath.map { key in key.intValue.map { "[\($0)]" } ?? ".\(key.stringValue)" }.joined()
-    }
-
-    private static func reason(of error: any Error) -> String {
-        if case .typeMismatch(_, let expected, let found)? = error as? PrefsError {
-            return "is \(found), expected \(expected)"
-        }
-        return "\(error)"
-    }
-}
 
 extension ValueShape {
     /// A stored value in its native form as the type reads it, in the type's own stored form (a `"15"` read as an

@@ -2,7 +2,7 @@ import Foundation
 
 /// Where a value that a read could not use came from (a layer, and the argument, variable or file in it) and what
 /// the read did instead: what a report says, so that the step it names is one that changes that value.
-package struct ValueSource: Sendable {
+struct ValueSource: ReadSource {
     let layer: PreferenceLayer
     /// `-fontSize 73`, `MYAPP_FONT_SIZE=73`, or the value and the file that holds it.
     let place: String
@@ -12,6 +12,11 @@ package struct ValueSource: Sendable {
     let defaultText: String?
     /// The key, for the step that removes its value.
     let key: String
+
+    /// `-fontSize 73 (the command line): outside 8...72; the default 13 is read for this run`.
+    func sentence(for error: PrefsError) -> String? {
+        why(error).map { "\(place): \($0); \(instead)" }
+    }
 
     /// Why the layer's value cannot be read, in the words of its layer: text that is not a number says so.
     func why(_ error: PrefsError) -> String? {
