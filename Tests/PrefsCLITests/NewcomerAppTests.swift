@@ -164,6 +164,20 @@ import Testing
         #expect((content["required"] as? [String]) == [], "the app fills missing members from the default")
         let files = try #require(properties["recentFiles"])
         #expect((files["items"] as? [String: Any])?["type"] as? String == "string")
+
+        // It says what the tool says: a value the app reads validates, one it refuses does not, at the same place.
+        let system = ["XDG_CONFIG_DIRS": app.system.path(percentEncoded: false)]
+        try app.prefs("write", app.domain, "windowFrame", #"{"width":1024,"title":"Notes"}"#).expectSuccess()
+        try app.prefs("write", app.domain, "recentFiles", #"["a"]"#).expectSuccess()
+        let valid = try validateExport(app.domain, in: app.sandbox, environment: system)
+        #expect(valid.succeeded, "\(valid)")
+        try app.prefs("write", app.domain, "windowFrame", #"{"width":"wide"}"#, "--ignore-schema").expectSuccess()
+        try app.prefs("write", app.domain, "recentFiles", #"["a", 1]"#, "--ignore-schema").expectSuccess()
+        let invalid = try validateExport(app.domain, in: app.sandbox, environment: system)
+        #expect(invalid.status == 1, "\(invalid)")
+        #expect(
+            invalid.lines.sorted() == ["1 is not of type 'string'", "windowFrame: 'wide' is not of type 'integer'"],
+            "\(invalid)")
     }
 
     /// A value the app cannot read is reported in its layer's words, with a step that applies there: only the

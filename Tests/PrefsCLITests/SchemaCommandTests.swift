@@ -11,15 +11,6 @@ import Testing
     import Darwin
 #endif
 
-/// Whether Python's `jsonschema` package (which `make deps` installs) can be imported here.
-let pythonJSONSchema: Bool = {
-    guard
-        let exit = try? ChildProcess.run(
-            URL(filePath: "/usr/bin/env"), ["python3", "-c", "import jsonschema.validators"], timeLimit: .seconds(60))
-    else { return false }
-    return exit.succeeded
-}()
-
 /// `prefs` over a domain whose app (PrefsTestHelper's `schema-app`, a real process) published its schema: a person
 /// who never saw the app's code lists, describes, checks, resets and safely edits its preferences.
 @Suite(.ownThreads) struct SchemaCommandTests {
@@ -369,8 +360,8 @@ let pythonJSONSchema: Bool = {
         #expect(undescribed.status == 1 && undescribed.error.contains("no schema"), "\(undescribed)")
     }
 
-    @Test(.enabled(if: pythonJSONSchema, "Python's jsonschema is missing: `make deps` installs python3-jsonschema"))
-    func theJSONSchemaIsValidAndValidatesWhatExportWrites() throws {
+    /// Python's `jsonschema` (which `make deps` installs) checks the schema and validates `prefs export` with it.
+    @Test func theJSONSchemaIsValidAndValidatesWhatExportWrites() throws {
         let app = try Described()
         defer { app.sandbox.cleanup() }
         for (key, value) in [
@@ -379,29 +370,11 @@ let pythonJSONSchema: Bool = {
             try app.prefs("write", app.domain, key, value).expectSuccess()
         }
         try app.prefs("write", app.domain, "note", "-data", "cafe").expectSuccess()
-        let schema = try app.prefs("schema", app.domain, "--json-schema")
-        schema.expectSuccess()
-        try Data(schema.output.utf8).write(to: app.sandbox.file("schema.json"))
-        func validate() throws -> ChildProcess.Exit {
-            try Data(try app.prefs("export", app.domain).output.utf8).write(to: app.sandbox.file("export.json"))
-            let script = """
-                import json, sys
-                from jsonschema import Draft202012Validator
-                schema = json.load(open(sys.argv[1]))
-                Draft202012Validator.check_schema(schema)
-                errors = sorted(e.message for e in Draft202012Validator(schema).iter_errors(json.load(open(sys.argv[2]))))
-                print("\\n".join(errors))
-                sys.exit(1 if errors else 0)
-                """
-            return try ChildProcess.run(
-                URL(filePath: "/usr/bin/env"),
-                ["python3", "-c", script, app.sandbox.path("schema.json"), app.sandbox.path("export.json")])
-        }
-        let valid = try validate()
+        let valid = try validateExport(app.domain, in: app.sandbox)
         #expect(valid.succeeded, "\(valid)")
         try app.prefs("write", app.domain, "fontSize", "-int", "300", "--ignore-schema").expectSuccess()
         try app.prefs("write", app.domain, "theme", "purple", "--ignore-schema").expectSuccess()
-        let invalid = try validate()
+        let invalid = try validateExport(app.domain, in: app.sandbox)
         #expect(invalid.status == 1 && invalid.lines.count == 2, "\(invalid)")
         #expect(invalid.output.contains("300 is greater than the maximum of 72"), "\(invalid)")
     }
@@ -482,3 +455,47 @@ private let schemaFolderIsPrivate: Bool = {
     let home = FileManager.default.homeDirectoryForCurrentUser.path(percentEncoded: false)
     return !data.hasPrefix(home + "/.local")
 }()
+
+/// `prefs schema DOMAIN --json-schema`, checked as a JSON Schema by Python's `jsonschema`, validating `prefs export
+/// DOMAIN`: status 0 when the export is valid, else 1 with one line per error. A value stored as JSON text is
+/// validated against its property's `contentSchema` too, which validators only annotate. A missing `jsonschema`
+/// (which `make deps` installs) fails the calling test, saying so.
+func validateExport(
+    _ domain: String, in sandbox: Sandbox, environment: [String: String] = [:],
+    sourceLocation: SourceLocation = #_sourceLocation
+) throws -> ChildProcess.Exit {
+    let available = try ChildProcess.run(
+        URL(filePath: "/usr/bin/env"), ["python3", "-c", "import jsonschema.validators"], timeLimit: .seconds(60))
+    try #require(
+        available.succeeded,
+        "Python's jsonschema is missing: `make deps` installs it (python3-jsonschema): \(available.error)",
+        sourceLocation: sourceLocation)
+    let schema = try sandbox.prefs(["schema", domain, "--json-schema"], environment: environment)
+    try #require(schema.status == 0, "\(schema)", sourceLocation: sourceLocation)
+    try Data(schema.output.utf8).write(to: sandbox.file("schema.json"))
+    let exported = try sandbox.prefs(["export", domain], environment: environment)
+    try #require(exported.status == 0, "\(exported)", sourceLocation: sourceLocation)
+    try Data(exported.output.utf8).write(to: sandbox.file("export.json"))
+    let script = """
+        import json, sys
+        from jsonschema import Draft202012Validator
+        schema = json.load(open(sys.argv[1]))
+        Draft202012Validator.check_schema(schema)
+        document = json.load(open(sys.argv[2]))
+        errors = sorted(e.message for e in Draft202012Validator(schema).iter_errors(document))
+        for key, value in document.items():
+            content = schema["properties"].get(key, {}).get("contentSchema")
+            if content is not None and isinstance(value, str):
+                try:
+                    parsed = json.loads(value)
+                except ValueError:
+                    errors.append(key + ": not JSON")
+                    continue
+                errors += sorted(key + ": " + e.message for e in Draft202012Validator(content).iter_errors(parsed))
+        print("\\n".join(errors))
+        sys.exit(1 if errors else 0)
+        """
+    return try ChildProcess.run(
+        URL(filePath: "/usr/bin/env"),
+        ["python3", "-c", script, sandbox.path("schema.json"), sandbox.path("export.json")])
+}
