@@ -33,6 +33,29 @@ import Testing
         #expect(testing.hasPrefix("@testable import MyApp\nimport PrefsTesting\n"), "\(testing)")
     }
 
+    /// The README's install table names, for each product, the system package its targets link: Package.swift's
+    /// providers for libsodium and libpq, the keyring's module map for libsecret (which the install script installs),
+    /// and all three for `prefs`, whose core depends on the three libraries.
+    @Test func theReadmesInstallTableNamesWhatEachProductLinks() throws {
+        func text(_ path: String) throws -> String {
+            try String(contentsOf: Self.root.appending(path: path), encoding: .utf8)
+        }
+        let rows = try text("README.md").split(separator: "\n").filter { $0.hasPrefix("| ") }
+        func row(_ start: String) throws -> Substring { try #require(rows.first { $0.hasPrefix("| \(start)") }) }
+        #expect(try row("`Prefs`").contains("libsodium-dev") && row("`Prefs`").contains("pkg-config"))
+        #expect(try row("`PrefsPostgres`").contains("`libpq-dev`"))
+        #expect(try row("`PrefsKeyring`").contains("`libsecret-1-dev`"))
+        #expect(try row("the `prefs` command-line tool").contains("all three"))
+        let manifest = try text("Package.swift")
+        #expect(manifest.contains(#"pkgConfig: "libsodium","#) && manifest.contains(#".apt(["libsodium-dev"])"#))
+        #expect(manifest.contains(#"pkgConfig: "libpq","#) && manifest.contains(#".apt(["libpq-dev"])"#))
+        #expect(try text("Sources/CLibSecret/module.modulemap").contains(#"link "secret-1""#))
+        #expect(try text("scripts/install-deps.sh").contains("libsecret-1-dev"))
+        #expect(
+            manifest.contains(
+                #"name: "PrefsCLICore",\#n            dependencies: ["Prefs", "PrefsPostgres", "PrefsKeyring"]"#))
+    }
+
     @Test func theReadmesPostgreSQLSnippetCompilesAsWritten() throws {
         try Self.typecheck(blocks(in: "README.md", containing: ["PostgresStore(connection:"]))
     }
