@@ -115,7 +115,7 @@ enum JSONSchemaDocument {
         switch shape {
         case .leaf(let leaf): return leafContent(leaf)
         case .any, .unknown: return [:]
-        case .choices(_, let choices): return ["enum": choices.map(jsonValue)]
+        case .choices(_, let choices): return ["enum": choices.map(\.jsonObject)]
         case .array(let element): return ["type": "array", "items": content(element, filledFrom: nil)]
         case .dictionary(let value):
             return ["type": "object", "additionalProperties": content(value, filledFrom: nil)]
@@ -163,18 +163,6 @@ enum JSONSchemaDocument {
         case .uint16: (0, UInt16.max)
         case .uint32: (0, UInt32.max)
         default: (Int64.min, Int64.max)
-        }
-    }
-
-    private static func jsonValue(_ value: PrefValue) -> Any {
-        switch value {
-        case .string(let text): text
-        case .int(let number): number
-        case .unsignedInt(let number): number
-        case .bool(let flag): flag
-        case .double(let number): number
-        case .float(let number): Double(number)
-        default: "\(value)"
         }
     }
 

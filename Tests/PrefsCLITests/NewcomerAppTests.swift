@@ -30,8 +30,8 @@ import Testing
         var environment: [String: String] {
             sandbox.environment.merging([
                 "XDG_CONFIG_DIRS": system.path(percentEncoded: false),
-                "NEWCOMER_MANAGED_FOLDER": managed.path(percentEncoded: false),
-                "NEWCOMER_MANAGED_TOP": sandbox.root.path(percentEncoded: false),
+                "SCHEMA_MANAGED_FOLDER": managed.path(percentEncoded: false),
+                "SCHEMA_MANAGED_TOP": sandbox.root.path(percentEncoded: false),
             ]) { $1 }
         }
 
@@ -194,7 +194,7 @@ import Testing
         let text = try app.reports(about: "fontSize", ["-fontSize", "abc"])
         #expect(text.count == 1 && text[0].contains("-fontSize abc (the command line): not a number"), "\(text)")
         let variable = try app.reports(
-            about: "fontSize", environment: ["NEWCOMER_PREFIX": "NEWCOMER_", "NEWCOMER_FONT_SIZE": "abc"])
+            about: "fontSize", environment: ["SCHEMA_PREFIX": "NEWCOMER_", "NEWCOMER_FONT_SIZE": "abc"])
         #expect(
             variable.count == 1
                 && variable[0].contains("NEWCOMER_FONT_SIZE=abc (the environment): not a number")

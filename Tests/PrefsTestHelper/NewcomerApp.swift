@@ -59,8 +59,8 @@ final class NewcomerSettings {
     @ObservationIgnored @SecureStoredValue<String>(key: "apiToken") var apiToken
 }
 
-/// `newcomer-app APP ACTION [-key value…]`, with `NEWCOMER_PREFIX` as the environment prefix and
-/// `NEWCOMER_MANAGED_FOLDER`/`NEWCOMER_MANAGED_TOP` as the stand-in for /etc/xdg/managed-preferences:
+/// `newcomer-app APP ACTION [-key value…]`, launched as `schema-app` is (`SCHEMA_PREFIX`, `SCHEMA_MANAGED_FOLDER`,
+/// `SCHEMA_MANAGED_TOP`):
 /// - `publish`: publishes the schema;
 /// - `read`: prints each value as the app reads it, then every report;
 /// - `observe`: the `columns` key observed through `values` and Observation; reads `answer N` (the computed default
@@ -69,15 +69,7 @@ final class NewcomerSettings {
 enum NewcomerAppCommands {
     static func run(_ arguments: [String]) async -> Bool {
         guard arguments.first == "newcomer-app" else { return false }
-        let environment = ProcessInfo.processInfo.environment
-        if let folder = environment["NEWCOMER_MANAGED_FOLDER"] {
-            ManagedLocation.useForTesting(
-                folder: folder, checkedFrom: environment["NEWCOMER_MANAGED_TOP"]!, owner: getuid())
-        }
-        let reports = Mutex<[String]>([])
-        PrefsConfig.errorHandler = { report in reports.withLock { $0.append("\(report)") } }
-        PrefsConfig.appIdentifier = arguments[1]
-        if let prefix = environment["NEWCOMER_PREFIX"] { PrefsConfig.environmentPrefix = prefix }
+        let reports = SchemaAppCommands.launch(as: arguments[1])
         let settings = NewcomerSettings()
         switch arguments[2] {
         case "publish":
@@ -95,7 +87,7 @@ enum NewcomerAppCommands {
         default:
             fail("unknown newcomer-app action \(arguments[2])")
         }
-        for report in reports.withLock({ $0 }) { emit("report: \(report)") }
+        for report in reports.list.withLock({ $0 }) { emit("report: \(report)") }
         return true
     }
 

@@ -388,25 +388,13 @@ extension ValueShape {
         switch self {
         case .leaf(let leaf): leaf.sample
         case .any: 0
-        case .choices(_, let choices): choices.first.map(Self.jsonObject) ?? ""
+        case .choices(_, let choices): choices.first?.jsonObject ?? ""
         case .array: [Any]()
         case .dictionary: [String: Any]()
         case .optional(let inner): inner.sampleJSON
         case .object(let members):
             Dictionary(members.map { ($0.name, $0.shape.sampleJSON) }, uniquingKeysWith: { first, _ in first })
         case .unknown: NSNull()
-        }
-    }
-
-    private static func jsonObject(_ value: PrefValue) -> Any {
-        switch value {
-        case .string(let text): text
-        case .int(let number): number
-        case .unsignedInt(let number): number
-        case .bool(let flag): flag
-        case .double(let number): number
-        case .float(let number): Double(number)
-        default: "\(value)"
         }
     }
 
@@ -419,7 +407,7 @@ extension ValueShape {
         case .leaf(let leaf):
             found += leaf.probes.map { ($0, "\(Self.show($0)) as \(here)") }
         case .choices(let leaf, let choices):
-            found += choices.map { (Self.jsonObject($0), "\(AllowedValues.shown($0)) as \(here)") }
+            found += choices.map { ($0.jsonObject, "\(AllowedValues.shown($0)) as \(here)") }
             found += ValueShape.leaf(leaf).variants(of: node, at: path)
         case .optional(let inner):
             found += inner.variants(of: node is NSNull ? inner.sampleJSON : node, at: path)

@@ -74,28 +74,7 @@ package indirect enum ValueShape: Sendable, Equatable {
         }
 
         /// The type that reads a stored value of the leaf, when Prefs stores the type natively.
-        var nativeType: (any PrefValueConvertible.Type)? {
-            switch self {
-            case .bool: Bool.self
-            case .string: String.self
-            case .double: Double.self
-            case .float: Float.self
-            case .int: Int.self
-            case .int8: Int8.self
-            case .int16: Int16.self
-            case .int32: Int32.self
-            case .int64: Int64.self
-            case .uint: UInt.self
-            case .uint8: UInt8.self
-            case .uint16: UInt16.self
-            case .uint32: UInt32.self
-            case .uint64: UInt64.self
-            case .date: Date.self
-            case .data: Data.self
-            case .url: URL.self
-            case .decimal, .uuid: nil
-            }
-        }
+        var nativeType: (any PrefValueConvertible.Type)? { jsonType as? any PrefValueConvertible.Type }
 
         /// The leaf of a type, or nil when the type is not one.
         init?(type: Any.Type) {

@@ -135,6 +135,11 @@ enum ForeignForms {
     }
 }
 
+extension PrefValue {
+    /// The value as the Foundation objects `JSONSerialization` writes, in the forms `JSONDecoder` reads by default.
+    package var jsonObject: Any { ForeignForms.jsonObject(self, expandingJSONText: false) }
+}
+
 /// How JSON is decoded as a declared type: `JSONDecoder` and the type itself in the app (``DecodableReader``); in
 /// `prefs`, which has no such type, the type's published shape (``ValueShape``). Every route through stored forms
 /// (``ForeignForms``, ``MissingFields``) takes one, so the app and the tool go through the same forms in the same order.

@@ -47,7 +47,8 @@ struct ValueCodec<Value: Sendable>: Sendable {
         }
         if error is DecodingError {
             let mismatch = ShapeMismatch(error)
-            return .decodingFailed(key: key, reason: "\(key)\(mismatch.path): \(mismatch.reason)")
+            let place = key + mismatch.path
+            return .decodingFailed(key: key, reason: place.isEmpty ? mismatch.reason : "\(place): \(mismatch.reason)")
         }
         return .decodingFailed(key: key, reason: reason(error))
     }
