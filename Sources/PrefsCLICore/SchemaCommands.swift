@@ -84,7 +84,9 @@ enum SchemaCommands {
                 + (entry.isComputed
                     ? "computed by the app each time no layer holds a value (never stored)"
                     : entry.defaultValue.map(ValueText.formatInline) ?? "none (nothing stored reads as nil)"),
-            "allowed: \(entry.allowed.map { ValueText.visible($0.text) } ?? "any \(entry.type ?? "value")")",
+            "allowed: "
+                + (entry.allowed.map { ValueText.visible($0.text) }
+                    ?? (typeText(entry) == entry.type ? "any \(entry.type ?? "value")" : "any value of its type")),
         ]
         if let reason = entry.shape?.unknownReason {
             lines.append("checked: no; prefs cannot tell which values the app reads: \(ValueText.visible(reason))")

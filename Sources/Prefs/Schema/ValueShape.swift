@@ -41,12 +41,26 @@ package indirect enum ValueShape: Sendable, Equatable {
 
     /// The types a leaf can be, by their Swift names.
     package enum Leaf: String, Sendable, CaseIterable {
-        case bool = "Bool", string = "String", double = "Double", float = "Float"
-        case int = "Int", int8 = "Int8", int16 = "Int16", int32 = "Int32", int64 = "Int64"
-        case uint = "UInt", uint8 = "UInt8", uint16 = "UInt16", uint32 = "UInt32", uint64 = "UInt64"
-        case date = "Date", data = "Data", url = "URL"
+        case bool = "Bool"
+        case string = "String"
+        case double = "Double"
+        case float = "Float"
+        case int = "Int"
+        case int8 = "Int8"
+        case int16 = "Int16"
+        case int32 = "Int32"
+        case int64 = "Int64"
+        case uint = "UInt"
+        case uint8 = "UInt8"
+        case uint16 = "UInt16"
+        case uint32 = "UInt32"
+        case uint64 = "UInt64"
+        case date = "Date"
+        case data = "Data"
+        case url = "URL"
         /// Read by `JSONDecoder` only: a type Prefs has no native form for.
-        case decimal = "Decimal", uuid = "UUID"
+        case decimal = "Decimal"
+        case uuid = "UUID"
 
         /// The type that reads a value of the leaf from JSON.
         var jsonType: any Decodable.Type {
