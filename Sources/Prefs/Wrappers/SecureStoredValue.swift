@@ -63,7 +63,7 @@ public struct SecureStoredValue<Value: Codable & Sendable & Equatable>: Sendable
         followsSecureScope = store == nil
         declared = StoredValueBox(
             key: name, default: .fixed(nil), codec: ValueCodec(redactingErrorsOf: ValueCodec<Value?>(wrapping: codec)),
-            store: store ?? DefaultStores.secureStore)
+            store: store ?? DefaultStores.secureStore, isSecret: true)
     }
 
     /// `authToken` reads the secret, or nil when none is stored (or the vault cannot be opened, which is reported

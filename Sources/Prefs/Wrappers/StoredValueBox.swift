@@ -13,6 +13,8 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     let migrations: [PrefMigration<Value>]
     /// The key as a published schema describes it, made only when one is published.
     let describe: (@Sendable () -> KeyDescription)?
+    /// Whether the value is a secret: a report never shows it, nor where it is.
+    let isSecret: Bool
     let cell: KeyCell
 
     /// A `values` subscriber (yields each new value) or a `changes` subscriber (yields the old and new value).
@@ -56,7 +58,8 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
 
     init(
         key: String, default defaultSource: DefaultSource<Value>, codec: ValueCodec<Value>, store: any KeyValueStore,
-        migrations: [PrefMigration<Value>] = [], describe: (@Sendable () -> KeyDescription)? = nil
+        migrations: [PrefMigration<Value>] = [], describe: (@Sendable () -> KeyDescription)? = nil,
+        isSecret: Bool = false
     ) {
         self.key = key
         self.defaultSource = defaultSource
@@ -64,6 +67,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         self.store = store
         self.migrations = migrations
         self.describe = describe
+        self.isSecret = isSecret
         self.cell = store.changes.cell(for: key)
         self.looksBeforeReading = store is FoundationUserDefaultsStore
         self.cachedValue = nil
@@ -91,7 +95,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         return scope.box(standingInFor: self) {
             StoredValueBox(
                 key: key, default: defaultSource, codec: codec, store: scope.store, migrations: migrations,
-                describe: describe)
+                describe: describe, isSecret: isSecret)
         }
     }
 
@@ -145,8 +149,8 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
             return try store.decodeEffective(stored, key: key, codec: codec) ?? fallback
         } catch {
             let shownDefault = fallback.flatMap { (try? codec.encode($0)) ?? nil }
-            ErrorReporter.report(
-                error, key: key, operation: .read, source: store.source(of: key, stored, default: shownDefault))
+            let source = isSecret ? nil : store.source(of: key, stored, default: shownDefault)
+            ErrorReporter.report(error, key: key, operation: .read, source: source)
             return fallback
         }
     }
