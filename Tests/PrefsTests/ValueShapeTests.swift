@@ -111,6 +111,69 @@ import Testing
         try compare(PrefKey<Settings?>("optional", default: nil), stored + [.string("null")])
     }
 
+    enum Level: Int, Codable, CaseIterable, Sendable {
+        case low = 1
+        case high = 5
+    }
+
+    /// Every width of number, required and optional, and an enum with integer raw values.
+    struct Widths: Codable, Equatable, Sendable {
+        var a: Int8 = 1
+        var b: Int16 = 1
+        var c: Int32 = 1
+        var d: Int64 = 1
+        var e: UInt = 1
+        var f: UInt8 = 1
+        var g: UInt16 = 1
+        var h: UInt32 = 1
+        var i: UInt64 = 1
+        var j: Float = 1
+        var k: Bool = true
+        var l: Double = 1
+        var level = Level.low
+        var oa: Int8?
+        var ob: Int16?
+        var oc: Int32?
+        var od: Int64?
+        var oe: UInt?
+        var of: UInt8?
+        var og: UInt16?
+        var oh: UInt32?
+        var oi: UInt64?
+        var oj: Float?
+        var ok: Bool?
+        var ol: Double?
+        var om: Int?
+        var on: String?
+        var site = URL(string: "https://example.com")!
+        var bytes = Data([1])
+        var id = UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")!
+    }
+
+    @Test func everyWidthOfNumberReadsAsItsTypeReads() throws {
+        let key = PrefKey("widths", default: Widths())
+        let description = key.describe()
+        let shape = try #require(description.shape)
+        guard case .object(let members) = shape else {
+            Issue.record("\(shape)")
+            return
+        }
+        #expect(members.count == 30 && members.filter(\.isOptional).count == 14)
+        let text = try #require(
+            description.defaultValue.flatMap { value -> String? in
+                if case .string(let text) = value { return text }
+                return nil
+            })
+        let tree = try JSONSerialization.jsonObject(with: Data(text.utf8))
+        let stored = try shape.variants(of: tree, at: "").map { variant, _ in
+            PrefValue.string(
+                String(
+                    decoding: try JSONSerialization.data(withJSONObject: variant, options: [.fragmentsAllowed]),
+                    as: UTF8.self))
+        }
+        try compare(key, stored)
+    }
+
     @Test func nativeShapesReadExactlyWhatTheirTypesRead() throws {
         let texts: [PrefValue] = [
             .string("5"), .string("5.5"), .string("abc"), .string("yes"), .string("[\"a\", \"b\"]"), .string("[1]"),
