@@ -117,13 +117,17 @@ enum DomainCommands {
 
     static func read(_ invocation: Invocation) throws {
         let domain = invocation.positionals[0]
-        let store = try openForReading(domain, invocation)
+        // A domain whose app published its schema answers for its declared keys before anything is stored, as
+        // `gsettings get` does: its file need not exist.
+        let schema =
+            PostgresDomain.isRequested(invocation) || domain.contains("/")
+            ? nil : (try? checkName(domain)).flatMap { SchemaCommands.load(domain, invocation) }
+        let store =
+            schema != nil ? try UserDefaultsStore(suiteName: domain) : try openForReading(domain, invocation)
         let json = invocation.has("--json")
         if invocation.positionals.count == 2 {
             let key = invocation.positionals[1]
-            if let store = store as? UserDefaultsStore, let schema = SchemaCommands.load(domain, invocation),
-                let entry = schema.keys[key]
-            {
+            if let store = store as? UserDefaultsStore, let schema, let entry = schema.keys[key] {
                 try readDeclared(key, entry, schema: schema, store: store, invocation)
                 return
             }
@@ -152,11 +156,18 @@ enum DomainCommands {
             return
         }
         var (effective, notes) = effectiveValues(values, of: store)
-        if store is UserDefaultsStore, let schema = SchemaCommands.load(domain, invocation) {
+        if store is UserDefaultsStore, let schema {
             for (key, value) in effective {
-                guard let entry = schema.keys[key], let problem = entry.problem(with: value) else { continue }
-                let fallback = entry.defaultValue.map(ValueText.formatInline) ?? "nil"
-                notes[key] = (notes[key].map { $0 + "; " } ?? "") + "\(problem): the app reads the default \(fallback)"
+                guard let entry = schema.keys[key] else { continue }
+                let note: String
+                switch entry.read(value) {
+                case .reads: continue
+                case .unknown: note = "unchecked: prefs cannot tell whether the app reads it"
+                case .refused(let mismatch):
+                    let fallback = entry.defaultValue.map(ValueText.formatInline) ?? "nil"
+                    note = "\(SchemaCommands.phrase(mismatch, key: key)): the app reads the default \(fallback)"
+                }
+                notes[key] = (notes[key].map { $0 + "; " } ?? "") + note
             }
         }
         guard invocation.has("--types") else {
@@ -184,17 +195,25 @@ enum DomainCommands {
         _ invocation: Invocation
     ) throws {
         let read = try SchemaCommands.appValue(key, entry, store, schema: schema)
-        guard let value = read.value else {
+        if read.value == nil, read.source.hasPrefix("default"), entry.isComputed {
             throw Failure.notFound(
-                "\(invocation.command): \(String(reflecting: key)) of domain \(String(reflecting: schema.domain)) is "
-                    + "not set and declared without a default: the app reads nil")
+                "\(invocation.command): nothing is stored for \(String(reflecting: key)) of domain "
+                    + "\(String(reflecting: schema.domain)), and the app computes its default each time it reads it; "
+                    + "prefs cannot know that value")
         }
+        if let reason = read.unknown {
+            invocation.console.printError(
+                "\(invocation.command): warning: prefs cannot tell whether the app reads this value of "
+                    + "\(String(reflecting: key)) (\(ValueText.visible(reason)))")
+        }
+        // Declared without a default and not set: the app reads nil, which prints as `nil` (`null` in JSON).
+        let value = read.value
         var lines: [String] = []
         if invocation.has("--types") {
             let shown = read.refused?.value ?? value
             let note =
                 if let refused = read.refused {
-                    "\(refused.problem): the app reads the default \(ValueText.formatInline(value))"
+                    "\(refused.problem): the app reads the default \(value.map(ValueText.formatInline) ?? "nil")"
                 } else if read.source.hasPrefix("default") {
                     "default"
                 } else if read.source.hasPrefix("managed") {
@@ -207,10 +226,12 @@ enum DomainCommands {
                     ""
                 }
             lines.append(
-                "\(ValueText.visible(key))  \(shown.typeName)  \(ValueText.formatInline(shown))"
-                    + (note.isEmpty ? "" : "  (\(note))"))
-        } else {
+                "\(ValueText.visible(key))  \(shown?.typeName ?? entry.type ?? "nil")  "
+                    + "\(shown.map(ValueText.formatInline) ?? "nil")" + (note.isEmpty ? "" : "  (\(note))"))
+        } else if let value {
             lines.append(invocation.has("--json") ? try value.jsonText() : ValueText.format(value))
+        } else {
+            lines.append(invocation.has("--json") ? "null" : "nil")
         }
         if invocation.has("--explain") {
             let from =
@@ -578,6 +599,7 @@ enum DomainCommands {
             try PostgresDomain.open(domain, invocation).replaceAll(values)
             return
         }
+        try SchemaCommands.checkImport(values, domain: domain, invocation)
         // Keys an app cannot write (empty, or with NUL) are kept: files other tools wrote may have them.
         try UserDefaultsStore(suiteName: domain).replaceAllAsImported(values)
     }

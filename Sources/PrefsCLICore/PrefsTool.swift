@@ -94,12 +94,15 @@ package enum PrefsTool {
                 """,
             run: { try DomainCommands.export($0) }),
         Command(
-            "import", arguments: "DOMAIN FILE", positionals: 2...2, options: [PostgresDomain.option],
+            "import", arguments: "DOMAIN FILE", positionals: 2...2,
+            options: [SchemaCommands.ignoreSchemaFlag, PostgresDomain.option],
             summary: "Replace DOMAIN's content with FILE (`-` reads standard input): JSON or a property list.",
             help: """
                 FILE is prefs' JSON or a binary or XML property list, such as a domain's own NAME.plist. All or
                 nothing: the whole file is parsed first, then the domain is replaced in one atomic write. Keys that
-                are not in FILE are removed. A malformed file changes nothing. At most 64 MiB is read.
+                are not in FILE are removed. A malformed file changes nothing. At most 64 MiB is read. When the
+                app published its schema, a file holding a value the app cannot read is refused, each such value
+                named (--ignore-schema imports it anyway).
                 """,
             run: { try DomainCommands.import($0) }),
         Command(
@@ -144,9 +147,11 @@ package enum PrefsTool {
             "check", arguments: "DOMAIN", positionals: 1...1,
             summary: "Check the domain's file, system-wide defaults and managed values against the schema.",
             help: """
-                Prints one line per value that does not fit its declared type, range or choices: LAYER: KEY =
-                VALUE and what is wrong. Exits with status 1 when there is any (the app reads the default in place
-                of each), 0 when there is none.
+                Prints one line per value the app cannot read (LAYER: KEY = VALUE and what is wrong: outside its
+                range or choices, or where inside the value its type fails, such as windowFrame.width: expected an
+                integer), and per value prefs cannot check (a type that decodes itself in a way the schema cannot
+                describe). Exits with status 1 when there is any (the app reads the default in place of each value
+                it cannot read), 0 when every value was checked and fits.
                 """,
             run: { try SchemaCommands.checkDomain($0) }),
         Command(

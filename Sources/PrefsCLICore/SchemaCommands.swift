@@ -58,9 +58,7 @@ enum SchemaCommands {
         let schema = try require(invocation.positionals[0], invocation)
         let rows = schema.keys.keys.sorted().map { name -> (String, String, String) in
             let entry = schema.keys[name]!
-            return (
-                ValueText.visible(name), entry.type ?? "?", entry.defaultValue.map(ValueText.formatInline) ?? "(none)"
-            )
+            return (ValueText.visible(name), typeText(entry), defaultText(entry))
         }
         let nameWidth = rows.map(\.0.count).max() ?? 0
         let typeWidth = rows.map(\.1.count).max() ?? 0
@@ -81,10 +79,18 @@ enum SchemaCommands {
             key, entry, store, schema: schema, appArguments: Array(invocation.positionals.dropFirst(2)))
         var lines = [
             "key: \(ValueText.visible(key))",
-            "type: \(entry.type ?? "not declared")",
-            "default: \(entry.defaultValue.map(ValueText.formatInline) ?? "none (nothing stored reads as nil)")",
-            "allowed: \(entry.allowed.map { ValueText.visible($0.text) } ?? "any \(entry.type ?? "value")")",
+            "type: \(entry.type == nil && entry.shape == nil ? "not declared" : typeText(entry))",
+            "default: "
+                + (entry.isComputed
+                    ? "computed by the app each time no layer holds a value (never stored)"
+                    : entry.defaultValue.map(ValueText.formatInline) ?? "none (nothing stored reads as nil)"),
+            "allowed: "
+                + (entry.allowed.map { ValueText.visible($0.text) }
+                    ?? (typeText(entry) == entry.type ? "any \(entry.type ?? "value")" : "any value of its type")),
         ]
+        if let reason = entry.shape?.unknownReason {
+            lines.append("checked: no; prefs cannot tell which values the app reads: \(ValueText.visible(reason))")
+        }
         if !entry.summary.isEmpty { lines.append("description: \(ValueText.visible(entry.summary))") }
         lines.append("value: \(read.text)")
         lines.append("set by: \(read.source)")
@@ -92,13 +98,16 @@ enum SchemaCommands {
     }
 
     /// What the app reads for a declared key, as `describe` and `read` show it: the value (with the stored value the
-    /// default stands in for, when the key does not allow it), where it comes from, and the value itself.
+    /// default stands in for, when the app cannot read it), where it comes from, and the value itself.
     struct AppValue {
+        /// The value the app reads, in stored form; nil when it reads nil or a default prefs cannot know.
         let value: PrefValue?
         let text: String
         let source: String
         /// The stored value the app does not read, and why, when the default stands in for it.
         let refused: (value: PrefValue, problem: String)?
+        /// Why prefs cannot tell whether the app reads the value, when it cannot.
+        let unknown: String?
     }
 
     /// The value the app reads for `key`; throws when the domain's file cannot be read (damaged, unreadable).
@@ -107,35 +116,72 @@ enum SchemaCommands {
         appArguments: [String] = []
     ) throws -> AppValue {
         _ = try store.allValues()  // a damaged file fails here, as the app's store reports it
-        let fallback = entry.defaultValue.map(ValueText.formatInline) ?? "nil"
+        let fallback =
+            entry.isComputed
+            ? "the default the app computes" : entry.defaultValue.map(ValueText.formatInline) ?? "nil"
         guard let (value, layer) = currentValue(key, entry, store, schema: schema, appArguments: appArguments) else {
             return AppValue(
-                value: entry.defaultValue, text: fallback, source: "default (the app's declaration)", refused: nil)
+                value: entry.defaultValue, text: fallback, source: "default (the app's declaration)", refused: nil,
+                unknown: nil)
         }
-        guard let problem = entry.problem(with: value) else {
-            return AppValue(value: value, text: ValueText.formatInline(value), source: layer, refused: nil)
+        switch entry.read(value) {
+        case .reads(let read):
+            return AppValue(
+                value: read, text: read.map(ValueText.formatInline) ?? "nil", source: layer, refused: nil, unknown: nil)
+        case .unknown(let reason):
+            return AppValue(
+                value: value, text: ValueText.formatInline(value), source: layer, refused: nil, unknown: reason)
+        case .refused(let mismatch):
+            let problem = phrase(mismatch, key: key)
+            return AppValue(
+                value: entry.defaultValue,
+                text: "\(fallback) (the default, read in place of \(ValueText.formatInline(value)), which \(problem))",
+                source: layer, refused: (value, problem), unknown: nil)
         }
-        return AppValue(
-            value: entry.defaultValue,
-            text: "\(fallback) (the default, read in place of \(ValueText.formatInline(value)), which \(problem))",
-            source: layer, refused: (value, problem))
+    }
+
+    /// A refusal as a message says it: `is not allowed (from 8 to 72)`, or where inside the value and why (`does
+    /// not read as the app's type: windowFrame.width: expected an integer`).
+    static func phrase(_ mismatch: ShapeMismatch, key: String) -> String {
+        if mismatch.path.isEmpty, mismatch.reason.hasPrefix("is ") { return ValueText.visible(mismatch.reason) }
+        return "does not read as the app's type: " + ValueText.visible("\(key)\(mismatch.path): \(mismatch.reason)")
+    }
+
+    /// The type column of `list-keys` and the `type:` line of `describe`: the stored type (`int`), or what the app's
+    /// type reads where that says more (`[String]`, `JSON {x: Int, y: Int}`), or that prefs cannot check it.
+    static func typeText(_ entry: KeyDescription) -> String {
+        let stored = entry.type ?? "?"
+        guard let shape = entry.shape else { return stored }
+        if shape.unknownReason != nil { return "\(stored) (unchecked)" }
+        switch (entry.route?.form, shape) {
+        case (.json?, _): return "JSON " + shape.text
+        case (_, .array), (_, .dictionary): return shape.text
+        default: return stored
+        }
+    }
+
+    /// The default column of `list-keys`.
+    static func defaultText(_ entry: KeyDescription) -> String {
+        if entry.isComputed { return "(computed)" }
+        return entry.defaultValue.map(ValueText.formatInline) ?? "(none)"
     }
 
     /// The value the app reads for `key` and the layer it comes from, strongest first: managed, the app's command
     /// line (given after `--`), its environment variable (when the schema names the app's prefix and the variable
-    /// is set here), the user's file, a system-wide default. Nil when none holds it: the declared default.
+    /// is set here), the user's file, a system-wide default. Nil when none holds it: the declared default. Text
+    /// from the command line and the environment is as given: reading it as the declared type is the app's read.
     static func currentValue(
         _ key: String, _ entry: KeyDescription, _ store: UserDefaultsStore, schema: DomainSchema,
         appArguments: [String]
     ) -> (PrefValue, String)? {
         if let forced = store.values(in: .managed)[key] { return (forced, "managed (forced by the administrator)") }
         if let text = LayerSources.arguments(["app"] + appArguments)[key] {
-            return (typed(text, entry), "argument (the command line after --)")
+            return (text, "argument (the command line after --)")
         }
         if let prefix = schema.environmentPrefix {
             let name = LayerSources.environmentName(forKey: key, prefix: prefix)
             let found = LayerSources.environment(ProcessInfo.processInfo.environment, prefix: prefix, keys: [key])
-            if let value = found.values[key] { return (typed(value, entry), "environment (\(name))") }
+            if let value = found.values[key] { return (value, "environment (\(name))") }
         }
         if let own = store.values(in: .user)[key] {
             return (own, "user (\(store.url.path(percentEncoded: false)))")
@@ -144,12 +190,6 @@ enum SchemaCommands {
             return (system, "system-wide default ($XDG_CONFIG_DIRS)")
         }
         return nil
-    }
-
-    /// Text from the command line or the environment as the declared type, when it reads as one.
-    private static func typed(_ value: PrefValue, _ entry: KeyDescription) -> PrefValue {
-        guard case .string(let text) = value, let type = valueType(of: entry), type != .string else { return value }
-        return ValueText.parse(text.trimmingCharacters(in: .whitespaces), as: type) ?? value
     }
 
     /// The type `prefs write` parses a value of the key as.
@@ -200,39 +240,90 @@ enum SchemaCommands {
         return load(domain, invocation)?.keys[key]
     }
 
-    /// Refuses a value the schema does not allow, naming what it allows; with `--ignore-schema`, nothing is refused.
-    /// A value of another type is refused for good (the app could not read it); one outside the range or choices
-    /// can still be written with `--ignore-schema`, the app then reading its default in its place.
+    /// Refuses a value the app would not read (`--ignore-schema` writes it anyway), as its read would refuse it: one
+    /// outside the range or choices naming what is allowed, one the app's type cannot read naming the place inside it
+    /// that fails (`windowFrame.width: expected an integer`). A key whose reading the schema cannot describe is
+    /// written unchecked, and said to be.
     static func check(_ value: PrefValue, _ entry: KeyDescription?, key: String, _ invocation: Invocation) throws {
-        guard !invocation.has("--ignore-schema"), let entry, let problem = entry.problem(with: value) else { return }
-        let typeFits =
-            entry.type.map { KeyDescription(type: $0, defaultValue: nil, summary: "", allowed: nil) }?
-            .problem(with: value) == nil
+        guard !invocation.has("--ignore-schema"), let entry else { return }
+        let mismatch: ShapeMismatch
+        switch entry.read(value) {
+        case .reads: return
+        case .unknown(let reason):
+            invocation.console.printError(
+                "\(invocation.command): warning: \(String(reflecting: key)) is written unchecked: prefs cannot tell "
+                    + "which values the app reads (\(ValueText.visible(reason)))")
+            return
+        case .refused(let refused): mismatch = refused
+        }
+        let shown = ValueText.visible(AllowedValueText.shown(value))
+        guard mismatch.path.isEmpty, mismatch.reason.hasPrefix("is ") else {
+            throw Failure.usage(
+                "\(invocation.command): \(ValueText.visible("\(key)\(mismatch.path): \(mismatch.reason)")); the app "
+                    + "cannot read the value (its schema says so); nothing was changed")
+        }
+        let isRange = mismatch.reason.hasPrefix("is not allowed")
         let next =
-            typeFits
+            isRange
             ? " (--ignore-schema writes it anyway, and the app then reads the default "
                 + "\(entry.defaultValue.map(ValueText.formatInline) ?? "nil") in its place)"
             : "; give \(valueType(of: entry)?.expected ?? "a value of that type")"
         throw Failure.usage(
-            "\(invocation.command): \(ValueText.visible(AllowedValueText.shown(value))) for \(String(reflecting: key)) "
-                + "\(problem) in the app's schema; nothing was changed\(next)")
+            "\(invocation.command): \(shown) for \(String(reflecting: key)) \(ValueText.visible(mismatch.reason)) in "
+                + "the app's schema; nothing was changed\(next)")
     }
 
-    /// Every value of the user's file, the system-wide defaults and the managed values that does not fit the schema,
-    /// one line each; fails when there is any.
+    /// Before `import` replaces a domain whose app published a schema: refuses the whole file when the app cannot read
+    /// one of its values (each said on a line of its own), unless `--ignore-schema`; says which values it cannot check.
+    static func checkImport(_ values: [String: PrefValue], domain: String, _ invocation: Invocation) throws {
+        guard !invocation.has("--ignore-schema"), let schema = load(domain, invocation) else { return }
+        var refused: [String] = []
+        for key in values.keys.sorted() {
+            guard let entry = schema.keys[key] else { continue }
+            switch entry.read(values[key]!) {
+            case .reads: continue
+            case .refused(let mismatch):
+                refused.append(
+                    "\(ValueText.visible(key)) = \(ValueText.formatInline(values[key]!)) \(phrase(mismatch, key: key))")
+            case .unknown(let reason):
+                invocation.console.printError(
+                    "\(invocation.command): warning: \(String(reflecting: key)) is imported unchecked: prefs cannot "
+                        + "tell which values the app reads (\(ValueText.visible(reason)))")
+            }
+        }
+        guard !refused.isEmpty else { return }
+        for line in refused { invocation.console.printError("\(invocation.command): \(line)") }
+        throw Failure.usage(
+            "\(invocation.command): the app cannot read \(refused.count) value\(refused.count == 1 ? "" : "s") of the "
+                + "file (its schema says so); domain \(String(reflecting: domain)) was not changed (--ignore-schema "
+                + "imports it anyway)")
+    }
+
+    /// Every value of the user's file, the system-wide defaults and the managed values that the app cannot read, one
+    /// line each, and each it cannot be checked against (a type that decodes itself); fails when there is any.
     static func checkDomain(_ invocation: Invocation) throws {
         let domain = invocation.positionals[0]
         let schema = try require(domain, invocation)
         let store = try UserDefaultsStore(suiteName: domain)
         let user = try store.allValues()
         var problems = 0
+        var unchecked = 0
         for (layer, name) in [(PreferenceLayer.user, "user"), (.systemDefaults, "system-wide"), (.managed, "managed")] {
             let values = layer == .user ? user : store.values(in: layer)
             for key in values.keys.sorted() {
-                guard let entry = schema.keys[key], let problem = entry.problem(with: values[key]!) else { continue }
-                problems += 1
-                invocation.console.print(
-                    "\(name): \(ValueText.visible(key)) = \(ValueText.formatInline(values[key]!)) \(problem)")
+                guard let entry = schema.keys[key] else { continue }
+                let line = "\(name): \(ValueText.visible(key)) = \(ValueText.formatInline(values[key]!))"
+                switch entry.read(values[key]!) {
+                case .reads: continue
+                case .refused(let mismatch):
+                    problems += 1
+                    invocation.console.print("\(line) \(phrase(mismatch, key: key))")
+                case .unknown(let reason):
+                    unchecked += 1
+                    invocation.console.print(
+                        "\(line) cannot be checked: prefs cannot tell which values the app reads "
+                            + "(\(ValueText.visible(reason)))")
+                }
             }
         }
         if problems > 0 {
@@ -240,6 +331,11 @@ enum SchemaCommands {
                 "\(invocation.command): \(problems) value\(problems == 1 ? "" : "s") of domain "
                     + "\(String(reflecting: domain)) do\(problems == 1 ? "es" : "") not fit the schema; the app reads "
                     + "the default in their place")
+        }
+        if unchecked > 0 {
+            throw Failure.notFound(
+                "\(invocation.command): \(unchecked) value\(unchecked == 1 ? "" : "s") of domain "
+                    + "\(String(reflecting: domain)) could not be checked: the schema cannot say what the app reads")
         }
     }
 

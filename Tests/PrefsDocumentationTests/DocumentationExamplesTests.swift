@@ -42,6 +42,10 @@ extension PrefKey where Value == Date? {
     static let lastSync = PrefKey("lastSync", default: nil)
 }
 
+extension PrefKey where Value == Int {
+    static let columns = PrefKey("columns", default: { ProcessInfo.processInfo.activeProcessorCount > 8 ? 3 : 2 })
+}
+
 enum TypedKeys {
     struct SettingsScreen {
         @StoredValue(.theme) var theme
@@ -429,6 +433,15 @@ struct DocumentationExamplesTests {
 
         // Enums with a raw value store the raw value.
         #expect(try store.value(forKey: "theme") == .string("dark"))
+
+        // A computed default: the closure's answer while nothing is stored, never registered or stored.
+        let expected = ProcessInfo.processInfo.activeProcessorCount > 8 ? 3 : 2
+        let columns = StoredValue(.columns, store: store)
+        #expect(columns.wrappedValue == expected && store.registeredDefault(forKey: "columns") == nil)
+        columns.set(5)
+        #expect(try store.value(for: .columns) == 5)
+        columns.reset()
+        #expect(try store.value(for: .columns) == expected && store.value(forKey: "columns") == nil)
     }
 
     @Test func customRepresentation() throws {

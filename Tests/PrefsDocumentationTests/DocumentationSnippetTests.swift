@@ -10,14 +10,12 @@ import Testing
     static let root = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
-    /// The model a reader copies first, and the deferred-writes lines that follow it, as one `main.swift`.
+    /// The model a reader copies first, and the lines that say what throws and what is reported, as one
+    /// `main.swift`, warnings being errors: a `try` before a wrapper's `set` would warn that nothing throws there,
+    /// and the store's typed `set` must be in `try`.
     @Test func theReadmesOpeningExamplesCompileAsWritten() throws {
         try Self.typecheck(
-            blocks(
-                in: "README.md",
-                containing: [
-                    "final class Preferences", "final class EditorPreferences: Observable", "deferringWrites()",
-                ]))
+            blocks(in: "README.md", containing: ["final class Preferences", "PrefsConfig.errorHandler = {"]))
     }
 
     /// The README is a front door: under 200 lines, opening with the two commands, its testing sample importing the
@@ -33,6 +31,30 @@ import Testing
         #expect(commands == ["make demo", "make test"], "\(commands)")
         let testing = try #require(Self.swiftBlocks(in: "README.md").first { $0.contains(".isolatedPreferences") })
         #expect(testing.hasPrefix("@testable import MyApp\nimport PrefsTesting\n"), "\(testing)")
+    }
+
+    /// The README's install table names, for each product, the system package its targets link: Package.swift's
+    /// providers for libsodium and libpq, the keyring's module map for libsecret (which the install script installs),
+    /// and all three for `prefs`, whose core depends on the three libraries.
+    @Test func theReadmesInstallTableNamesWhatEachProductLinks() throws {
+        func text(_ path: String) throws -> String {
+            try String(contentsOf: Self.root.appending(path: path), encoding: .utf8)
+        }
+        let rows = try text("README.md").split(separator: "\n").filter { $0.hasPrefix("| ") }
+        func row(_ start: String) throws -> Substring { try #require(rows.first { $0.hasPrefix("| \(start)") }) }
+        #expect(try row("`Prefs`").contains("libsodium-dev") && row("`Prefs`").contains("pkg-config"))
+        #expect(try row("`PrefsPostgres`").contains("`libpq-dev`"))
+        #expect(try row("`PrefsKeyring`").contains("`libsecret-1-dev`"))
+        #expect(try row("the `prefs` command-line tool").contains("all three"))
+        let manifest = try text("Package.swift")
+        #expect(manifest.contains(#"pkgConfig: "libsodium","#) && manifest.contains(#".apt(["libsodium-dev"])"#))
+        #expect(manifest.contains(#"pkgConfig: "libpq","#) && manifest.contains(#".apt(["libpq-dev"])"#))
+        #expect(try text("Sources/CLibSecret/module.modulemap").contains(#"link "secret-1""#))
+        #expect(try text("scripts/install-deps.sh").contains("libsecret-1-dev"))
+        #expect(
+            manifest.contains(
+                #"name: "PrefsCLICore",\#n            dependencies: [\#n                "Prefs", "PrefsPostgres", .target(name: "PrefsKeyring""#
+            ))
     }
 
     @Test func theReadmesPostgreSQLSnippetCompilesAsWritten() throws {

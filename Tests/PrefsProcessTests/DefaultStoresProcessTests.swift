@@ -137,6 +137,17 @@ import Testing
                         + "test outside .isolatedPreferences")
             }, "\(notices)")
         #expect(notices.contains { $0.hasPrefix("report: notice about \(vault): the default vault is the real file") })
+        // Each names the call that isolates it: secrets are not isolated by the default store's.
+        #expect(
+            notices.contains {
+                $0.hasPrefix("report: notice about \(vault)")
+                    && $0.hasSuffix("or run them inside PrefsConfig.withDefaultSecureStore(InMemoryStore())")
+            }, "\(notices)")
+        #expect(
+            notices.contains {
+                $0.hasPrefix("report: notice about \(plist)")
+                    && $0.hasSuffix("or run them inside PrefsConfig.withDefaultStore(InMemoryStore())")
+            }, "\(notices)")
         #expect(!result.lines.contains { $0.contains("failed") }, "a notice is no failure: \(result.lines)")
 
         // The same program under its own name is an app, not a test process: nothing to say.

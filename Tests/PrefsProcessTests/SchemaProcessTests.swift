@@ -64,11 +64,16 @@ import Testing
             schema.keys["fontSize"]
                 == KeyDescription(
                     type: "int", defaultValue: .int(13), summary: "Editor font size, in points",
-                    allowed: .range(.int(8), .int(72))))
+                    allowed: .range(.int(8), .int(72)), route: ReadRoute(.native, readsForeignForms: true),
+                    shape: .leaf(.int)))
         #expect(schema.keys["theme"]?.allowed == .choices(["light", "dark", "system"].map(PrefValue.string)))
         #expect(schema.keys["theme"]?.summary == "Colour scheme of the windows")
         #expect(schema.keys["accent"]?.allowed == .choices([.string("blue"), .string("green")]))
-        #expect(schema.keys["lastOpened"] == KeyDescription(type: "date", defaultValue: nil, summary: "", allowed: nil))
+        #expect(
+            schema.keys["lastOpened"]
+                == KeyDescription(
+                    type: "date", defaultValue: nil, summary: "", allowed: nil,
+                    route: ReadRoute(.native, readsForeignForms: true, isOptional: true), shape: .leaf(.date)))
         #expect(schema.keys["hasHaptics"]?.defaultValue == .bool(false))
         #expect(
             SchemaFiles.load(domain: app.name, folders: [app.data.appending(path: "prefs/schemas")]).schema == schema)
@@ -139,9 +144,18 @@ import Testing
                 == Array(repeating: "fontSize=13 theme=light accent=blue zoom=1.0", count: 2), "\(lines)")
         let reports = lines.filter { $0.hasPrefix("report:") }
         #expect(reports.count == 4, "one report per value, however often it is read: \(reports)")
-        #expect(reports.contains { $0.contains("300 is not an allowed value of \"fontSize\" (allowed: from 8 to 72)") })
-        #expect(reports.contains { $0.contains("\"purple\" is not an allowed value of \"accent\"") })
-        #expect(reports.contains { $0.contains("9.0 is not an allowed value of \"zoom\" (allowed: from 0.5 to 4.0)") })
+        // Each names the file the value is in, and why the app cannot read it.
+        func file(_ folder: URL) -> String { folder.appending(path: app.name + ".plist").path(percentEncoded: false) }
+        #expect(reports.contains { $0.contains("300 in \(file(app.config)): outside 8...72") }, "\(reports)")
+        #expect(
+            reports.contains {
+                $0.contains("purple in \(file(app.system)) (a system-wide default): not one of \"blue\", \"green\"")
+            }, "\(reports)")
+        #expect(
+            reports.contains {
+                $0.contains("9.0 in \(file(app.managed)) (forced by the administrator): outside 0.5...4.0")
+            },
+            "\(reports)")
         #expect(reports.contains { $0.contains("\"theme\"") }, "an unknown case is reported as before")
         #expect(try Data(contentsOf: app.config.appending(path: app.name + ".plist")) == userFile)
     }

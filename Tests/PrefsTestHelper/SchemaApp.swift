@@ -26,15 +26,7 @@ final class DescribedSettings {
 enum SchemaAppCommands {
     static func run(_ arguments: [String]) -> Bool {
         guard arguments.first == "schema-app" else { return false }
-        let environment = ProcessInfo.processInfo.environment
-        if let folder = environment["SCHEMA_MANAGED_FOLDER"] {
-            ManagedLocation.useForTesting(
-                folder: folder, checkedFrom: environment["SCHEMA_MANAGED_TOP"]!, owner: getuid())
-        }
-        let reports = Mutex<[String]>([])
-        PrefsConfig.errorHandler = { report in reports.withLock { $0.append("\(report)") } }
-        PrefsConfig.appIdentifier = arguments[1]
-        if let prefix = environment["SCHEMA_PREFIX"] { PrefsConfig.environmentPrefix = prefix }
+        let reports = launch(as: arguments[1])
         let settings = DescribedSettings()
         switch arguments[2] {
         case "publish":
@@ -72,9 +64,30 @@ enum SchemaAppCommands {
         default:
             fail("unknown schema-app action \(arguments[2])")
         }
-        for report in reports.withLock({ $0 }) { emit("report: \(report)") }
+        for report in reports.list.withLock({ $0 }) { emit("report: \(report)") }
         return true
     }
+
+    /// What an app of the schema tests does first: its identifier, its managed folder's stand-in and environment
+    /// prefix from `SCHEMA_MANAGED_FOLDER`, `SCHEMA_MANAGED_TOP` and `SCHEMA_PREFIX`, and an error handler that keeps
+    /// its reports, returned.
+    static func launch(as app: String) -> AppReports {
+        let environment = ProcessInfo.processInfo.environment
+        if let folder = environment["SCHEMA_MANAGED_FOLDER"] {
+            ManagedLocation.useForTesting(
+                folder: folder, checkedFrom: environment["SCHEMA_MANAGED_TOP"]!, owner: getuid())
+        }
+        let reports = AppReports()
+        PrefsConfig.errorHandler = { report in reports.list.withLock { $0.append("\(report)") } }
+        PrefsConfig.appIdentifier = app
+        if let prefix = environment["SCHEMA_PREFIX"] { PrefsConfig.environmentPrefix = prefix }
+        return reports
+    }
+}
+
+/// The reports an app of the schema tests received, in order.
+final class AppReports: Sendable {
+    let list = Mutex<[String]>([])
 }
 
 /// `schema-cost APP COUNT`: what describing keys adds to a launch, in milliseconds, each from the monotonic clock:

@@ -30,6 +30,7 @@ if EngineCommands.run(arguments) { exit(0) }
 if CredentialCommands.run(arguments) { exit(0) }
 if SchemaAppCommands.run(arguments) { exit(0) }
 if SchemaCostCommand.run(arguments) { exit(0) }
+if await NewcomerAppCommands.run(arguments) { exit(0) }
 if arguments.first == "foundation-read" {
     // foundation-read SUITE KEY: what Foundation's own UserDefaults reads from the suite file.
     let defaults = UserDefaults(suiteName: arguments[1])!

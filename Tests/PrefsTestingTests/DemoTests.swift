@@ -51,6 +51,11 @@ import Testing
             #expect(output.contains("  \(written): "), "the demo says where \(file) is: \(output)")
         }
         #expect(files.contains { $0.hasPrefix("state/prefs/vaults/") && $0.hasSuffix(".record") }, "\(files)")
+        // Every file the demo left is one the README's "Where files go" lists.
+        let listed = try Self.filesListed(in: readme)
+        for file in files where !FileManager.default.isDirectory(root.file("tmp/\(own[0])/\(file)")) {
+            #expect(listed.contains { file.wholeMatch(of: $0) != nil }, "the README's table does not list \(file)")
+        }
 
         let lines = output.split(separator: "\n").map(String.init)
         let headings = lines.filter { $0.hasPrefix("== ") }
@@ -89,7 +94,10 @@ import Testing
         let tool = executable.deletingLastPathComponent().appending(path: "prefs")
         if FileManager.default.isExecutableFile(atPath: tool.path(percentEncoded: false)) {
             #expect(section(of: "$ prefs describe com.example.demo fontSize") == described)
-            #expect(lines.contains("    fontSize           int         13"), "\(output)")
+            #expect(
+                lines.contains { $0.split(separator: " ") == ["fontSize", "int", "13"] }
+                    && lines.contains { $0.split(separator: " ").prefix(3) == ["editor", "JSON", "{fontSize:"] },
+                "the struct's members, as list-keys shows them: \(output)")
             #expect(lines.contains("    allowed: from 8 to 72") && lines.contains("    value: 15"), "\(output)")
             #expect(
                 lines.contains { $0.hasPrefix("    set by: user (") && $0.hasSuffix("/config/com.example.demo.plist)") }
@@ -99,5 +107,40 @@ import Testing
         }
         #expect(lines.last?.hasPrefix("Done.") == true)
         #expect(section(of: "Done.") == described)
+    }
+
+    /// The paths of the README's "Where files go" table, as patterns over the demo's folder: `config/`, `data/` and
+    /// `state/` for the XDG folders, `com.example.demo` for `<app>` and `<domain>`, any name for another `<…>`.
+    static func filesListed(in readme: String) throws -> [Regex<Substring>] {
+        let table = try #require(
+            readme.components(separatedBy: "## Where files go").last?.components(separatedBy: "\n## ").first)
+        let rows = table.split(separator: "\n").filter { $0.hasPrefix("| ") && !$0.hasPrefix("| what") }
+        var patterns: [Regex<Substring>] = []
+        for row in rows {
+            let columns = row.split(separator: "|")
+            guard columns.count >= 2 else { continue }
+            for path in columns[1].split(separator: "`").enumerated().filter({ $0.offset % 2 == 1 }).map(\.element)
+            where path.hasPrefix("$XDG_") {
+                var pattern = NSRegularExpression.escapedPattern(for: String(path))
+                for (variable, folder) in [
+                    ("\\$XDG_CONFIG_HOME", "config"), ("\\$XDG_DATA_HOME", "data"), ("\\$XDG_STATE_HOME", "state"),
+                ] {
+                    pattern = pattern.replacingOccurrences(of: variable, with: folder)
+                }
+                pattern = pattern.replacingOccurrences(of: "<app>", with: "com\\.example\\.demo")
+                    .replacingOccurrences(of: "<domain>", with: "com\\.example\\.demo")
+                pattern = pattern.replacing(try Regex("<[a-z]+>"), with: "[^/]+")
+                patterns.append(try Regex(pattern))
+            }
+        }
+        #expect(patterns.count >= 6, "\(patterns.count) paths in the table")
+        return patterns
+    }
+}
+
+extension FileManager {
+    fileprivate func isDirectory(_ url: URL) -> Bool {
+        var directory: ObjCBool = false
+        return fileExists(atPath: url.path(percentEncoded: false), isDirectory: &directory) && directory.boolValue
     }
 }

@@ -134,12 +134,14 @@ extension PrefKey where Value == Int {
         #expect(
             PrefKey.checkedSize.describe()
                 == KeyDescription(
-                    type: "int", defaultValue: .int(13), summary: "Font size", allowed: .range(.int(8), .int(72))))
+                    type: "int", defaultValue: .int(13), summary: "Font size", allowed: .range(.int(8), .int(72)),
+                    route: ReadRoute(.native, readsForeignForms: true), shape: .leaf(.int)))
+        let cases: [PrefValue] = [.string("files"), .string("search"), .string("history")]
         #expect(
             PrefKey("pane", default: Pane.files, schema: "Pane").describe()
                 == KeyDescription(
-                    type: "string", defaultValue: .string("files"), summary: "Pane",
-                    allowed: .choices([.string("files"), .string("search"), .string("history")])))
+                    type: "string", defaultValue: .string("files"), summary: "Pane", allowed: .choices(cases),
+                    route: ReadRoute(.rawValue, readsForeignForms: true), shape: .choices(.string, cases)))
         #expect(
             PrefKey<Pane?>("pane").describe().allowed
                 == .choices([.string("files"), .string("search"), .string("history")]))

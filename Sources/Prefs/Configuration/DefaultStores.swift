@@ -126,7 +126,9 @@ enum DefaultStores {
             let location = EncryptedFileStore.defaultLocation(appIdentifier: app)
             // A secure wrapper of a test that has no isolation: its secrets go to the test process's real vault.
             if isTestProcess, !insideIsolatedTest, firstTime(.unisolatedVault) {
-                reportUnisolatedTest(what: "the default vault", path: location.vault.path(percentEncoded: false))
+                reportUnisolatedTest(
+                    what: "the default vault", path: location.vault.path(percentEncoded: false),
+                    isolatedBy: "PrefsConfig.withDefaultSecureStore(InMemoryStore())")
             }
             let keyFile = VaultKey.keyFile(location.keyFile)
             do {
@@ -196,9 +198,12 @@ enum DefaultStores {
     }()
 
     /// A test process used a default store's real file with no isolation: said once per store, naming the file.
-    private static func reportUnisolatedTest(what: String, path: String) {
+    private static func reportUnisolatedTest(
+        what: String, path: String, isolatedBy: String = "PrefsConfig.withDefaultStore(InMemoryStore())"
+    ) {
         ErrorReporter.report(
-            PrefsNotIsolated(path: path, what: what, insideIsolatedTest: false), key: "", operation: .read)
+            PrefsNotIsolated(path: path, what: what, insideIsolatedTest: false, isolatedBy: isolatedBy), key: "",
+            operation: .read)
     }
 
     /// Reports once when the app identifier moved the standard domain away from the file `UserDefaults.standard`

@@ -25,9 +25,10 @@ package enum ErrorReporter {
     /// Inside an isolated test the report is kept for the test; it reaches the handler too when the app or test set
     /// one, or when it is a notice (a real file used by the test), which the developer must see.
     package static func report(
-        _ error: any Error, key: String, operation: PrefsReport.Operation, file: String? = nil, domain: String? = nil
+        _ error: any Error, key: String, operation: PrefsReport.Operation, file: String? = nil,
+        source: (any ReadSource)? = nil
     ) {
-        let report = PrefsReport(key: key, operation: operation, error: error, file: file, domain: domain)
+        let report = PrefsReport(key: key, operation: operation, error: error, file: file, source: source)
         let (deliver, isDefault) = ProcessSettings.values.withLock { ($0.handler, $0.handlerIsDefault) }
         if let capture {
             capture.append(report)

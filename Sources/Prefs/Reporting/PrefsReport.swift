@@ -24,20 +24,21 @@ public struct PrefsReport: Sendable, CustomStringConvertible {
     /// cannot be read, a layer file), when the error names one.
     public let file: String?
 
-    /// The domain of the preferences folder whose stored value a read could not use, to name the `prefs` commands
-    /// that list and remove such values.
-    let domain: String?
+    /// Where the value a read could not use came from, to say why in its layer's words and name a step that applies.
+    let source: (any ReadSource)?
 
-    init(key: String, operation: Operation, error: any Error, file: String? = nil, domain: String? = nil) {
+    init(key: String, operation: Operation, error: any Error, file: String? = nil, source: (any ReadSource)? = nil) {
         self.key = key
         self.operation = operation
         self.error = error
         self.file = key.isEmpty ? file ?? Self.fileError(in: error)?.filePath : nil
-        self.domain = domain
+        self.source = source
     }
 
     /// `"read of \"theme\" failed: …"`, `"read of /home/me/.config/app.plist failed: …"`, and for a notice, where
-    /// nothing failed, `"notice about /home/me/.config/app.plist: …"`.
+    /// nothing failed, `"notice about /home/me/.config/app.plist: …"`. A read that could not use a value names where
+    /// the value came from and a step that changes it there: `read of "fontSize" failed: -fontSize 73 (the command
+    /// line): outside 8...72; the default 13 is read for this run`.
     public var description: String {
         if operation == .declaration { return "declaration of \(String(reflecting: key)): \(error)" }
         if operation == .migration, error is PrefsMigrated {
@@ -45,24 +46,11 @@ public struct PrefsReport: Sendable, CustomStringConvertible {
         }
         let subject = key.isEmpty ? file : String(reflecting: key)
         if isNotice { return "notice\(subject.map { " about \($0)" } ?? ""): \(error)" }
-        return "\(operation.rawValue)\(subject.map { " of \($0)" } ?? "") failed: \(error)" + readInstead
-    }
-
-    /// What a read did instead of using a stored value it cannot (of another type, not allowed by the key's schema):
-    /// the default stands in for it, and where the value is in a domain, the commands that list and remove it.
-    private var readInstead: String {
-        guard operation == .read, !key.isEmpty, let error = error as? PrefsError else { return "" }
-        let reset = domain.map { "`prefs reset \($0) \(key)` removes it" }
-        switch error {
-        case .notAllowed:
-            // `prefs check` reads the app's published schema, which only a key with a schema has a reason to be in.
-            let check = domain.map { "`prefs check \($0)` lists such values, " }
-            return "; the default is read in its place" + (reset.map { " (\(check ?? "")\($0))" } ?? "")
-        case .typeMismatch, .decodingFailed:
-            return "; the default is read in its place" + (reset.map { " (\($0))" } ?? "")
-        default:
-            return ""
+        if operation == .read, let source, let error = error as? PrefsError, let sentence = source.sentence(for: error)
+        {
+            return "read of \(String(reflecting: key)) failed: \(sentence)"
         }
+        return "\(operation.rawValue)\(subject.map { " of \($0)" } ?? "") failed: \(error)"
     }
 
     /// Whether the report tells of something to act on although nothing failed: the standard domain apart from
@@ -73,6 +61,13 @@ public struct PrefsReport: Sendable, CustomStringConvertible {
         if case .separateStandardDomain? = error as? PrefsError { return true }
         return false
     }
+}
+
+/// Where a value a read could not use came from, as its report says it (the stores' layers make one).
+package protocol ReadSource: Sendable {
+    /// `-fontSize 73 (the command line): outside 8...72; the default 13 is read for this run`: the value, where it
+    /// is, why `error` refused it and a step that applies there; nil when the report says it the plain way.
+    func sentence(for error: PrefsError) -> String?
 }
 
 /// `report.error is PrefsNotIsolated`: a default store that is a real file (``what``, such as
@@ -96,18 +91,26 @@ public struct PrefsNotIsolated: Error, Sendable, CustomStringConvertible {
     /// test process used it with no isolation at all.
     public let insideIsolatedTest: Bool
 
-    init(path: String, what: String, insideIsolatedTest: Bool = true) {
+    /// The call that gives a test a store of its own in place of this one, outside Swift Testing.
+    let isolatedBy: String
+
+    init(
+        path: String, what: String, insideIsolatedTest: Bool = true,
+        isolatedBy: String = "PrefsConfig.withDefaultStore(InMemoryStore())"
+    ) {
         self.path = path
         self.what = what
         self.insideIsolatedTest = insideIsolatedTest
+        self.isolatedBy = isolatedBy
     }
 
-    /// `"UserDefaultsStore.standard is the real file …"`.
+    /// `"UserDefaultsStore.standard is the real file …"`, naming the call that isolates it: the vault's is
+    /// `PrefsConfig.withDefaultSecureStore(InMemoryStore())`.
     public var description: String {
         guard insideIsolatedTest else {
             return "\(what) is the real file \(path), used by a test outside .isolatedPreferences: every run of the "
                 + "tests shares it, with what earlier runs left there; put @Suite(.isolatedPreferences) on the tests "
-                + "(from PrefsTesting), or run them inside PrefsConfig.withDefaultStore(InMemoryStore())"
+                + "(from PrefsTesting), or run them inside \(isolatedBy)"
         }
         return "\(what) is the real file \(path), used inside a test under .isolatedPreferences, which does not "
             + "isolate it; declare the wrapper without store: to use the test's store"

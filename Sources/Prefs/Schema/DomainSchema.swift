@@ -19,6 +19,10 @@ package import Foundation
 /// }
 /// ```
 ///
+/// A key's entry also says how the app reads its values: `"read"`, the forms its codec reads (``ReadRoute``), and
+/// `"shape"`, what its type reads (``ValueShape``): `prefs` reads a stored value through them as the app does. A
+/// schema written before they existed has neither, and only its types are checked.
+///
 /// A reader of version 1 ignores members it does not know; a file of a later version is reported and ignored.
 package struct DomainSchema: Sendable, Equatable {
     /// The version this Prefs writes and reads.
@@ -49,6 +53,9 @@ package struct DomainSchema: Sendable, Equatable {
             case .choices(let choices)?: entry["choices"] = .array(choices)
             case nil: break
             }
+            if let route = key.route { entry["read"] = route.stored }
+            if let shape = key.shape { entry["shape"] = shape.stored }
+            if key.isComputed { entry["computed"] = .bool(true) }
             entries[name] = .dictionary(entry)
         }
         var document: [String: PrefValue] = [
@@ -117,6 +124,21 @@ package struct DomainSchema: Sendable, Equatable {
             key.allowed = .range(bounds[0], bounds[1])
         case (nil, .array(let choices)?): key.allowed = .choices(choices)
         case (nil, nil): break
+        default: return nil
+        }
+        key.isComputed = members["computed"] == .bool(true)
+        switch (members["read"], members["shape"]) {
+        case (nil, nil): break
+        case (let route?, let shape?):
+            guard let shape = ValueShape(stored: shape) else { return nil }
+            guard let route = ReadRoute(stored: route) else {
+                // Written by a later Prefs: this one cannot tell how the app reads the key.
+                key.route = ReadRoute(.native)
+                key.shape = .unknown("the schema says the app reads it in a way this prefs does not know; update prefs")
+                return key
+            }
+            key.route = route
+            key.shape = shape
         default: return nil
         }
         return key

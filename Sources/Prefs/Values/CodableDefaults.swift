@@ -8,6 +8,18 @@ extension ValueCodec where Value: Codable {
     ///
     /// Only a value that fails to decode is filled, so values that decode are read exactly as before.
     func fillingMissingFields(from defaultValue: Value) -> ValueCodec {
+        fillingMissingFields(DecodableReader<Value>()) {
+            try? ForeignForms.encoder.encode(defaultValue)
+        }
+    }
+}
+
+extension ValueCodec {
+    /// This codec, filling the fields a stored JSON object lacks from `defaults()`, the default's JSON form, read
+    /// through `reader` (see ``fillingMissingFields(from:)``).
+    func fillingMissingFields<R: JSONReading & Sendable>(_ reader: R, defaults: @escaping @Sendable () -> Data?)
+        -> ValueCodec
+    where R.Value == Value {
         let decode = decode
         return ValueCodec(
             encode: encode,
@@ -15,20 +27,19 @@ extension ValueCodec where Value: Codable {
                 do {
                     return try decode(stored)
                 } catch {
-                    guard let filled = MissingFields.decode(stored, as: Value.self, fillingFrom: defaultValue) else {
-                        throw error
-                    }
+                    guard let filled = try MissingFields.decode(stored, reader, defaults: defaults) else { throw error }
                     return filled
                 }
-            })
+            }, route: route.fillingMissingFields())
     }
 }
 
 /// Fills the fields a stored JSON object lacks, one missing field at a time, as `JSONDecoder` names them.
 enum MissingFields {
     /// `stored` decoded as `T` with each field `JSONDecoder` finds missing taken from `defaultValue`'s JSON form;
-    /// nil when `stored` is not a JSON object or something other than a missing field keeps it from decoding.
-    static func decode<T: Codable>(_ stored: PrefValue, as type: T.Type, fillingFrom defaultValue: T) -> T? {
+    /// nil when `stored` is not a JSON object or a missing field cannot be filled. Once a field was filled, what
+    /// else keeps the value from decoding is thrown: the cause that remains.
+    static func decode<R: JSONReading>(_ stored: PrefValue, _ reader: R, defaults: () -> Data?) throws -> R.Value? {
         let json: Data
         switch stored {
         case .string(let text) where text.hasPrefix("{"): json = Data(text.utf8)
@@ -36,21 +47,25 @@ enum MissingFields {
         default: return nil
         }
         guard var tree = try? JSONSerialization.jsonObject(with: json) as? [String: Any],
-            let encodedDefault = try? ForeignForms.encoder.encode(defaultValue),
+            let encodedDefault = defaults(),
             let defaults = try? JSONSerialization.jsonObject(with: encodedDefault, options: [.fragmentsAllowed])
         else { return nil }
         // Each round fills one field; a type has finitely many, and a field that cannot be filled ends the loop.
-        for _ in 0..<1024 {
+        for round in 0..<1024 {
             do {
-                return try ForeignForms.decoder.decode(T.self, from: JSONSerialization.data(withJSONObject: tree))
+                return try reader.read(JSONSerialization.data(withJSONObject: tree))
             } catch DecodingError.keyNotFound(let key, let context) {
                 let path = context.codingPath + [key]
                 guard let value = member(of: defaults, at: path[...]),
                     let filled = setting(value, at: path[...], in: tree) as? [String: Any]
-                else { return nil }
+                else {
+                    if round == 0 { return nil }
+                    throw DecodingError.keyNotFound(key, context)
+                }
                 tree = filled
             } catch {
-                return nil
+                if round == 0 { return nil }
+                throw error
             }
         }
         return nil

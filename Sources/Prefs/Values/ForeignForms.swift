@@ -20,12 +20,15 @@ enum ForeignForms {
         return encoder
     }()
 
-    static let decoder: JSONDecoder = {
+    static let decoder = makeDecoder()
+
+    /// A decoder configured as ``decoder``, for a caller that sets its own `userInfo` (the check of a published shape).
+    static func makeDecoder() -> JSONDecoder {
         let decoder = JSONDecoder()
         decoder.nonConformingFloatDecodingStrategy = .convertFromString(
             positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
         return decoder
-    }()
+    }
 
     /// Prefs' JSON text of a value; a set's elements are sorted, so an unchanged set is stored the same way.
     static func jsonText<T: Encodable>(_ value: T) throws -> String {
@@ -35,15 +38,19 @@ enum ForeignForms {
 
     /// Prefs' own JSON form: JSON text, or JSON data as `@AppStorage` users store it.
     static func decodeJSON<T: Decodable>(_ stored: PrefValue, as type: T.Type) throws -> T {
+        try decodeJSON(stored, DecodableReader<T>())
+    }
+
+    static func decodeJSON<R: JSONReading>(_ stored: PrefValue, _ reader: R) throws -> R.Value {
         switch stored {
-        case .string(let text): try decoder.decode(T.self, from: Data(text.utf8))
-        case .data(let bytes): try decoder.decode(T.self, from: bytes)
-        default: throw mismatch("JSON text for \(T.self)", stored)
+        case .string(let text): try reader.read(Data(text.utf8))
+        case .data(let bytes): try reader.read(bytes)
+        default: throw mismatch("JSON text for \(reader.typeName)", stored)
         }
     }
 
     /// Boutique's envelope.
-    private struct Envelope<Value: Decodable>: Decodable {
+    struct Envelope<Value: Decodable>: Decodable {
         let value: Value
     }
 
@@ -60,23 +67,30 @@ enum ForeignForms {
     /// and for a type without a form of its own Defaults' JSON text of a string (so a type whose `init(rawValue:)`
     /// accepts anything does not take the quotes as content).
     static func plainlyForeign<T: Decodable>(_ stored: PrefValue, as type: T.Type, hasNativeForm: Bool) -> T? {
+        plainlyForeign(stored, DecodableReader<T>(), hasNativeForm: hasNativeForm)
+    }
+
+    static func plainlyForeign<R: JSONReading>(_ stored: PrefValue, _ reader: R, hasNativeForm: Bool) -> R.Value? {
         switch stored {
-        case .data(let bytes): envelope(bytes, as: T.self)
-        case .string(let text) where !hasNativeForm && text.hasPrefix("\""):
-            try? decoder.decode(T.self, from: Data(text.utf8))
+        case .data(let bytes) where bytes.first == UInt8(ascii: "{"): try? reader.readEnvelope(bytes)
+        case .string(let text) where !hasNativeForm && text.hasPrefix("\""): try? reader.read(Data(text.utf8))
         default: nil
         }
     }
 
     /// `stored` as `T` in another library's form, tried once the type's own form failed; nil when none fits.
     static func decode<T: Decodable>(_ stored: PrefValue, as type: T.Type, hasNativeForm: Bool) -> T? {
+        decode(stored, DecodableReader<T>(), hasNativeForm: hasNativeForm)
+    }
+
+    static func decode<R: JSONReading>(_ stored: PrefValue, _ reader: R, hasNativeForm: Bool) -> R.Value? {
         switch stored {
         case .string(let text):
             // JSON text of a Codable value (Defaults keeps an `Int` enum as "2", a URL as quoted text), or of an array
             // or dictionary (AppStorage users). A type with a native form is never kept as bare JSON text ("3" for
             // an `Int`), so such text stays a type mismatch.
             guard !hasNativeForm || ["[", "{", "\""].contains(text.first) else { return nil }
-            if let value = try? decoder.decode(T.self, from: Data(text.utf8)) { return value }
+            if let value = try? reader.read(Data(text.utf8)) { return value }
             if hasNativeForm { return nil }
         case .array, .dictionary: break
         default: if hasNativeForm { return nil }
@@ -85,7 +99,7 @@ enum ForeignForms {
         for expanding in [false, true] {
             let tree = jsonObject(stored, expandingJSONText: expanding)
             if let data = try? JSONSerialization.data(withJSONObject: tree, options: [.fragmentsAllowed]),
-                let value = try? decoder.decode(T.self, from: data)
+                let value = try? reader.read(data)
             {
                 return value
             }
@@ -93,15 +107,10 @@ enum ForeignForms {
         return nil
     }
 
-    private static func envelope<T: Decodable>(_ bytes: Data, as type: T.Type) -> T? {
-        guard bytes.first == UInt8(ascii: "{") else { return nil }
-        return try? decoder.decode(Envelope<T>.self, from: bytes).value
-    }
-
     /// A stored value as the Foundation objects `JSONSerialization` writes, in the forms `JSONDecoder` reads by
     /// default: a date as seconds since 2001, data as base64. With `expandingJSONText`, strings that are JSON
     /// texts are replaced by what they encode.
-    private static func jsonObject(_ value: PrefValue, expandingJSONText: Bool) -> Any {
+    static func jsonObject(_ value: PrefValue, expandingJSONText: Bool) -> Any {
         switch value {
         case .bool(let flag): return flag
         case .int(let number): return number
@@ -123,5 +132,32 @@ enum ForeignForms {
         case .dictionary(let members):
             return members.mapValues { jsonObject($0, expandingJSONText: expandingJSONText) }
         }
+    }
+}
+
+extension PrefValue {
+    /// The value as the Foundation objects `JSONSerialization` writes, in the forms `JSONDecoder` reads by default.
+    package var jsonObject: Any { ForeignForms.jsonObject(self, expandingJSONText: false) }
+}
+
+/// How JSON is decoded as a declared type: `JSONDecoder` and the type itself in the app (``DecodableReader``); in
+/// `prefs`, which has no such type, the type's published shape (``ValueShape``). Every route through stored forms
+/// (``ForeignForms``, ``MissingFields``) takes one, so the app and the tool go through the same forms in the same order.
+protocol JSONReading {
+    associatedtype Value
+    /// The type as messages name it.
+    var typeName: String { get }
+    /// A JSON document as the type.
+    func read(_ data: Data) throws -> Value
+    /// Boutique's envelope of the type, `{"value": …}`.
+    func readEnvelope(_ data: Data) throws -> Value
+}
+
+/// `JSONDecoder` with Prefs' settings, and the type's own `init(from:)`.
+struct DecodableReader<Value: Decodable>: JSONReading, Sendable {
+    var typeName: String { "\(Value.self)" }
+    func read(_ data: Data) throws -> Value { try ForeignForms.decoder.decode(Value.self, from: data) }
+    func readEnvelope(_ data: Data) throws -> Value {
+        try ForeignForms.decoder.decode(ForeignForms.Envelope<Value>.self, from: data).value
     }
 }

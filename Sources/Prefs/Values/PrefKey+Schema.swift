@@ -156,12 +156,12 @@ package enum AllowedValues: Sendable, Equatable {
 extension ValueCodec where Value: Equatable {
     /// This codec, refusing what `schema` does not allow with ``PrefsError/notAllowed(key:value:allowed:)``: a value
     /// to encode (nothing is written) and a stored value decoded (its reader falls back to the default). The
-    /// declared default and a removal (an optional's nil) are always allowed.
-    func checking(_ schema: PrefKey<Value>.Schema, default defaultValue: Value) -> ValueCodec {
+    /// declared default (nil for a computed one) and a removal (an optional's nil) are always allowed.
+    func checking(_ schema: PrefKey<Value>.Schema, default defaultValue: Value?) -> ValueCodec {
         guard schema.rule != nil else { return self }
         let base = self
         @Sendable func check(_ value: Value, _ stored: PrefValue?) throws {
-            guard let stored, value != defaultValue, !schema.allows(value) else { return }
+            guard let stored, defaultValue.map({ value != $0 }) ?? true, !schema.allows(value) else { return }
             throw PrefsError.notAllowed(
                 key: "", value: AllowedValues.shown(stored), allowed: schema.allowedValues(base)?.text ?? "none")
         }
@@ -175,7 +175,7 @@ extension ValueCodec where Value: Equatable {
                 let value = try base.decode(stored)
                 try check(value, stored)
                 return value
-            })
+            }, route: base.route)
     }
 }
 
@@ -185,74 +185,31 @@ package struct KeyDescription: Sendable, Equatable {
     /// The stored form's type, as ``PrefValue/typeName`` names it; nil when the declaration does not tell (an
     /// optional of a type of its own, with no default).
     package var type: String?
-    /// The declared default in stored form; nil for an optional key whose default is nil.
+    /// The declared default in stored form; nil for an optional key whose default is nil, and for a default computed
+    /// when it is read.
     package var defaultValue: PrefValue?
     package var summary: String
     package var allowed: AllowedValues?
+    /// Which stored forms the app reads, in which order; nil in a schema published before Prefs said (then only
+    /// ``type`` is checked).
+    package var route: ReadRoute?
+    /// What the declared type reads; nil where ``route`` is.
+    package var shape: ValueShape?
+    /// Whether the default is computed by the app each time no layer holds a value, so no schema can hold it.
+    package var isComputed = false
 
-    package init(type: String?, defaultValue: PrefValue?, summary: String, allowed: AllowedValues?) {
+    package init(
+        type: String?, defaultValue: PrefValue?, summary: String, allowed: AllowedValues?, route: ReadRoute? = nil,
+        shape: ValueShape? = nil, isComputed: Bool = false
+    ) {
         self.type = type
         self.defaultValue = defaultValue
         self.summary = summary
         self.allowed = allowed
+        self.route = route
+        self.shape = shape
+        self.isComputed = isComputed
     }
-}
-
-extension PrefKey {
-    /// The key as its published schema describes it: made only when a schema is published, since naming types and
-    /// listing an enum's cases cost more than declaring a key should.
-    func describe() -> KeyDescription {
-        let codec = uncheckedCodec
-        let stored = (try? codec.encode(defaultValue)) ?? nil
-        var allowed = declaredSchema.allowedValues(codec)
-        if allowed == nil, let cases = EnumCases.of(Value.self) {
-            allowed = .choices(cases.compactMap { (try? codec.encode($0)) ?? nil })
-        }
-        let ruleType: String? =
-            switch allowed {
-            case .range(let lower, _): lower.typeName
-            case .choices(let choices): choices.first?.typeName
-            case nil: nil
-            }
-        return KeyDescription(
-            type: stored?.typeName ?? ruleType ?? StoredKind.name(of: Value.self), defaultValue: stored,
-            summary: declaredSchema.summary, allowed: allowed)
-    }
-}
-
-/// The cases of a `CaseIterable` type (or of the type an optional wraps), found from the type at run time.
-private enum EnumCases {
-    static func of<Value>(_ type: Value.Type) -> [Value]? {
-        if let iterable = type as? any CaseIterable.Type { return all(iterable).compactMap { $0 as? Value } }
-        if let optional = type as? any OptionalValue.Type { return wrapped(optional) as? [Value] }
-        return nil
-    }
-
-    private static func all<T: CaseIterable>(_: T.Type) -> [Any] { T.allCases.map { $0 } }
-
-    private static func wrapped<O: OptionalValue>(_: O.Type) -> [O]? {
-        guard let iterable = O.Wrapped.self as? any CaseIterable.Type else { return nil }
-        return all(iterable).map { O(asOptional: $0 as? O.Wrapped) }
-    }
-}
-
-/// The stored form's type name of a type without a value to look at (an optional key whose default is nil).
-private enum StoredKind {
-    static func name(of type: Any.Type) -> String? {
-        if let optional = type as? any OptionalValue.Type { return wrappedName(optional) }
-        if type == Bool.self { return "bool" }
-        if type is any BinaryInteger.Type { return "int" }
-        if type == Float.self { return "float" }
-        if type is any BinaryFloatingPoint.Type { return "double" }
-        if type == String.self || type == URL.self { return "string" }
-        if type == Data.self { return "data" }
-        if type == Date.self { return "date" }
-        if let raw = type as? any RawRepresentable.Type { return rawName(raw) }
-        return nil
-    }
-
-    private static func wrappedName<O: OptionalValue>(_: O.Type) -> String? { name(of: O.Wrapped.self) }
-    private static func rawName<R: RawRepresentable>(_: R.Type) -> String? { name(of: R.RawValue.self) }
 }
 
 extension KeyDescription {

@@ -13,8 +13,11 @@
 public struct PrefKey<Value: Sendable & Equatable>: Sendable {
     /// `key.name` is the name the value is stored under.
     public let name: String
-    /// `key.defaultValue` is the value read when nothing is stored, or when what is stored cannot be decoded.
-    public let defaultValue: Value
+    /// `key.defaultValue` is the value read when nothing is stored, or when what is stored cannot be decoded; for a
+    /// key declared with `default: { … }`, the closure's answer now.
+    public var defaultValue: Value { defaultSource.value }
+    /// The declared default, or the closure that computes it.
+    let defaultSource: DefaultSource<Value>
     /// The codec of the declared type, checking what ``schema`` allows.
     let codec: ValueCodec<Value>
     /// Run when a wrapper declares the key on a store (see ``migrating(_:)``).
@@ -80,10 +83,91 @@ public struct PrefKey<Value: Sendable & Equatable>: Sendable {
     }
 
     init(name: String, defaultValue: Value, codec: ValueCodec<Value>, schema: Schema = .init()) {
+        self.init(name: name, default: .fixed(defaultValue), codec: codec, schema: schema)
+    }
+
+    init(name: String, default source: DefaultSource<Value>, codec: ValueCodec<Value>, schema: Schema) {
         self.name = name
-        self.defaultValue = defaultValue
-        self.codec = codec.checking(schema, default: defaultValue)
+        self.defaultSource = source
+        self.codec = codec.checking(schema, default: source.fixed)
         self.declaredSchema = schema
         self.uncheckedCodec = codec
+    }
+
+    /// The declared default, when it is not computed (for an optional key, `.some(nil)` when it is nil).
+    var fixedDefault: Value? { defaultSource.fixed }
+    /// The closure that computes the default, when the key was declared with one.
+    var computeDefault: (@Sendable () -> Value)? { defaultSource.compute }
+}
+
+// MARK: Defaults computed when read
+
+extension PrefKey {
+    /// `PrefKey("columns", default: { ProcessInfo.processInfo.activeProcessorCount > 8 ? 3 : 2 })` declares a key
+    /// whose default is computed when it is read, for a default that depends on the machine, the locale or another
+    /// setting.
+    ///
+    /// The closure runs each time the key is read while no layer holds a value (nothing stored, no argument, no
+    /// system-wide default), and when what is stored cannot be read; its answer is never stored, registered or
+    /// published (`prefs describe` says the default is computed). It runs in the reader's context, never while
+    /// Prefs holds a lock, so it may read other preferences.
+    ///
+    /// Observers (`values`, `changes`, Observation) are told of changes to what is stored, never of a change in the
+    /// closure's answer: when the answer changes while nothing is stored, a read returns the new answer, and
+    /// observers see it only with the next change of the stored value (a removal that brings the default back
+    /// yields the answer at that moment). A `values` stream starts with the answer when it is made.
+    ///
+    /// - Parameters:
+    ///   - name: The name the value is stored under.
+    ///   - compute: The default, computed when it is read.
+    ///   - schema: What the key means and which values it allows (see ``Schema``); the computed answer is not
+    ///     checked against it.
+    public init(_ name: String, default compute: @escaping @Sendable () -> Value, schema: Schema = .init())
+    where Value: PrefValueConvertible & Codable {
+        self.init(
+            name: name, default: .computed(compute),
+            codec: ValueCodec.native.readingForeignForms(hasNativeForm: true), schema: schema)
+    }
+
+    /// `PrefKey("layout", default: { Layout.forScreen() })`: a default computed when it is read, for any `Codable`
+    /// type, as for a built-in type above. A stored value that cannot be decoded reads as the computed
+    /// default; missing fields of a stored struct are not filled in from it.
+    @_disfavoredOverload
+    public init(_ name: String, default compute: @escaping @Sendable () -> Value, schema: Schema = .init())
+    where Value: Codable {
+        self.init(name: name, default: .computed(compute), codec: ValueCodec.codable, schema: schema)
+    }
+
+    /// `PrefKey("theme", default: { Theme.matchingSystem() })`: a default computed when it is read, for an enum with
+    /// raw values.
+    public init(_ name: String, default compute: @escaping @Sendable () -> Value, schema: Schema = .init())
+    where Value: RawRepresentable & Codable, Value.RawValue: PrefValueConvertible & Codable {
+        self.init(
+            name: name, default: .computed(compute),
+            codec: ValueCodec.rawValue.readingForeignForms(hasNativeForm: false), schema: schema)
+    }
+}
+
+/// Where a key's default comes from: a value declared once, or a closure run when the default is read.
+enum DefaultSource<Value: Sendable>: Sendable {
+    case fixed(Value)
+    case computed(@Sendable () -> Value)
+
+    var fixed: Value? {
+        if case .fixed(let value) = self { return value }
+        return nil
+    }
+
+    var compute: (@Sendable () -> Value)? {
+        if case .computed(let compute) = self { return compute }
+        return nil
+    }
+
+    /// The default now: the declared value, or the closure's answer.
+    var value: Value {
+        switch self {
+        case .fixed(let value): value
+        case .computed(let compute): compute()
+        }
     }
 }

@@ -6,13 +6,17 @@ struct ValueCodec<Value: Sendable>: Sendable {
     /// Returns nil when the value is stored by removing the key (an Optional's nil).
     let encode: @Sendable (Value) throws -> PrefValue?
     let decode: @Sendable (PrefValue) throws -> Value
+    /// Which forms `decode` reads, in which order: what a published schema tells `prefs`.
+    let route: ReadRoute
 
     init(
         encode: @escaping @Sendable (Value) throws -> PrefValue?,
-        decode: @escaping @Sendable (PrefValue) throws -> Value
+        decode: @escaping @Sendable (PrefValue) throws -> Value,
+        route: ReadRoute
     ) {
         self.encode = encode
         self.decode = decode
+        self.route = route
     }
 
     /// Encodes, turning any failure into a `PrefsError` that names the key.
@@ -27,16 +31,26 @@ struct ValueCodec<Value: Sendable>: Sendable {
 
     /// Decodes, turning any failure into a `PrefsError` that names the key.
     func decode(_ stored: PrefValue, key: String) throws(PrefsError) -> Value {
-        do { return try decode(stored) } catch let error as PrefsError {
+        do { return try decode(stored) } catch { throw Self.prefsError(error, key: key) }
+    }
+
+    /// A failure to decode as a `PrefsError` naming the key; a JSON value that does not fit names the place inside it
+    /// that fails, as `prefs` does (`windowFrame.width: expected an integer (Int)`).
+    static func prefsError(_ error: any Error, key: String) -> PrefsError {
+        if let error = error as? PrefsError {
             switch error {
             case .typeMismatch(_, let expected, let found):
-                throw .typeMismatch(key: key, expected: expected, found: found)
-            case .notAllowed(_, let value, let allowed): throw .notAllowed(key: key, value: value, allowed: allowed)
-            default: throw error
+                return .typeMismatch(key: key, expected: expected, found: found)
+            case .notAllowed(_, let value, let allowed): return .notAllowed(key: key, value: value, allowed: allowed)
+            default: return error
             }
-        } catch {
-            throw .decodingFailed(key: key, reason: Self.reason(error))
         }
+        if error is DecodingError {
+            let mismatch = ShapeMismatch(error)
+            let place = key + mismatch.path
+            return .decodingFailed(key: key, reason: place.isEmpty ? mismatch.reason : "\(place): \(mismatch.reason)")
+        }
+        return .decodingFailed(key: key, reason: reason(error))
     }
 
     private static func reason(_ error: any Error) -> String {
@@ -53,14 +67,17 @@ extension ValueCodec where Value: OptionalValue, Value.Wrapped: Sendable {
         self.init(
             encode: { value in try value.asOptional.flatMap(wrapped.encode) },
             decode: { stored in ForeignForms.isBoutiqueNil(stored) ? nil : Value(asOptional: try wrapped.decode(stored))
-            }
+            },
+            route: wrapped.route.optional()
         )
     }
 }
 
 extension ValueCodec where Value: PrefValueConvertible {
     /// The type's own stored form.
-    static var native: ValueCodec { ValueCodec(encode: { try $0.prefValue }, decode: { try Value(prefValue: $0) }) }
+    static var native: ValueCodec {
+        ValueCodec(encode: { try $0.prefValue }, decode: { try Value(prefValue: $0) }, route: ReadRoute(.native))
+    }
 }
 
 extension ValueCodec where Value: RawRepresentable, Value.RawValue: PrefValueConvertible {
@@ -76,7 +93,7 @@ extension ValueCodec where Value: RawRepresentable, Value.RawValue: PrefValueCon
                         key: "", expected: "a raw value of \(Value.self)", found: String(describing: rawValue))
                 }
                 return value
-            })
+            }, route: ReadRoute(.rawValue))
     }
 }
 
@@ -89,7 +106,7 @@ extension ValueCodec where Value: Codable {
                 let text = try ForeignForms.jsonText(value)
                 return text == "null" ? nil : .string(text)
             },
-            decode: { try ForeignForms.decodeJSON($0, as: Value.self) }
+            decode: { try ForeignForms.decodeJSON($0, as: Value.self) }, route: ReadRoute(.json)
         ).readingForeignForms(hasNativeForm: false)
     }
 }
@@ -112,7 +129,7 @@ private enum DynamicNative<Value: Sendable> {
         if let type = Value.self as? any PrefValueConvertible.Type {
             return ValueCodec(
                 encode: { value in try (value as? any PrefValueConvertible)?.prefValue },
-                decode: { stored in try cast(try type.init(prefValue: stored)) })
+                decode: { stored in try cast(try type.init(prefValue: stored)) }, route: ReadRoute(.native))
         }
         guard let optional = Value.self as? any _DynamicOptional.Type, let wrapped = optional.wrappedNativeType else {
             return nil
@@ -125,7 +142,7 @@ private enum DynamicNative<Value: Sendable> {
             decode: { stored in
                 if ForeignForms.isBoutiqueNil(stored), let absent { return absent }
                 return try cast(try wrapped.init(prefValue: stored))
-            })
+            }, route: ReadRoute(.native).optional())
     }
 
     private static func cast(_ value: Any) throws -> Value {
@@ -156,20 +173,87 @@ extension ValueCodec where Value: Decodable {
     /// - Parameter hasNativeForm: Whether the type has a form of its own (``PrefValueConvertible``): such a type is
     ///   never kept as bare JSON text, and its own form is read before Defaults' quoted text.
     func readingForeignForms(hasNativeForm: Bool) -> ValueCodec {
+        readingForeignForms(DecodableReader<Value>(), hasNativeForm: hasNativeForm)
+    }
+}
+
+extension ValueCodec {
+    /// The same, reading JSON through `reader`.
+    func readingForeignForms<R: JSONReading & Sendable>(_ reader: R, hasNativeForm: Bool) -> ValueCodec
+    where R.Value == Value {
         let decode = decode
         return ValueCodec(
             encode: encode,
             decode: { stored in
-                if let value = ForeignForms.plainlyForeign(stored, as: Value.self, hasNativeForm: hasNativeForm) {
+                if let value = ForeignForms.plainlyForeign(stored, reader, hasNativeForm: hasNativeForm) {
                     return value
                 }
                 do { return try decode(stored) } catch {
-                    guard let value = ForeignForms.decode(stored, as: Value.self, hasNativeForm: hasNativeForm) else {
+                    guard let value = ForeignForms.decode(stored, reader, hasNativeForm: hasNativeForm) else {
                         throw error
                     }
                     return value
                 }
-            })
+            }, route: route.readingForeignForms())
+    }
+}
+
+/// Which stored forms a key's codec reads, in which order, as its constructors composed it: its own form (the
+/// type's native form, its raw value, or JSON text), then optionally the forms other libraries wrote
+/// (``ForeignForms``), the fields a JSON object lacks filled from the default (``MissingFields``), and for an optional
+/// nothing stored as nil. Published with the key's ``ValueShape``, so `prefs` reads a stored value through the same
+/// forms as the app.
+package struct ReadRoute: Sendable, Equatable {
+    package enum Form: String, Sendable {
+        /// ``PrefValueConvertible``: a `Bool` as a bool, an array as an array.
+        case native
+        /// `RawRepresentable`: the raw value in its native form.
+        case rawValue = "raw"
+        /// Any other `Codable` type: JSON text (or JSON data).
+        case json
+    }
+
+    package var form: Form
+    package var readsForeignForms = false
+    package var fillsMissingFields = false
+    package var isOptional = false
+
+    package init(
+        _ form: Form, readsForeignForms: Bool = false, fillsMissingFields: Bool = false, isOptional: Bool = false
+    ) {
+        self.form = form
+        self.readsForeignForms = readsForeignForms
+        self.fillsMissingFields = fillsMissingFields
+        self.isOptional = isOptional
+    }
+
+    /// `{"form": "json", "foreignForms": true, …}`, in a schema file: only the flags that are set.
+    var stored: PrefValue {
+        var members: [String: PrefValue] = ["form": .string(form.rawValue)]
+        if readsForeignForms { members["foreignForms"] = .bool(true) }
+        if fillsMissingFields { members["missingFields"] = .bool(true) }
+        if isOptional { members["optional"] = .bool(true) }
+        return .dictionary(members)
+    }
+
+    /// A route read back from a schema file; nil when its form is one this Prefs does not know.
+    init?(stored: PrefValue) {
+        guard case .dictionary(let members) = stored, case .string(let name)? = members["form"],
+            let form = Form(rawValue: name)
+        else { return nil }
+        self.init(
+            form, readsForeignForms: members["foreignForms"] == .bool(true),
+            fillsMissingFields: members["missingFields"] == .bool(true), isOptional: members["optional"] == .bool(true))
+    }
+
+    func optional() -> ReadRoute { with(\.isOptional) }
+    func readingForeignForms() -> ReadRoute { with(\.readsForeignForms) }
+    func fillingMissingFields() -> ReadRoute { with(\.fillsMissingFields) }
+
+    private func with(_ flag: WritableKeyPath<ReadRoute, Bool>) -> ReadRoute {
+        var route = self
+        route[keyPath: flag] = true
+        return route
     }
 }
 

@@ -62,8 +62,8 @@ public struct SecureStoredValue<Value: Codable & Sendable & Equatable>: Sendable
         let name = service.map { "\($0).\(key)" } ?? key
         followsSecureScope = store == nil
         declared = StoredValueBox(
-            key: name, defaultValue: nil, codec: ValueCodec(redactingErrorsOf: ValueCodec<Value?>(wrapping: codec)),
-            store: store ?? DefaultStores.secureStore)
+            key: name, default: .fixed(nil), codec: ValueCodec(redactingErrorsOf: ValueCodec<Value?>(wrapping: codec)),
+            store: store ?? DefaultStores.secureStore, isSecret: true)
     }
 
     /// `authToken` reads the secret, or nil when none is stored (or the vault cannot be opened, which is reported
@@ -124,7 +124,7 @@ extension ValueCodec {
                     }
                     throw RedactedDecodingError(storedType: stored.typeName, expected: "\(Value.self)")
                 }
-            })
+            }, route: codec.route)
     }
 }
 

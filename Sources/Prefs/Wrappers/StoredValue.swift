@@ -116,7 +116,7 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     ///   - store: Where to keep it; ``PrefsConfig/defaultStore`` when nil.
     public init(_ key: PrefKey<Value>, store: (any KeyValueStore)? = nil) {
         declared = StoredValueBox(
-            key: key.name, defaultValue: key.defaultValue, codec: key.codec, store: store ?? DefaultStores.defaultStore,
+            key: key.name, default: key.defaultSource, codec: key.codec, store: store ?? DefaultStores.defaultStore,
             migrations: key.migrations, describe: key.describe)
         followsDefaultScope = store == nil
     }
@@ -134,7 +134,7 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     /// `$theme.key` is the name the value is stored under.
     public var key: String { box.key }
 
-    /// `$theme.defaultValue` is the value read while nothing is stored.
+    /// `$theme.defaultValue` is the value read while nothing is stored (a computed default's answer now).
     public var defaultValue: Value { box.defaultValue }
 
     /// `$theme.store` is the store the value lives in.

@@ -6,12 +6,15 @@ import Synchronization
 /// version, and the subscribers of its `values` streams.
 final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     let key: String
-    let defaultValue: Value
+    /// The declared default, or the closure that computes it when it is read.
+    let defaultSource: DefaultSource<Value>
     let codec: ValueCodec<Value>
     let store: any KeyValueStore
     let migrations: [PrefMigration<Value>]
     /// The key as a published schema describes it, made only when one is published.
     let describe: (@Sendable () -> KeyDescription)?
+    /// Whether the value is a secret: a report never shows it, nor where it is.
+    let isSecret: Bool
     let cell: KeyCell
 
     /// A `values` subscriber (yields each new value) or a `changes` subscriber (yields the old and new value).
@@ -45,27 +48,30 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     /// A lock of a concrete type beside a plain stored value, not a `Mutex` of a (version, value) pair: a read in
     /// unspecialized generic code then looks up no metadata of the pair's type, which cost more than the rest of it.
     private let cachedVersion = Mutex<UInt64>(0)
-    /// Only read or written while holding `cachedVersion`'s lock, which makes the accesses exclusive.
-    @exclusivity(unchecked) private nonisolated(unsafe) var cachedValue: Value
+    /// Only read or written while holding `cachedVersion`'s lock, which makes the accesses exclusive. Nil when the
+    /// key reads as a computed default, which each read computes again.
+    @exclusivity(unchecked) private nonisolated(unsafe) var cachedValue: Value?
     let subscribers = Mutex(Subscribers())
     /// Whether the store is a ``FoundationUserDefaultsStore``, which cannot tell when other code changes the
     /// instance: each read first looks at the instance, so such a change is seen (and announced) at once.
     let looksBeforeReading: Bool
 
     init(
-        key: String, defaultValue: Value, codec: ValueCodec<Value>, store: any KeyValueStore,
-        migrations: [PrefMigration<Value>] = [], describe: (@Sendable () -> KeyDescription)? = nil
+        key: String, default defaultSource: DefaultSource<Value>, codec: ValueCodec<Value>, store: any KeyValueStore,
+        migrations: [PrefMigration<Value>] = [], describe: (@Sendable () -> KeyDescription)? = nil,
+        isSecret: Bool = false
     ) {
         self.key = key
-        self.defaultValue = defaultValue
+        self.defaultSource = defaultSource
         self.codec = codec
         self.store = store
         self.migrations = migrations
         self.describe = describe
+        self.isSecret = isSecret
         self.cell = store.changes.cell(for: key)
         self.looksBeforeReading = store is FoundationUserDefaultsStore
-        self.cachedValue = defaultValue
-        if let conflict = cell.declare(KeyDeclaration(type: Value.self, defaultValue: defaultValue)) {
+        self.cachedValue = nil
+        if let conflict = cell.declare(KeyDeclaration(type: Value.self, default: defaultSource)) {
             ErrorReporter.report(
                 PrefsError.conflictingDeclarations(key: key, first: conflict.first, second: conflict.second),
                 key: key, operation: .declaration)
@@ -73,7 +79,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         // Before the default is registered, so that only stored values count as present.
         for migration in migrations { migration.run(key: key, codec: codec, in: store) }
         // Layers: a declaration registers its default with its store, for raw reads and other code.
-        store.registerDeclared(key, default: defaultValue, codec: codec, describe: describe)
+        store.registerDeclared(key, default: defaultSource, codec: codec, describe: describe)
     }
 
     /// The state a wrapper declared without `store:` uses now: inside a `withDefaultStore` scope of another store
@@ -88,14 +94,17 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         guard let scope, scope.store !== store else { return self }
         return scope.box(standingInFor: self) {
             StoredValueBox(
-                key: key, defaultValue: defaultValue, codec: codec, store: scope.store, migrations: migrations,
-                describe: describe)
+                key: key, default: defaultSource, codec: codec, store: scope.store, migrations: migrations,
+                describe: describe, isSecret: isSecret)
         }
     }
 
     deinit {
         store.changes.removeListener(forKey: key, owner: ObjectIdentifier(self))
     }
+
+    /// `$x.defaultValue`: the declared default, or the computed one's answer now.
+    var defaultValue: Value { defaultSource.value }
 
     /// The current value: served from the cache unless the key changed since it was decoded.
     var value: Value {
@@ -109,38 +118,40 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     private func currentValue() -> Value {
         let version = cell.version
         var isCurrent = false
-        let cached = cachedVersion.withLock { cachedVersion -> Value in
+        let cached = cachedVersion.withLock { cachedVersion -> Value? in
             isCurrent = cachedVersion == version
             return cachedValue
         }
-        if isCurrent { return cached }
+        if isCurrent { return cached ?? defaultSource.value }
         let fresh = load()
         cachedVersion.withLock { cachedVersion in
             guard version > cachedVersion else { return }
             cachedVersion = version
             cachedValue = fresh
         }
-        return fresh
+        return fresh ?? defaultSource.value
     }
 
     /// Reads and decodes from the store; failures read as the default and are reported, never thrown. A store that
     /// cannot be read at all (a damaged file) is reported once for all its keys; a value that cannot be decoded is
-    /// reported once per stored version.
-    private func load() -> Value {
+    /// reported once per stored version. Nil for a computed default, which the caller computes.
+    private func load() -> Value? {
+        let fallback = defaultSource.fixed
         let stored: PrefValue?
         do {
             stored = try store.effectiveValue(forKey: key)
         } catch {
             store.changes.reported.reportOnce(error, key: key, operation: .read)
-            return defaultValue
+            return fallback
         }
-        guard let stored else { return defaultValue }
+        guard let stored else { return fallback }
         do {
-            return try store.decodeEffective(stored, key: key, codec: codec) ?? defaultValue
+            return try store.decodeEffective(stored, key: key, codec: codec) ?? fallback
         } catch {
-            let domain = (store as? UserDefaultsStore)?.domainName
-            ErrorReporter.report(error, key: key, operation: .read, domain: domain)
-            return defaultValue
+            let shownDefault = fallback.flatMap { (try? codec.encode($0)) ?? nil }
+            let source = isSecret ? nil : store.source(of: key, stored, default: shownDefault)
+            ErrorReporter.report(error, key: key, operation: .read, source: source)
+            return fallback
         }
     }
 
@@ -161,8 +172,10 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     /// Atomic read-modify-write through the store. A stored value that cannot be decoded aborts the update, so it
     /// is never overwritten by a transform of the default.
     func modify(_ transform: (inout Value) -> Void) throws {
+        // A computed default runs here, before the store takes its lock, never inside the update.
+        let fallback = defaultSource.value
         try store.updateValue(forKey: key) { stored in
-            var value = try stored.flatMap { try store.decodeEffective($0, key: key, codec: codec) } ?? defaultValue
+            var value = try stored.flatMap { try store.decodeEffective($0, key: key, codec: codec) } ?? fallback
             transform(&value)
             return try codec.encode(value, key: key)
         }

@@ -58,12 +58,22 @@ struct KeyDeclaration: Sendable {
     var typeName: String { describe().typeName }
     var defaultDescription: String { describe().defaultDescription }
 
-    init<Value: Sendable & Equatable>(type: Value.Type, defaultValue: Value) {
+    init<Value: Sendable & Equatable>(type: Value.Type, default source: DefaultSource<Value>) {
         self.type = ObjectIdentifier(Value.self)
+        guard case .fixed(let defaultValue) = source else {
+            // Two computed defaults cannot be compared: they agree with each other, never with a declared value.
+            self.defaultValue = ComputedDefault()
+            self.hasSameDefault = { other in other.defaultValue is ComputedDefault }
+            self.describe = { (String(reflecting: Value.self), "a computed default") }
+            return
+        }
         self.defaultValue = defaultValue
         self.hasSameDefault = { other in (other.defaultValue as? Value) == defaultValue }
         self.describe = { (String(reflecting: Value.self), String(describing: defaultValue)) }
     }
+
+    /// The default of a declaration that computes it.
+    private struct ComputedDefault: Sendable {}
 
     /// How this declaration differs from `other`, as the two descriptions to report; nil when they agree.
     func conflict(with other: KeyDeclaration) -> (String, String)? {

@@ -73,7 +73,7 @@ extension InMemoryStore {
 extension KeyValueStore {
     /// `store.register(.fontSize)` registers a typed key's default, as a wrapper declaring the key does.
     public func register<Value>(_ key: PrefKey<Value>) {
-        registerDeclared(key.name, default: key.defaultValue, codec: key.codec, describe: key.describe)
+        registerDeclared(key.name, default: key.defaultSource, codec: key.codec, describe: key.describe)
     }
 
     /// `store.layer(ofKey: "volume")` says which layer the key's value comes from (`.user`, `.arguments`,
@@ -89,15 +89,18 @@ extension KeyValueStore {
     public func isForced(_ key: String) -> Bool { layer(ofKey: key) == .managed }
 
     /// Registers a declaration's default, keeping a default registered earlier (the first declaration wins), and in a
-    /// domain of the preferences folder records the key for its published schema (`describe` runs only then).
+    /// domain of the preferences folder records the key for its published schema (`describe` runs only then). A
+    /// computed default is never registered: it is computed when it is read.
     func registerDeclared<Value>(
-        _ key: String, default defaultValue: Value, codec: ValueCodec<Value>,
+        _ key: String, default source: DefaultSource<Value>, codec: ValueCodec<Value>,
         describe: (@Sendable () -> KeyDescription)? = nil
     ) {
         if let describe, let domain = (self as? UserDefaultsStore)?.schemaDomain {
             DeclaredKeys.record(key, in: domain, describe)
         }
-        guard let encoded = (try? codec.encode(defaultValue, key: key)) ?? nil else { return }
+        guard case .fixed(let defaultValue) = source,
+            let encoded = (try? codec.encode(defaultValue, key: key)) ?? nil
+        else { return }
         if let layers = ownLayers {
             layers.register([key: encoded], keepingExisting: true)
         } else if registeredDefault(forKey: key) == nil {
@@ -128,19 +131,45 @@ extension KeyValueStore {
     func decodeEffective<Value>(_ stored: PrefValue, key: String, codec: ValueCodec<Value>) throws(PrefsError)
         -> Value?
     {
+        var origin: PreferenceLayer??
+        func layer() -> PreferenceLayer? {
+            if let origin { return origin }
+            let found = self.layer(ofKey: key)
+            origin = .some(found)
+            return found
+        }
         do {
-            return try codec.decode(stored, key: key)
+            return try codec.decodeConverting(stored) {
+                if self is UserDefaultsStore || self is FoundationUserDefaultsStore { return true }
+                guard case .string = stored else { return false }
+                return layer()?.isText == true
+            }
         } catch {
-            let origin = layer(ofKey: key)
-            let isText: Bool
-            if case .string = stored { isText = origin?.isText == true } else { isText = false }
-            if self is UserDefaultsStore || self is FoundationUserDefaultsStore || isText {
-                for candidate in FoundationBridge.candidates(for: stored) {
-                    if let value = try? codec.decode(candidate, key: key) { return value }
+            if layer() == .registered { return nil }
+            throw ValueCodec<Value>.prefsError(error, key: key)
+        }
+    }
+}
+
+extension ValueCodec {
+    /// `stored` decoded; when it does not decode and `converts()` says so, the first of Foundation's readings of it
+    /// that decodes (``FoundationBridge/candidates(for:)``). Throws the error of `stored` itself, unless a reading
+    /// decoded to a value the key does not allow: that refusal is the closer cause (`-fontSize 73` is a number
+    /// outside the range, not text that is not a number). The read of the app and the check of `prefs` alike.
+    func decodeConverting(_ stored: PrefValue, converts: () -> Bool) throws -> Value {
+        do {
+            return try decode(stored)
+        } catch {
+            guard converts() else { throw error }
+            var refusal: (any Error)?
+            for candidate in FoundationBridge.candidates(for: stored) {
+                do {
+                    return try decode(candidate)
+                } catch let candidateError {
+                    if refusal == nil, case .notAllowed? = candidateError as? PrefsError { refusal = candidateError }
                 }
             }
-            if origin == .registered { return nil }
-            throw error
+            throw refusal ?? error
         }
     }
 }

@@ -97,24 +97,27 @@ package enum LayerSources {
         }
     }
 
-    /// Reads files, most important first, into one layer where the first file that holds a key wins. A missing
-    /// file adds nothing; a file that cannot be read or decoded, or that `trust` refuses, adds nothing and its error
+    /// Reads files, most important first, into one layer where the first file that holds a key wins, with the file
+    /// each key comes from. A missing file adds nothing; a file that cannot be read or decoded, or that `trust` refuses, adds nothing and its error
     /// is returned.
     static func read(_ files: [URL], trust: ManagedLocation? = nil) -> (
-        values: [String: PrefValue], errors: [any Error]
+        values: [String: PrefValue], files: [String: String], errors: [any Error]
     ) {
         var values: [String: PrefValue] = [:]
+        var origins: [String: String] = [:]
         var errors: [any Error] = []
         for url in files.reversed() {
             let path = url.path(percentEncoded: false)
             do {
                 guard let data = try readSystemFile(atPath: path, trust: trust) else { continue }
-                values.merge(try PropertyListFormat.decode(data, path: path)) { _, stronger in stronger }
+                let read = try PropertyListFormat.decode(data, path: path)
+                values.merge(read) { _, stronger in stronger }
+                for key in read.keys { origins[key] = path }
             } catch {
                 errors.append(error)
             }
         }
-        return (values, errors)
+        return (values, origins, errors)
     }
 
     /// The contents of a system-wide file, or nil when there is none: through the same regular-file and size checks

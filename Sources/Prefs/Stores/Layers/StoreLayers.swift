@@ -29,6 +29,8 @@ final class StoreLayers: Sendable {
         var reportedAmbiguities: Set<String> = []
         weak var store: (any OwnValues)?
         var systemFiles: LayerSources.SystemFiles?
+        /// The file each key of the system-wide defaults and of the managed values comes from.
+        var origins: [PreferenceLayer: [String: String]] = [:]
         var watches: [String: FileWatchToken] = [:]
         /// Reloads of the system files started and applied: an older read never replaces a newer one.
         var reloadsStarted: UInt64 = 0
@@ -68,6 +70,16 @@ final class StoreLayers: Sendable {
     /// The values of one layer, for tools that explain where values come from.
     func values(of layer: PreferenceLayer) -> [String: PrefValue] {
         withStack { stack, own in layer == .user ? own : stack.values(of: layer) }
+    }
+
+    /// The file a system-wide default or a managed value of `key` comes from.
+    func file(of key: String, in layer: PreferenceLayer) -> String? {
+        state.withLock { $0.origins[layer]?[key] }
+    }
+
+    /// The environment variable `key` is read from, when the store reads the environment.
+    func environmentVariable(forKey key: String) -> String? {
+        state.withLock { $0.environment }.map { LayerSources.environmentName(forKey: key, prefix: $0.prefix) }
     }
 
     // MARK: Changes of the read-only layers
@@ -187,6 +199,7 @@ final class StoreLayers: Sendable {
                 // A reload that started later has applied newer reads already.
                 guard ticket > state.reloadsApplied else { return ([], ()) }
                 state.reloadsApplied = ticket
+                state.origins = [.systemDefaults: defaults.files, .managed: managed.files]
                 let touched = stack.setLayer(.systemDefaults, defaults.values).union(
                     stack.setLayer(.managed, managed.values))
                 return (touched, ())
