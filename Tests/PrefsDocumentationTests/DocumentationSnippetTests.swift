@@ -122,6 +122,38 @@ import Testing
     /// warnings being errors: a sample a reader copies must compile cleanly (a `try await` that calls a synchronous
     /// overload warns).
     static func typecheck(_ source: String) throws {
+        let (status, output) = try compile(source)
+        #expect(status == 0, "\(source)\n\(output)")
+    }
+
+    /// A type Prefs cannot store (neither `Codable` nor `PrefValueConvertible`) gets an error at its declaration that
+    /// names what it lacks (`Codable` is reported as its two halves, `Encodable` and `Decodable`), for each form of
+    /// declaration: never "no exact matches" with a list of every initialiser Prefs has.
+    @Test func aTypePrefsCannotStoreGetsAnErrorNamingTheRequirement() throws {
+        for declaration in [
+            "@StoredValue(key: \"spot\") var spot = Spot(x: 1)",
+            "let spot = StoredValue(key: \"spot\", default: Spot(x: 1))",
+            "static let spot = PrefKey(\"spot\", default: Spot(x: 1))",
+        ] {
+            let (status, output) = try Self.compile(
+                "import Prefs\nstruct Spot: Equatable, Sendable { var x: Int }\nfinal class Model {\n    \(declaration)\n}\n"
+            )
+            let errors = output.split(separator: "\n").filter { $0.contains("error:") && !$0.hasPrefix(" ") }
+            #expect(status != 0, "\(declaration) compiled")
+            #expect((1...2).contains(errors.count), "\(declaration):\n\(output)")
+            for error in errors {
+                #expect(error.contains("main.swift:4:"), "not at the declaration: \(error)")
+                #expect(
+                    error.contains("'Spot' conform to")
+                        && ["Encodable", "Decodable", "PrefValueConvertible"].contains { error.contains("'\($0)'") },
+                    "\(declaration): \(error)")
+            }
+            #expect(!output.contains("no exact matches") && !output.contains("candidate"), "\(output)")
+        }
+    }
+
+    /// Type-checks `source` as a program that imports the library products; returns the compiler's status and output.
+    static func compile(_ source: String) throws -> (status: Int32, output: String) {
         let folder = try TempDir("prefs-snippet")
         defer { folder.cleanup() }
         try source.write(to: folder.file("main.swift"), atomically: true, encoding: .utf8)
@@ -132,10 +164,9 @@ import Testing
         let maps = ["CSodium", "CLibPQ", "CLibSecret"].flatMap {
             ["-Xcc", "-fmodule-map-file=" + root.appending(path: "Sources/\($0)/module.modulemap").path()]
         }
-        let (status, output) = try run(
+        return try run(
             ["swiftc", "-typecheck", "-swift-version", "6", "-warnings-as-errors", "-I", modules] + maps + includes
                 + [folder.path("main.swift")])
-        #expect(status == 0, "\(source)\n\(output)")
     }
 
     /// Runs a tool found on `PATH` to completion.

@@ -102,8 +102,8 @@ struct IsolatedStorageFormTests {
 
     @Test func wrappersGivenOneInstanceShareTheirValue() {
         let defaults = UserDefaults(suiteName: "group.prefs-isolation-shared")!
-        let first = StoredValue(key: "k", default: 0, storage: defaults)
-        let second = StoredValue(key: "k", default: 0, storage: defaults)
+        let first = StoredValue(PrefKey("k", default: 0), storage: defaults)
+        let second = StoredValue(PrefKey("k", default: 0), storage: defaults)
         first.set(3)
         #expect(second.wrappedValue == 3)
         @StoredValue(key: "k", storage: .standard) var standard = 0
@@ -119,7 +119,8 @@ struct IsolatedStorageFormTests {
         #expect(first.sharedSetting == false, "run \(run) starts from the declared default")
         first.sharedSetting = true
         #expect(SharedSettings().sharedSetting, "a second instance of the suite reads the first one's write")
-        let other = StoredValue(key: "sharedSetting", default: false, storage: UserDefaults(suiteName: "group.other")!)
+        let other = StoredValue(
+            PrefKey("sharedSetting", default: false), storage: UserDefaults(suiteName: "group.other")!)
         #expect(other.wrappedValue == false, "another suite has a stand-in of its own")
         @StoredValue(key: "unnamed", storage: UserDefaults()) var unnamed = 0
         unnamed = 5

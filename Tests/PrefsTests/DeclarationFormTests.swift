@@ -33,12 +33,12 @@ import Testing
         // The same overloads as above, called without property syntax.
         let forms = write(
             StoredValue(wrappedValue: false, key: "flag", storage: defaults),
-            StoredValue(key: "count", default: 0, storage: defaults),
+            StoredValue(PrefKey("count", default: 0), storage: defaults),
             StoredValue(wrappedValue: nil, key: "when", storage: defaults),
-            StoredValue(key: "limit", default: nil, storage: defaults),
-            StoredValue(key: "theme", default: .light, storage: defaults),
+            StoredValue(PrefKey<Int?>("limit"), storage: defaults),
+            StoredValue(PrefKey("theme", default: Theme.light), storage: defaults),
             StoredValue(wrappedValue: nil, key: "maybeTheme", storage: defaults),
-            StoredValue(key: "optionalTheme", default: nil, storage: defaults),
+            StoredValue(PrefKey<Theme?>("optionalTheme"), storage: defaults),
             StoredValue(key: "optionalDate", storage: defaults))
         let store = FoundationUserDefaultsStore(defaults)
         for (key, form) in forms { #expect(try store.value(forKey: key) == form, "\(key)") }

@@ -341,14 +341,19 @@ enum DefaultsKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
     }
 }
 
-/// Not `Codable`: only `RawRepresentable`, as `@AppStorage` takes it.
-enum SortOrder: String, Sendable {
+/// Not `Codable`: `RawRepresentable`, as `@AppStorage` takes it, stored as its raw value by the one-line conformance.
+enum SortOrder: String, Sendable, PrefValueConvertible {
     case name, date, size
 }
 
-enum Priority: Int, Sendable {
+enum Priority: Int, Sendable, PrefValueConvertible {
     case low = 1
     case high = 9
+}
+
+/// The same with `Codable`: what an optional needs.
+enum CodableSortOrder: String, Codable, Sendable {
+    case name, date, size
 }
 
 @Suite(.ownThreads) struct RawRepresentableTests {
@@ -373,13 +378,13 @@ enum Priority: Int, Sendable {
     @Test func optionalRawRepresentableAndUserDefaults() throws {
         let suite = FoundationSuite("raw")
         defer { suite.cleanup() }
-        @StoredValue(key: "sort", storage: suite.defaults) var sort: SortOrder = .size
+        @StoredValue(PrefKey("sort", default: SortOrder.size), storage: suite.defaults) var sort
         sort = .name
         #expect(suite.defaults.string(forKey: "sort") == "name")
         suite.defaults.set("date", forKey: "sort")
         #expect(sort == .date)
         let store = InMemoryStore()
-        @StoredValue(key: "last", store: store) var last: SortOrder?
+        @StoredValue(key: "last", store: store) var last: CodableSortOrder?
         #expect(last == nil)
         last = .size
         #expect(try store.value(forKey: "last") == .string("size"))

@@ -172,8 +172,8 @@ struct MigrationFormTests {
     }
 }
 
-/// A type with its own stored form and no `Codable` conformance, in optionals and collections.
-struct Member: PrefValueConvertible, Hashable {
+/// A type with its own stored form (which wins over `Codable`'s), in optionals and collections.
+struct Member: PrefValueConvertible, Codable, Hashable {
     var name: String
     init(_ name: String) { self.name = name }
     init(prefValue: PrefValue) throws {

@@ -28,10 +28,11 @@ public struct PrefKey<Value: Sendable & Equatable>: Sendable {
 
     /// `PrefKey("theme", default: Theme.light)` declares a key for any `Codable` value.
     ///
-    /// A type with a stored form of its own (`String`, `Int`, `Date`, `[String]`, an optional of one, any
-    /// ``PrefValueConvertible`` type) keeps that form even when the key is declared in code generic over `Codable`
-    /// (`final class Model<Value: Codable>`): the form is chosen from the value's type at run time, so generic and
-    /// concrete code store the same thing. Other types are stored as JSON text.
+    /// The stored form is chosen once, from the type, in the same way for every declaration of every key: a type
+    /// with a form of its own (`Bool`, every integer, `String`, `Date`, `[String]`, any ``PrefValueConvertible``
+    /// type) in that form, a `RawRepresentable` type (an enum with `String` or `Int` raw values) as its raw value,
+    /// an optional of one as its wrapped type (nil removes the key), any other type as JSON text. Code generic over
+    /// `Codable` (`final class Model<Value: Codable>`) stores the same thing as code naming the type.
     ///
     /// A stored struct that lacks fields added to the type later reads with those fields taken from
     /// `defaultValue`, and keeps every field it has (see <doc:EvolvingModels>).
@@ -40,46 +41,26 @@ public struct PrefKey<Value: Sendable & Equatable>: Sendable {
     ///   - name: The name the value is stored under.
     ///   - defaultValue: The value read while nothing is stored.
     ///   - schema: What the key means and which values it allows (see ``Schema``); nothing by default.
-    @_disfavoredOverload  // the optionals' and raw values' own forms win over JSON
     public init(_ name: String, default defaultValue: Value, schema: Schema = .init()) where Value: Codable {
-        self.init(
-            name: name, defaultValue: defaultValue, codec: ValueCodec.codable.fillingMissingFields(from: defaultValue),
-            schema: schema)
+        self.init(name: name, defaultValue: defaultValue, codec: .chosen(filling: defaultValue), schema: schema)
+    }
+
+    /// `PrefKey<User?>("owner")` declares an optional key: it reads nil until something is stored, and storing nil
+    /// removes the key.
+    public init<Wrapped: Codable & Sendable>(
+        _ name: String, default defaultValue: Value = nil, schema: Schema = .init()
+    )
+    where Value == Wrapped? {
+        self.init(name: name, defaultValue: defaultValue, codec: .chosen(filling: defaultValue), schema: schema)
     }
 
     /// `PrefKey("version", default: Version(1, 0))` declares a key for a type that chooses its own stored form
-    /// through ``PrefValueConvertible`` and need not be `Codable`.
+    /// through ``PrefValueConvertible`` and need not be `Codable` (an enum with raw values declares the
+    /// conformance alone: `extension SortOrder: PrefValueConvertible {}`).
+    @_disfavoredOverload  // a `Codable` type that is convertible too goes through the first, to the same form
     public init(_ name: String, default defaultValue: Value, schema: Schema = .init())
     where Value: PrefValueConvertible {
         self.init(name: name, defaultValue: defaultValue, codec: .native, schema: schema)
-    }
-
-    /// `PrefKey("count", default: 0)` for a type that is both `Codable` and ``PrefValueConvertible`` (every
-    /// built-in type): its own stored form wins.
-    public init(_ name: String, default defaultValue: Value, schema: Schema = .init())
-    where Value: PrefValueConvertible & Codable {
-        self.init(
-            name: name, defaultValue: defaultValue, codec: ValueCodec.native.readingForeignForms(hasNativeForm: true),
-            schema: schema)
-    }
-
-    /// `PrefKey<User?>("owner")` declares an optional key for a ``PrefValueConvertible`` type: it reads nil until
-    /// something is stored, and storing nil removes the key.
-    public init<Wrapped: PrefValueConvertible>(
-        _ name: String, default defaultValue: Value = nil, schema: Schema = .init()
-    )
-    where Value == Wrapped? {
-        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(wrapping: .native), schema: schema)
-    }
-
-    /// `PrefKey<Int?>("limit")` for an optional of a type that is both `Codable` and ``PrefValueConvertible``:
-    /// its own stored form wins.
-    public init<Wrapped: PrefValueConvertible & Codable>(
-        _ name: String, default defaultValue: Value = nil, schema: Schema = .init()
-    )
-    where Value == Wrapped? {
-        let wrapped = ValueCodec<Wrapped>.native.readingForeignForms(hasNativeForm: true)
-        self.init(name: name, defaultValue: defaultValue, codec: ValueCodec(wrapping: wrapped), schema: schema)
     }
 
     init(name: String, defaultValue: Value, codec: ValueCodec<Value>, schema: Schema = .init()) {
@@ -123,28 +104,8 @@ extension PrefKey {
     ///   - schema: What the key means and which values it allows (see ``Schema``); the computed answer is not
     ///     checked against it.
     public init(_ name: String, default compute: @escaping @Sendable () -> Value, schema: Schema = .init())
-    where Value: PrefValueConvertible & Codable {
-        self.init(
-            name: name, default: .computed(compute),
-            codec: ValueCodec.native.readingForeignForms(hasNativeForm: true), schema: schema)
-    }
-
-    /// `PrefKey("layout", default: { Layout.forScreen() })`: a default computed when it is read, for any `Codable`
-    /// type, as for a built-in type above. A stored value that cannot be decoded reads as the computed
-    /// default; missing fields of a stored struct are not filled in from it.
-    @_disfavoredOverload
-    public init(_ name: String, default compute: @escaping @Sendable () -> Value, schema: Schema = .init())
     where Value: Codable {
-        self.init(name: name, default: .computed(compute), codec: ValueCodec.codable, schema: schema)
-    }
-
-    /// `PrefKey("theme", default: { Theme.matchingSystem() })`: a default computed when it is read, for an enum with
-    /// raw values.
-    public init(_ name: String, default compute: @escaping @Sendable () -> Value, schema: Schema = .init())
-    where Value: RawRepresentable & Codable, Value.RawValue: PrefValueConvertible & Codable {
-        self.init(
-            name: name, default: .computed(compute),
-            codec: ValueCodec.rawValue.readingForeignForms(hasNativeForm: false), schema: schema)
+        self.init(name: name, default: .computed(compute), codec: .chosen(), schema: schema)
     }
 }
 

@@ -27,6 +27,22 @@ public protocol PrefValueConvertible: Sendable {
     var prefValue: PrefValue { get throws }
 }
 
+extension PrefValueConvertible where Self: RawRepresentable, RawValue: PrefValueConvertible {
+    /// `extension SortOrder: PrefValueConvertible {}` stores an enum with raw values (that need not be `Codable`) as
+    /// its raw value, as `@AppStorage` stores it; a raw value the type refuses is a type mismatch.
+    public init(prefValue: PrefValue) throws {
+        let rawValue = try RawValue(prefValue: prefValue)
+        guard let value = Self(rawValue: rawValue) else {
+            throw PrefsError.typeMismatch(
+                key: "", expected: "a raw value of \(Self.self)", found: String(describing: rawValue))
+        }
+        self = value
+    }
+
+    /// The raw value's stored form.
+    public var prefValue: PrefValue { get throws { try rawValue.prefValue } }
+}
+
 func mismatch(_ expected: String, _ found: PrefValue) -> PrefsError {
     .typeMismatch(key: "", expected: expected, found: found.typeName)
 }

@@ -112,19 +112,22 @@ extension ValueCodec where Value: Codable {
 }
 
 extension ValueCodec where Value: Codable {
-    /// The codec of a key declared knowing only that its type is `Codable` (generic code such as
-    /// `final class Model<Value: Codable>`): chosen from the type the value has at run time, so a `String`, `Int`,
-    /// `Date`, `[String]` or an optional of one is stored in its own form, exactly as a declaration naming the type
-    /// stores it. Other types are JSON text, as ``json``.
-    static var codable: ValueCodec {
+    /// The codec of a `Codable` type, chosen here once for every declaration (a wrapper, a key, a secret), from the
+    /// type the value has at run time, so code generic over `Codable` and code naming the type store the same thing:
+    /// a type with a form of its own (``PrefValueConvertible``: every built-in type) in that form, a
+    /// `RawRepresentable` one as its raw value, an optional of either as the wrapped type's form (nil removes the
+    /// key), any other as JSON text, filling the fields a stored object lacks from `defaultValue` when one is given.
+    static func chosen(filling defaultValue: Value? = nil) -> ValueCodec {
         if let native = DynamicNative<Value>.codec { return native.readingForeignForms(hasNativeForm: true) }
-        return json
+        if let raw = DynamicRaw<Value>.codec { return raw.readingForeignForms(hasNativeForm: false) }
+        guard let defaultValue else { return json }
+        return json.fillingMissingFields(from: defaultValue)
     }
 }
 
 /// The native codec of a type that is ``PrefValueConvertible`` (or an optional of one) when code generic over
 /// `Codable` cannot name that conformance: found from the type at run time.
-private enum DynamicNative<Value: Sendable> {
+enum DynamicNative<Value: Sendable> {
     static var codec: ValueCodec<Value>? {
         if let type = Value.self as? any PrefValueConvertible.Type {
             return ValueCodec(
@@ -150,6 +153,50 @@ private enum DynamicNative<Value: Sendable> {
             throw PrefsError.typeMismatch(key: "", expected: "\(Value.self)", found: "\(type(of: value))")
         }
         return value
+    }
+}
+
+/// The raw-value codec of a `RawRepresentable` type whose raw value has a form of its own (or of an optional of
+/// one), found from the type at run time.
+enum DynamicRaw<Value: Sendable> {
+    static var codec: ValueCodec<Value>? {
+        if let type = Value.self as? any (RawRepresentable & Sendable).Type { return rawCodec(type) }
+        guard let optional = Value.self as? any (OptionalValue & Sendable).Type else { return nil }
+        return wrappedRawCodec(optional)
+    }
+
+    private static func rawCodec<R: RawRepresentable & Sendable>(_: R.Type) -> ValueCodec<Value>? {
+        guard let rawType = R.RawValue.self as? any PrefValueConvertible.Type else { return nil }
+        return ValueCodec(
+            encode: { value in try ((value as? R)?.rawValue as? any PrefValueConvertible)?.prefValue },
+            decode: { stored in
+                let raw = try rawType.init(prefValue: stored)
+                guard let rawValue = raw as? R.RawValue, let value = R(rawValue: rawValue) as? Value else {
+                    throw PrefsError.typeMismatch(
+                        key: "", expected: "a raw value of \(Value.self)", found: String(describing: raw))
+                }
+                return value
+            }, route: ReadRoute(.rawValue))
+    }
+
+    private static func wrappedRawCodec<O: OptionalValue & Sendable>(_: O.Type) -> ValueCodec<Value>? {
+        guard let raw = O.Wrapped.self as? any (RawRepresentable & Sendable).Type else { return nil }
+        return optionalOf(raw, O.self)
+    }
+
+    private static func optionalOf<R: RawRepresentable & Sendable, O: OptionalValue & Sendable>(_: R.Type, _: O.Type)
+        -> ValueCodec<Value>?
+    {
+        guard let inner = DynamicRaw<R>.codec else { return nil }
+        return ValueCodec(
+            encode: { value in try ((value as? O)?.asOptional as? R).flatMap { try inner.encode($0) } },
+            decode: { stored in
+                let wrapped = ForeignForms.isBoutiqueNil(stored) ? nil : try inner.decode(stored) as? O.Wrapped
+                guard let value = O(asOptional: wrapped) as? Value else {
+                    throw PrefsError.typeMismatch(key: "", expected: "\(Value.self)", found: stored.typeName)
+                }
+                return value
+            }, route: ReadRoute(.rawValue).optional())
     }
 }
 

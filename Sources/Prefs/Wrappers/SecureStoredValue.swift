@@ -30,40 +30,24 @@ public struct SecureStoredValue<Value: Codable & Sendable & Equatable>: Sendable
     /// The state in use: the declared one, or for a wrapper without `store:` its stand-in in the current scope.
     var box: StoredValueBox<Value?> { followsSecureScope ? declared.inCurrentSecureScope() : declared }
 
-    /// `@SecureStoredValue<Credentials>(key: "credentials") var credentials` stores a `Codable` secret under `key`,
-    /// as JSON text.
+    /// `@SecureStoredValue<String>(key: "authToken") var authToken` stores a secret under `key`, in the form
+    /// ``PrefKey`` chooses for its type (a `String` as a string, a `Codable` struct as JSON text).
     ///
     /// - Parameters:
     ///   - key: The secret's name inside the vault (names are encrypted too).
-    ///   - service: An optional namespace: the secret is stored as `"<service>.<key>"`, so several accounts or
-    ///     services can use the same key names.
     ///   - store: The vault to use; ``PrefsConfig/secureStore`` when nil.
-    public init(key: String, service: String? = nil, store: (any KeyValueStore)? = nil) {
-        self.init(key: key, service: service, store: store, codec: .codable)
-    }
-
-    /// `@SecureStoredValue<String>(key: "authToken") var authToken` stores a secret of a type with its own stored
-    /// form (`String`, `Bool`, `[String]`, …) in that form.
-    public init(key: String, service: String? = nil, store: (any KeyValueStore)? = nil)
-    where Value: PrefValueConvertible {
-        self.init(
-            key: key, service: service, store: store, codec: ValueCodec.native.readingForeignForms(hasNativeForm: true))
-    }
-
-    /// `@SecureStoredValue<Theme>(key: "theme") var theme` stores a `RawRepresentable` secret as its raw value.
-    public init(key: String, service: String? = nil, store: (any KeyValueStore)? = nil)
-    where Value: RawRepresentable, Value.RawValue: PrefValueConvertible {
-        self.init(
-            key: key, service: service, store: store,
-            codec: ValueCodec.rawValue.readingForeignForms(hasNativeForm: false))
-    }
-
-    private init(key: String, service: String?, store: (any KeyValueStore)?, codec: ValueCodec<Value>) {
-        let name = service.map { "\($0).\(key)" } ?? key
+    public init(key: String, store: (any KeyValueStore)? = nil) {
         followsSecureScope = store == nil
         declared = StoredValueBox(
-            key: name, default: .fixed(nil), codec: ValueCodec(redactingErrorsOf: ValueCodec<Value?>(wrapping: codec)),
+            key: key, default: .fixed(nil),
+            codec: ValueCodec(redactingErrorsOf: ValueCodec<Value?>(wrapping: ValueCodec<Value>.chosen())),
             store: store ?? DefaultStores.secureStore, isSecret: true)
+    }
+
+    /// `@SecureStoredValue<String>(key: "token", service: "api") var token` stored the secret as `"api.token"`.
+    @available(*, deprecated, message: "write the whole name as the key: key: \"api.token\"")
+    public init(key: String, service: String?, store: (any KeyValueStore)? = nil) {
+        self.init(key: service.map { "\($0).\(key)" } ?? key, store: store)
     }
 
     /// `authToken` reads the secret, or nil when none is stored (or the vault cannot be opened, which is reported

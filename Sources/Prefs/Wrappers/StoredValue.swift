@@ -44,69 +44,72 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
         followsDefaultScope ? declared.inCurrentDefaultScope() : declared
     }
 
-    /// `@StoredValue(key: "editor") var editor = EditorSettings()` stores a `Codable` value under `key` as JSON text,
-    /// defaulting to the initial value. Built-in types, `RawRepresentable` types and optionals of them have
-    /// overloads of their own that store them natively; in code generic over `Codable`, a built-in type is still
-    /// stored natively (see ``PrefKey``).
+    /// `@StoredValue(key: "theme") var theme: Theme = .light` stores any `Codable` value under `key`, defaulting to
+    /// the initial value, in the form ``PrefKey`` chooses for its type: a built-in type natively, an enum with raw
+    /// values as its raw value, an optional as its wrapped type (nil removes the key), anything else as JSON text.
     ///
     /// - Parameters:
     ///   - wrappedValue: The default, read while nothing is stored.
     ///   - key: The name the value is stored under.
-    ///   - schema: What the key means and which values it allows (see ``PrefKey/Schema``); nothing by default. Every
-    ///     initialiser that takes a `key:` takes it.
+    ///   - schema: What the key means and which values it allows (see ``PrefKey/Schema``); nothing by default.
     ///   - store: Where to keep it; ``PrefsConfig/defaultStore`` when nil.
-    @_disfavoredOverload  // the optionals' and raw values' own forms win over JSON
     public init(
         wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil
     ) where Value: Codable {
         self.init(PrefKey(key, default: wrappedValue, schema: schema), store: store)
     }
 
-    /// `@StoredValue(key: "shared", storage: UserDefaults(suiteName: "group.x")!) var shared = Shared()` stores in
+    /// `@StoredValue(key: "shared", storage: UserDefaults(suiteName: "group.x")!) var shared = false` stores in
     /// that `UserDefaults` instance, given the way Boutique and `@AppStorage` take it.
     ///
     /// Reads and writes go through the instance's own API (see ``FoundationUserDefaultsStore``), so code that
     /// calls the instance directly sees the wrapper's writes at once, and the wrapper sees that code's writes at
     /// its next read. Wrappers given the same instance share one store. Under `.isolatedPreferences` the wrapper
     /// uses an in-memory stand-in for the instance instead, one per instance for the test.
-    @_disfavoredOverload  // the optionals' and raw values' own forms win over JSON
     public init(wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults)
     where Value: Codable {
-        self.init(PrefKey(key, default: wrappedValue, schema: schema), store: UserDefaultsStore.store(for: storage))
-    }
-
-    /// `@StoredValue(key: "profile", storage: defaults) var profile: Profile?` declares an optional preference kept
-    /// in a `UserDefaults` instance, nil until something is stored.
-    public init<Wrapped: Codable>(key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults)
-    where Value == Wrapped? {
-        self.init(PrefKey(key, default: nil, schema: schema), store: UserDefaultsStore.store(for: storage))
-    }
-
-    /// `StoredValue(key: "editor", default: EditorSettings(), storage: defaults)` creates a wrapper over a
-    /// `UserDefaults` instance without property syntax.
-    @_disfavoredOverload  // the optionals' and raw values' own forms win over JSON
-    public init(
-        key: String, default defaultValue: Value, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults
-    ) where Value: Codable {
-        self.init(PrefKey(key, default: defaultValue, schema: schema), store: UserDefaultsStore.store(for: storage))
+        self.init(PrefKey(key, default: wrappedValue, schema: schema), storage: storage)
     }
 
     /// `@StoredValue(key: "profile") var profile: Profile?` declares an optional preference without `= nil`: it reads
     /// nil until something is stored, as with `@AppStorage`.
-    public init<Wrapped: Codable>(
+    public init<Wrapped: Codable & Sendable>(
         key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil
     )
     where Value == Wrapped? {
         self.init(PrefKey(key, default: nil, schema: schema), store: store)
     }
 
-    /// `StoredValue(key: "editor", default: EditorSettings())` creates the wrapper without property syntax.
-    @_disfavoredOverload  // the optionals' and raw values' own forms win over JSON
+    /// `@StoredValue(key: "profile", storage: defaults) var profile: Profile?`: the same, in a `UserDefaults`
+    /// instance.
+    public init<Wrapped: Codable & Sendable>(
+        key: String, schema: PrefKey<Value>.Schema = .init(), storage: UserDefaults
+    )
+    where Value == Wrapped? {
+        self.init(PrefKey(key, default: nil, schema: schema), storage: storage)
+    }
+
+    /// `StoredValue(key: "volume", default: 0.5)` creates the wrapper without property syntax.
     public init(
         key: String, default defaultValue: Value, schema: PrefKey<Value>.Schema = .init(),
         store: (any KeyValueStore)? = nil
     ) where Value: Codable {
         self.init(PrefKey(key, default: defaultValue, schema: schema), store: store)
+    }
+
+    /// `@StoredValue(key: "version") var version = Version(1, 0)` stores a type that chooses its own stored form
+    /// through ``PrefValueConvertible`` and need not be `Codable`.
+    @_disfavoredOverload  // a `Codable` type that is convertible too goes through the `Codable` form, to the same form
+    public init(
+        wrappedValue: Value, key: String, schema: PrefKey<Value>.Schema = .init(), store: (any KeyValueStore)? = nil
+    ) where Value: PrefValueConvertible {
+        self.init(PrefKey(key, default: wrappedValue, schema: schema), store: store)
+    }
+
+    /// `StoredValue(PrefKey("volume", default: 0.5), storage: defaults)` keeps a typed key in a `UserDefaults`
+    /// instance (see ``init(wrappedValue:key:schema:storage:)``).
+    public init(_ key: PrefKey<Value>, storage: UserDefaults) {
+        self.init(key, store: UserDefaultsStore.store(for: storage))
     }
 
     /// `@StoredValue(.doTheThing) var doTheThing` uses a typed key that carries its name, type and default.
