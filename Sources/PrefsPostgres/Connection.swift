@@ -298,22 +298,30 @@ final class Connection: @unchecked Sendable {
         return .serverError(sqlState: code, message: secrets.sanitize(message))
     }
 
-    /// The payloads of the notifications received so far; with `skippingOwn`, those this connection's own
-    /// statements sent are dropped (the writer already merged what they wrote).
-    func takeNotifications(skippingOwn: Bool = false) -> [String] {
-        let own = PQbackendPID(handle)
-        var payloads: [String] = []
+    /// The notifications received so far, oldest first: each one's channel and sending server process (its payload
+    /// is never read).
+    func takeNotifications() -> [Notification] {
+        var notifications: [Notification] = []
         while let notification = PQnotifies(handle) {
-            if !skippingOwn || notification.pointee.be_pid != own {
-                payloads.append(String(cString: notification.pointee.extra))
-            }
+            notifications.append(
+                Notification(
+                    channel: String(cString: notification.pointee.relname), sender: notification.pointee.be_pid))
             PQfreemem(notification)
         }
-        return payloads
+        return notifications
     }
+
+    /// The process id the server gave this connection when it connected (a pooler's own, through a pooler).
+    var backendPID: Int32 { PQbackendPID(handle) }
 
     /// Reads what the server sent; false when the connection is gone.
     func consumeInput() -> Bool { PQconsumeInput(handle) != 0 && !isBroken }
+}
+
+/// A notification a connection received: its channel and the server process that sent it.
+struct Notification: Sendable, Equatable {
+    let channel: String
+    let sender: Int32
 }
 
 extension Duration {

@@ -7,14 +7,15 @@ import Synchronization
 import TestThreads
 import Testing
 
-/// A database of its own behind a PgBouncer of its own in `mode` (pool of 10), on the shared test server.
+/// A database of its own behind a PgBouncer of its own in `mode` (pool of 20: in session pooling each store holds two
+/// server connections, its change feed's and its writer's), on the shared test server.
 struct PooledDatabase {
     let database: Database
     let pooler: Pooler
 
     init(_ mode: Pooler.Mode) throws {
         database = try Database()
-        pooler = try Pooler.start(for: database.server, mode: mode)
+        pooler = try Pooler.start(for: database.server, mode: mode, poolSize: 20)
     }
 
     /// The database through the pooler; `name` makes the connection string, and so the store's connection, its own.

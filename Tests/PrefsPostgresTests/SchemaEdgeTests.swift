@@ -91,7 +91,7 @@ struct SchemaEdgeTests {
         let upgraded = try database.store()
         #expect(try upgraded.value(forKey: "k") == .string("kept"))
         #expect(try upgraded.updateValue(forKey: "k") { _ in .string("new") } == .string("new"))
-        #expect(try database.sql("SELECT version FROM prefs_schema") == [["4"]])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["5"]])
         #expect(try database.sql("SELECT value::text, writer IS NOT NULL FROM prefs_values") == [["\"new\"", "t"]])
         upgraded.close()
     }
@@ -112,7 +112,7 @@ struct SchemaEdgeTests {
             connection: database.connection, namespace: "com.example.app", changeSource: .poll(every: .milliseconds(20))
         )
         #expect(try upgraded.value(forKey: "k") == .string("kept"))
-        #expect(try database.sql("SELECT version FROM prefs_schema") == [["4"]])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["5"]])
         try database.sql("UPDATE prefs_values SET value = '\"by SQL\"' WHERE key = 'k'")
         try await eventually("the poll to read the change") { try upgraded.value(forKey: "k") == .string("by SQL") }
         upgraded.close()
