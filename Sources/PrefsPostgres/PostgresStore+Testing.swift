@@ -18,6 +18,9 @@ extension PostgresStore {
     /// `store.feedReadCount`: the reads of the change feed of this store's connection so far.
     package var feedReadCount: Int { server.feedReads.load(ordering: .relaxed) }
 
+    /// `store.feedFailureCount`: the reads of the change feed of this store's connection that failed so far.
+    package var feedFailureCount: Int { server.feedFailures.load(ordering: .relaxed) }
+
     /// `store.settlingFailureCount`: how many attempts to find out whether an unanswered write committed have failed.
     package var settlingFailureCount: Int { settlingFailures.load(ordering: .acquiring) }
 

@@ -61,9 +61,10 @@ final class Server: Sendable {
     private let finished = DispatchSemaphore(value: 0)
     /// Counts the listener's reconnections, for tests and logs.
     let reconnections = Atomic<Int>(0)
-    /// The reads of the change feed and the rows they brought, for tests and prefs-bench.
+    /// The reads of the change feed, the rows they brought and the reads that failed, for tests.
     let feedReads = Atomic<Int>(0)
     let feedRows = Atomic<Int>(0)
+    let feedFailures = Atomic<Int>(0)
     /// What the listener thread does now, for a failing test's message.
     let listenerActivity = Atomic<Int>(0)
     /// What the listener reports its failures through (``PrefsConfig/errorHandler``, once per cause).
@@ -268,8 +269,9 @@ final class Server: Sendable {
                 throw PostgresStoreError.timedOut(
                     reason: "the first read of the namespace did not finish within \(bound.wholeMilliseconds) ms")
             }
+            let attempted: (State) -> Bool = { $0.attempts > seen }
             let (attempts, failure) = state.withLock(
-                waitingUntil: { $0.attempts > seen }, atMost: Double(remaining.wholeMilliseconds) / 1_000
+                waitingUntil: attempted, atMost: Double(remaining.wholeMilliseconds) / 1_000
             ) { ($0.attempts, $0.failure) }
             if attempts > seen, !snapshot.isLoaded, let failure { throw failure }
             seen = attempts
@@ -382,7 +384,7 @@ final class Server: Sendable {
             }
             let connection = current.connection
             if readable, !connection.consumeInput() {
-                feed = lose(connection)
+                feed = lose()
                 continue
             }
             readable = false
@@ -413,10 +415,11 @@ final class Server: Sendable {
                     }
                 } catch {
                     if connection.isBroken {
-                        feed = lose(connection)
+                        feed = lose()
                         continue
                     }
                     let failure = feedFailure(error)
+                    feedFailures.add(1, ordering: .relaxed)
                     state.withLockAndSignal { state in
                         state.failure = failure
                         state.attempts += 1
@@ -551,8 +554,8 @@ final class Server: Sendable {
         return nil
     }
 
-    /// Lets go of a feed connection found broken; the listener reconnects.
-    private func lose(_ connection: Connection) -> Feed? {
+    /// Lets go of the feed connection, found broken: the listener reconnects.
+    private func lose() -> Feed? {
         state.withLock { $0.feedOpen = false }
         return nil
     }

@@ -116,7 +116,8 @@ final class Snapshot: Sendable {
     /// Reads what changed since the last read (everything the first time, after ``forgetBound()``, or after a
     /// truncation, a restore or a long silence) and merges it; returns the keys whose value changed, for the caller
     /// to publish or not, and how many rows of keys the server sent. Only the listener thread calls it.
-    func catchUp(on connection: Connection, deadline: ContinuousClock.Instant) throws -> (changed: [String], rows: Int) {
+    func catchUp(on connection: Connection, deadline: ContinuousClock.Instant) throws -> (changed: [String], rows: Int)
+    {
         if let last = lastMerged.withLock({ $0 }), ContinuousClock.now - last > Schema.removalsKept / 2 {
             forgetBound()
         }

@@ -48,14 +48,15 @@ struct BoundsTests {
 
         try await eventually("the locked write to give up", within: .seconds(30)) { outcome.withLock { $0 } != nil }
         let (error, elapsed) = try #require(outcome.withLock { $0 })
-        guard case .timedOut? = error else {
-            Issue.record("expected timedOut, got \(String(describing: error))")
+        // The server's lock timeout ended it (not the client's deadline, which would leave the outcome unknown).
+        guard case .timedOut(let reason)? = error, reason.contains("lock timeout") else {
+            Issue.record("expected timedOut by the lock timeout, got \(String(describing: error))")
             return
         }
         // The server times the lock wait on its own clock, from when the wait began; measured here it can come out
         // a few milliseconds short (5.996 s for 6 s in one CI run), so the lower bound only tells the lock timeout
-        // apart from an early failure.
-        #expect(elapsed >= lockTimeout - .milliseconds(250) && elapsed < lockTimeout + .seconds(5), "\(elapsed)")
+        // apart from an early failure. How soon after it the write returns depends on the machine: not checked.
+        #expect(elapsed >= lockTimeout - .milliseconds(250), "\(elapsed)")
         // Nothing was written, and the store keeps the committed value.
         try holder.execute("ROLLBACK")
         #expect(try store.value(forKey: "locked") == .int(1))

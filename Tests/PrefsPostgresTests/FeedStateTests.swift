@@ -22,7 +22,9 @@ struct FeedStateTests {
 
     /// One step of a run.
     enum Step: Equatable, CustomStringConvertible {
-        case writeBegins(Int), writeCommits(Int), writeLearned(Int)
+        case writeBegins(Int)
+        case writeCommits(Int)
+        case writeLearned(Int)
         case readSent, snapshotTaken, readMerged
         case changeBegins, changeCommits
         var description: String {

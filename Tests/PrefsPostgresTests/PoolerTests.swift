@@ -133,6 +133,34 @@ struct PoolerTests {
         #expect(Self.deafnessReports - reportsBefore == (mode == .transaction ? 1 : 0))
     }
 
+    /// PgBouncer switched from session to transaction pooling by a `SIGHUP` while the store listens (its client stays
+    /// connected, the `LISTEN` no longer reaches it): the store's re-check at its next heartbeat finds that its own
+    /// `NOTIFY` does not come back, reports that once and polls, so the next change arrives within the interval.
+    @Test func aPoolerReloadedIntoTransactionModeIsNoticedReportedOnceAndPolled() async throws {
+        let pooled = try PooledDatabase(.session)
+        defer { pooled.destroy() }
+        let reportsBefore = Self.deafnessReports
+        let store = try PostgresStore(
+            connection: pooled.connection("a"), namespace: "com.example.app",
+            limits: PostgresStore.Limits(heartbeat: .seconds(1)),
+            changeSource: .automatic(pollingEvery: .milliseconds(200)))
+        defer { store.close() }
+        let other = try PostgresStore(
+            connection: pooled.connection("b"), namespace: "com.example.app",
+            changeSource: .poll(every: .seconds(60)))
+        defer { other.close() }
+        #expect(!store.changesArePolled)
+        try other.setValue(.int(1), forKey: "k")
+        try await eventually("the notification to bring the change") { try store.value(forKey: "k") == .int(1) }
+        try pooled.pooler.reload(mode: .transaction)
+        try await eventually("the store to notice it no longer hears", within: .seconds(60)) {
+            store.changesArePolled && Self.deafnessReports - reportsBefore == 1
+        }
+        try other.setValue(.int(2), forKey: "k")
+        try await eventually("the poll to bring the next change") { try store.value(forKey: "k") == .int(2) }
+        #expect(Self.deafnessReports - reportsBefore == 1)
+    }
+
     @Test(arguments: Pooler.Mode.allCases)
     func aStoreToldToListenOpensOnlyWhereItHears(_ mode: Pooler.Mode) async throws {
         let pooled = try PooledDatabase(mode)

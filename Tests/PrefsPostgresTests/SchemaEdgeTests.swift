@@ -118,6 +118,32 @@ struct SchemaEdgeTests {
         upgraded.close()
     }
 
+    /// Version 5 reads the feed from a snapshot and prunes its log of deletions: a version 4 database (its log holding
+    /// a deletion already) is upgraded in place, keeps its rows, and SQL's deletions still reach an instance.
+    @Test func aVersion4SchemaGainsTheSnapshotFeedKeepingItsRows() async throws {
+        let database = try Database()
+        let first = try database.store()
+        try first.replaceAll(["k": .string("kept"), "gone": .int(1)])
+        first.close()
+        try database.sql("DELETE FROM prefs_values WHERE key = 'gone'")
+        try database.sql(
+            """
+            DROP TRIGGER prefs_removals_prune ON prefs_values; DROP FUNCTION prefs_removals_prune();
+            DROP FUNCTION prefs_values_feed(text, bigint, pg_snapshot); DROP INDEX prefs_removals_logged;
+            ALTER TABLE prefs_removals DROP COLUMN logged, DROP COLUMN horizon; UPDATE prefs_schema SET version = 4
+            """)
+        let upgraded = try PostgresStore(
+            connection: database.connection, namespace: "com.example.app", changeSource: .poll(every: .milliseconds(20))
+        )
+        defer { upgraded.close() }
+        #expect(try upgraded.allValues() == ["k": .string("kept")])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["5"]])
+        #expect(try database.sql("SELECT key, horizon FROM prefs_removals") == [["gone", "0"]])
+        try upgraded.setValue(.int(2), forKey: "other")
+        try database.sql("DELETE FROM prefs_values WHERE key = 'k'")
+        try await eventually("the poll to read the deletion") { try upgraded.allValues() == ["other": .int(2)] }
+    }
+
     @Test func aListenerThatCannotReconnectReportsTheRealCause() async throws {
         let server = try PostgresServer.shared()
         let role = "app_" + UUID().uuidString.lowercased().prefix(8)
