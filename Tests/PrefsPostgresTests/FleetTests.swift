@@ -74,7 +74,7 @@ struct FleetTests {
                     } else if words == ["ready"] {
                         ready.withLock { $0 += 1 }
                     } else if words.count == 5, words[0] == "seen", words[2] == "marker" {
-                        markers.withLock { $0.insert(words[1]) }
+                        _ = markers.withLock { $0.insert(words[1]) }
                     } else if words.count == 5, words[0] == "seen", let instance = Int(words[1]),
                         let nanos = UInt64(words[4])
                     {
