@@ -15,7 +15,8 @@ extension PostgresStore {
     /// `store.feedRowsRead`: the rows of keys the reads of the change feed of this store's connection have brought.
     package var feedRowsRead: Int { server.feedRows.load(ordering: .relaxed) }
 
-    /// `store.feedReadCount`: the reads of the change feed of this store's connection so far.
+    /// `store.feedReadCount`: the reads of the change feed of this store's connection started so far (each store's
+    /// rows are merged, and `feedRowsRead` counts them, before the next read starts).
     package var feedReadCount: Int { server.feedReads.load(ordering: .relaxed) }
 
     /// `store.feedFailureCount`: the reads of the change feed of this store's connection that failed so far.

@@ -27,7 +27,10 @@ import Synchronization
 ///   the last known values; the store reconnects by itself, re-reads the namespace and announces every key that
 ///   changed meanwhile.
 /// - With a `cache` file, a store can start while the server is away, from the last values it saw.
-/// - All stores of a process on the same connection string share one server connection while idle.
+/// - All stores of a process on the same connection string share two server connections while idle: one reads the
+///   change feed (and listens), the other carries writes, so no write (a long transform, a row lock) holds up
+///   learning what other instances changed. A read of the feed that fails is reported once, retried, and named by
+///   ``changeFeedFailure`` meanwhile.
 ///
 /// The schema (created when missing) is described in docs/PostgresStore.md.
 public final class PostgresStore: KeyValueStore {
@@ -91,10 +94,13 @@ public final class PostgresStore: KeyValueStore {
     /// - ``automatic``: the default. At start and after every reconnection the store sends a `NOTIFY` on a channel
     ///   of its own from a second connection and waits up to ``probeBound`` to hear it. Heard, it behaves as
     ///   ``listen``; not heard (a pooler in transaction mode, which does not carry `LISTEN`), it reports that once to
-    ///   ``Prefs/PrefsConfig/errorHandler``, naming the likely cause, and polls every `interval`.
+    ///   ``Prefs/PrefsConfig/errorHandler``, naming the likely cause, and polls every `interval`. Listening through a
+    ///   pooler, which can change mode under a live connection, it checks again every ``Limits/heartbeat`` and, not
+    ///   heard, reports and polls the same way.
     /// - ``listen``: reads the feed when a `NOTIFY` arrives (and every ``Limits/heartbeat`` besides), so an idle
-    ///   instance costs the server nothing. Needs a session of its own: direct, or a pooler in session mode. An open
-    ///   that cannot hear its own `NOTIFY` throws ``PostgresStoreError/connectionRefused(reason:)``.
+    ///   instance costs the server one read per heartbeat. Needs a session of its own: direct, or a pooler in session
+    ///   mode. An open that cannot hear its own `NOTIFY` throws ``PostgresStoreError/connectionRefused(reason:)``; a
+    ///   pooler that changes mode later is noticed as with ``automatic``, and the store then polls every second.
     /// - ``poll(every:)``: reads the feed every `interval` and never listens, through any pooler.
     public struct ChangeSource: Sendable, Equatable, CustomStringConvertible {
         enum Kind: String, Sendable { case automatic, listen, poll }

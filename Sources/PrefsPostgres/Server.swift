@@ -61,7 +61,8 @@ final class Server: Sendable {
     private let finished = DispatchSemaphore(value: 0)
     /// Counts the listener's reconnections, for tests and logs.
     let reconnections = Atomic<Int>(0)
-    /// The reads of the change feed, the rows they brought and the reads that failed, for tests.
+    /// The reads of the change feed (counted as each starts), the rows they brought and the reads that failed, for
+    /// tests.
     let feedReads = Atomic<Int>(0)
     let feedRows = Atomic<Int>(0)
     let feedFailures = Atomic<Int>(0)
@@ -581,6 +582,8 @@ final class Server: Sendable {
     /// Reads what changed since each snapshot's last read and announces it. A notification's payload is never read:
     /// a forged one costs a read of the feed and changes nothing.
     private func catchUpAll(on connection: Connection) throws {
+        // Counted as it starts, so a test that sees what a read brought finds it counted.
+        feedReads.add(1, ordering: .relaxed)
         let snapshots = state.withLock { Array($0.snapshots.values) }
         let deadline = ContinuousClock.now + limits.writeDeadline
         for snapshot in snapshots {
@@ -588,6 +591,5 @@ final class Server: Sendable {
             feedRows.add(rows, ordering: .relaxed)
             snapshot.publish(changed)
         }
-        feedReads.add(1, ordering: .relaxed)
     }
 }

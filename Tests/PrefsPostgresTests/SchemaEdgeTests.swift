@@ -159,6 +159,10 @@ struct SchemaEdgeTests {
             if case .authenticationFailed? = store.listenerFailure { return true }
             return false
         }
+        // The write connection was terminated too; once its server process is gone, the write finds it closed.
+        try await eventually("the role's sessions to end") {
+            try server.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = '\(role)'") == [["0"]]
+        }
         #expect {
             try store.setValue(.int(2), forKey: "k")
         } throws: { error in
