@@ -37,9 +37,6 @@ package struct Visibility: Sendable, Equatable {
         self.init(xmin: xmin, xmax: xmax, inProgress: inProgress)
     }
 
-    /// The text PostgreSQL reads back as a `pg_snapshot`.
-    package var text: String { "\(xmin):\(xmax):" + inProgress.map(String.init).joined(separator: ",") }
-
     /// Whether the transaction `xid` had ended (committed or rolled back) when the snapshot was taken, so that what
     /// it committed is in the snapshot.
     package func includes(_ xid: UInt64) -> Bool { xid < xmin || (xid < xmax && !inProgress.contains(xid)) }

@@ -20,8 +20,9 @@ import Synchronization
 ///   `NOTIFY`, and polls when it does not.
 /// - Notifications only say that something changed; values and versions are learned by reading rows, under the
 ///   table's grants, so a role without rights on the table can neither change nor read what instances see.
-/// - Nothing outlives a transaction on the server's side (no prepared statement, no session setting), so every
-///   operation works through PgBouncer in transaction pooling.
+/// - Through a pooler nothing outlives a transaction on the server's side (no prepared statement, no session
+///   setting), so every operation works through PgBouncer in transaction pooling; a direct connection prepares its
+///   statements once.
 /// - Every wait is bounded by ``Limits``: a write throws a typed error within `writeDeadline` (15 s by default).
 /// - When the server goes away, writes throw ``PostgresStoreError/connectionLost(reason:)`` and reads keep serving
 ///   the last known values; the store reconnects by itself, re-reads the namespace and announces every key that
@@ -469,7 +470,8 @@ public final class PostgresStore: KeyValueStore {
         do {
             rows = try connection.execute(
                 snapshot.schema.write,
-                [namespace, key, text, hints.hint(key: key), writer?.uuidString, lockTimeout], deadline: deadline)
+                [namespace, key, text, hints.hint(key: key), writer?.uuidString, lockTimeout],
+                preparedAs: "prefs_values_write", deadline: deadline)
         } catch {
             // 22P05: text jsonb cannot hold (NUL); 22P02: JSON it does not accept.
             guard case .serverError(let state, let message) = error, state == "22P05" || state == "22P02" else {

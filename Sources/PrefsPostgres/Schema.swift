@@ -367,17 +367,21 @@ struct Schema: Sendable {
     /// sent), its version, and the size of its text (NULL once removed).
     private static let valueVersionSize =
         "CASE WHEN octet_length(value::text) <= $2::bigint THEN value::text END, version, octet_length(value::text)"
-    /// What changed in a namespace since a snapshot: `$1` the namespace, `$2` the largest value sent, `$3` the
-    /// snapshot of the read before, as `pg_current_snapshot()` printed it (NULL reads every row). It calls
+    /// What changed in a namespace since a snapshot: `$1` the namespace, `$2` the largest value sent, `$3` the `xmax`
+    /// of the read before's snapshot (NULL reads every row) and `$4` its transactions in progress (`{1,2}`). It calls
     /// `prefs_values_feed`, whose queries PL/pgSQL plans once per server connection (see ``write``).
     ///
     /// The first row is `h` and this read's own snapshot, which bounds the next read. Then one `v` row per key
     /// written by a transaction the bound does not include (key, value, version, size): one that had not ended when
     /// the bound was taken (its `xmax` and above, or its list of transactions in progress), and one per key SQL
     /// deleted in such a transaction (its row as it is now: no version when it is gone), then `x` when the table was
-    /// truncated in one. Each is found by the `(namespace, changed)` indexes: the rows changed since, whatever a long
-    /// transaction elsewhere holds open (its id is one look-up among those in progress).
-    var changesSince: String { "SELECT * FROM \(prefix)prefs_values_feed($1, $2::bigint, $3::pg_snapshot)" }
+    /// truncated in one. Each is found by the `(namespace, changed)` indexes, a range from `xmax` and one look-up of
+    /// both columns per transaction in progress (a statement of its own each: with `changed = ANY (…)` or an `OR`, the
+    /// plan PL/pgSQL keeps scanned the whole namespace of the index): the rows changed since, whatever a long
+    /// transaction elsewhere holds open.
+    var changesSince: String {
+        "SELECT * FROM \(prefix)prefs_values_feed($1, $2::bigint, $3::xid8, $4::xid8[])"
+    }
 
     /// The function behind ``changesSince``; one snapshot serves the bound and the rows (a `STABLE` function runs
     /// its queries with its caller's).
@@ -386,14 +390,13 @@ struct Schema: Sendable {
             "CASE WHEN octet_length(v.value::text) <= largest THEN v.value::text END, v.version::text, "
             + "octet_length(v.value::text)::text"
         return """
-            CREATE OR REPLACE FUNCTION \(prefix)prefs_values_feed(ns text, largest bigint, seen pg_snapshot)
+            CREATE OR REPLACE FUNCTION \(prefix)prefs_values_feed(ns text, largest bigint, upto xid8, pending xid8[])
             RETURNS TABLE (row_kind text, row_key text, row_value text, row_version text, row_size text)
             LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
             DECLARE
-                upto xid8 := pg_snapshot_xmax(seen);
-                running xid8[] := ARRAY(SELECT pg_snapshot_xip(seen));
+                running xid8;
             BEGIN
-                IF seen IS NULL THEN
+                IF upto IS NULL THEN
                     RETURN QUERY
                     SELECT 'h', pg_current_snapshot()::text, NULL, NULL, NULL
                     UNION ALL
@@ -406,15 +409,24 @@ struct Schema: Sendable {
                 SELECT 'v', v.key, \(valueVersionSize) FROM \(prefix)prefs_values v
                     WHERE v.namespace = ns AND v.changed >= upto
                 UNION ALL
-                SELECT 'v', v.key, \(valueVersionSize) FROM \(prefix)prefs_values v
-                    WHERE v.namespace = ns AND v.changed = ANY (running)
-                UNION ALL
                 SELECT 'v', r.key, \(valueVersionSize) FROM \(prefix)prefs_removals r
                     LEFT JOIN \(prefix)prefs_values v ON v.namespace = ns AND v.key = r.key
-                    WHERE r.namespace = ns AND (r.changed >= upto OR r.changed = ANY (running))
+                    WHERE r.namespace = ns AND r.changed >= upto
                 UNION ALL
                 (SELECT 'x', NULL, NULL, NULL, NULL FROM \(prefix)prefs_removals t
-                    WHERE t.namespace IS NULL AND (t.changed >= upto OR t.changed = ANY (running)) LIMIT 1);
+                    WHERE t.namespace IS NULL AND t.changed >= upto LIMIT 1);
+                FOREACH running IN ARRAY pending LOOP
+                    RETURN QUERY
+                    SELECT 'v', v.key, \(valueVersionSize) FROM \(prefix)prefs_values v
+                        WHERE v.namespace = ns AND v.changed = running
+                    UNION ALL
+                    SELECT 'v', r.key, \(valueVersionSize) FROM \(prefix)prefs_removals r
+                        LEFT JOIN \(prefix)prefs_values v ON v.namespace = ns AND v.key = r.key
+                        WHERE r.namespace = ns AND r.changed = running
+                    UNION ALL
+                    (SELECT 'x', NULL, NULL, NULL, NULL FROM \(prefix)prefs_removals t
+                        WHERE t.namespace IS NULL AND t.changed = running LIMIT 1);
+                END LOOP;
             END
             $$
             """

@@ -175,14 +175,13 @@ final class Server: Sendable {
         let connection = try connect(secrets: secrets, limits: limits)
         try schema.prepare(on: connection)
         guard source.kind != .poll else { return Feed(connection: connection, listens: false, direct: false) }
-        let (hears, direct) = try probe(connection, channel: channel, secrets: secrets, limits: limits)
+        let hears = try probe(connection, channel: channel, secrets: secrets, limits: limits)
         if !hears, source.kind == .listen { throw deafness(source) }
-        return Feed(connection: connection, listens: hears, direct: direct)
+        return Feed(connection: connection, listens: hears, direct: connection.direct)
     }
 
     /// Whether `connection` hears a `NOTIFY` sent from another connection on `channel` within
     /// ``PostgresStore/ChangeSource/probeBound``; it then listens on `channel` and on the `prefs_values` channel.
-    /// Also whether the server process it talks to is the one it connected to (no pooler in between).
     ///
     /// Through a pooler in transaction mode the `LISTEN` ran on whichever server connection served it, and the
     /// other connection's `NOTIFY` reaches that server connection, not this client: nothing comes back. It then
@@ -190,12 +189,9 @@ final class Server: Sendable {
     /// ``PostgresStore/ChangeSource/poll(every:)`` sends neither.
     private static func probe(
         _ connection: Connection, channel: String, secrets: ConnectionSecrets, limits: PostgresStore.Limits
-    ) throws -> (hears: Bool, direct: Bool) {
+    ) throws -> Bool {
         let deadline = ContinuousClock.now + limits.writeDeadline
-        let serving = try connection.execute(
-            script: "LISTEN \(Schema.channel); LISTEN \(channel); SELECT pg_catalog.pg_backend_pid()",
-            deadline: deadline)
-        let direct = serving.first?[0].flatMap { Int32($0) } == connection.backendPID
+        try connection.execute(script: "LISTEN \(Schema.channel); LISTEN \(channel)", deadline: deadline)
         do {
             let sender = try connect(secrets: secrets, limits: limits)
             try sender.execute("SELECT pg_catalog.pg_notify($1, '')", [channel], deadline: deadline)
@@ -206,7 +202,7 @@ final class Server: Sendable {
         let hears = connection.hears(
             channel: channel, until: ContinuousClock.now + PostgresStore.ChangeSource.probeBound)
         if !hears { try connection.execute("UNLISTEN *", deadline: deadline) }
-        return (hears, direct)
+        return hears
     }
 
     /// What a store that cannot hear its own notifications says: as the error of ``PostgresStore/ChangeSource/listen``,

@@ -125,7 +125,11 @@ final class Snapshot: Sendable {
         while true {
             let ticket = state.withLock { $0.beginRead() }
             let rows = try connection.execute(
-                schema.changesSince, [namespace, String(largestValue), ticket.bound?.text], deadline: deadline)
+                schema.changesSince,
+                [
+                    namespace, String(largestValue), ticket.bound.map { String($0.xmax) },
+                    "{" + (ticket.bound?.inProgress ?? []).map(String.init).joined(separator: ",") + "}",
+                ], preparedAs: "prefs_values_feed", deadline: deadline)
             var reading = Reading(snapshot: Visibility(xmin: 0, xmax: 0, inProgress: []))
             var keys: Set<String> = []
             var snapshot: Visibility? = nil

@@ -129,7 +129,7 @@ struct SchemaEdgeTests {
         try database.sql(
             """
             DROP TRIGGER prefs_removals_prune ON prefs_values; DROP FUNCTION prefs_removals_prune();
-            DROP FUNCTION prefs_values_feed(text, bigint, pg_snapshot); DROP INDEX prefs_removals_logged;
+            DROP FUNCTION prefs_values_feed(text, bigint, xid8, xid8[]); DROP INDEX prefs_removals_logged;
             ALTER TABLE prefs_removals DROP COLUMN logged, DROP COLUMN horizon; UPDATE prefs_schema SET version = 4
             """)
         let upgraded = try PostgresStore(

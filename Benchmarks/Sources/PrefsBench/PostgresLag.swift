@@ -7,11 +7,11 @@ import PostgresTestServer
 import Prefs
 import PrefsPostgres
 
-/// `postgres_lag_listen_during_own_slow_write`, `postgres_lag_poll_during_own_slow_write`,
-/// `postgres_lag_during_stalled_horizon`.
+/// `postgres_lag_own_slow_write_listen`, `postgres_lag_own_slow_write_poll`,
+/// `postgres_lag_stalled_horizon`.
 func postgresLagFigures(quick: Bool, includes: (String) -> Bool) throws -> [DeferredFigure] {
     var figures: [DeferredFigure] = []
-    let slow = ["postgres_lag_listen_during_own_slow_write", "postgres_lag_poll_during_own_slow_write"]
+    let slow = ["postgres_lag_own_slow_write_listen", "postgres_lag_own_slow_write_poll"]
     if slow.contains(where: includes) {
         guard PostgresServer.binariesInstalled, Pooler.installed else {
             print("skipped the lag figures: PostgreSQL server binaries or pgbouncer are not installed")
@@ -38,12 +38,12 @@ func postgresLagFigures(quick: Bool, includes: (String) -> Bool) throws -> [Defe
                     pooled: true, quick: quick))
         }
     }
-    if includes("postgres_lag_during_stalled_horizon") {
+    if includes("postgres_lag_stalled_horizon") {
         guard PostgresServer.binariesInstalled else {
-            print("skipped postgres_lag_during_stalled_horizon: PostgreSQL server binaries are not installed")
+            print("skipped postgres_lag_stalled_horizon: PostgreSQL server binaries are not installed")
             return figures
         }
-        log("running postgres_lag_during_stalled_horizon")
+        log("running postgres_lag_stalled_horizon")
         figures.append(try stalledHorizonFigure(quick: quick))
     }
     return figures
@@ -122,8 +122,9 @@ private func slowWriteFigure(
             } else {
                 try session.execute("BEGIN")
                 try session.execute("SELECT * FROM prefs_values WHERE key = 'locked' FOR UPDATE")
+                let locked = PrefValue.int(Int64(value))
                 Thread {
-                    _ = try? instance.setValue(.int(value), forKey: "locked")
+                    _ = try? instance.setValue(locked, forKey: "locked")
                     done.signal()
                 }.start()
                 try waitUntil("the set to wait for the row lock") {
@@ -237,7 +238,7 @@ private func stalledHorizonFigure(quick: Bool) throws -> DeferredFigure {
     let (p50, p99) = (percentile(lags, 0.5), percentile(lags, 0.99))
     let met = p99 <= 250e6 && factor <= 2
     return DeferredFigure(
-        name: "postgres_lag_during_stalled_horizon",
+        name: "postgres_lag_stalled_horizon",
         line: "10 instances polling every 200 ms, a transaction open \(seconds) s, 160 sets and 50 SQL deletions "
             + "every 0.5 s: lag p50 \(formatDuration(p50)), p99 \(formatDuration(p99)); "
             + "\(String(format: "%.1f", rowsPerPoll)) rows read per poll for \(String(format: "%.1f", changedPerPoll)) "
