@@ -187,13 +187,14 @@ struct Schema: Sendable {
             SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
             DECLARE
                 settled xid8;
+                old timestamptz := clock_timestamp() - \(kept);
             BEGIN
                 SELECT r.horizon INTO settled FROM \(prefix)prefs_removals r
-                    WHERE r.logged < clock_timestamp() - \(kept) ORDER BY r.logged DESC LIMIT 1;
+                    WHERE r.logged < old ORDER BY r.logged DESC LIMIT 1;
                 IF settled IS NOT NULL THEN
                     DELETE FROM \(prefix)prefs_removals WHERE ctid = ANY (ARRAY(
                         SELECT r.ctid FROM \(prefix)prefs_removals r
-                            WHERE r.logged < clock_timestamp() - \(kept) AND r.changed < settled
+                            WHERE r.logged < old AND r.changed < settled
                             FOR UPDATE SKIP LOCKED));
                 END IF;
                 RETURN NULL;
@@ -374,8 +375,8 @@ struct Schema: Sendable {
     /// The first row is `h` and this read's own snapshot, which bounds the next read. Then one `v` row per key
     /// written by a transaction the bound does not include (key, value, version, size): one that had not ended when
     /// the bound was taken (its `xmax` and above, or its list of transactions in progress), and one per key SQL
-    /// deleted in such a transaction (its row as it is now: no version when it is gone), then `x` when the table was
-    /// truncated in one. Each is found by the `(namespace, changed)` indexes, a range from `xmax` and one look-up of
+    /// deleted in such a transaction (the key alone: a row written again since was written after the deletion, so by
+    /// such a transaction too, and comes as a row of its own), then `x` when the table was truncated in one. Each is found by the `(namespace, changed)` indexes, a range from `xmax` and one look-up of
     /// both columns per transaction in progress (a statement of its own each: with `changed = ANY (…)` or an `OR`, the
     /// plan PL/pgSQL keeps scanned the whole namespace of the index): the rows changed since, whatever a long
     /// transaction elsewhere holds open.
@@ -384,7 +385,9 @@ struct Schema: Sendable {
     }
 
     /// The function behind ``changesSince``; one snapshot serves the bound and the rows (a `STABLE` function runs
-    /// its queries with its caller's).
+    /// its queries with its caller's). PL/pgSQL keeps each query's plan for the session's life, planned when the table
+    /// may have been small: without sequential scans, a plan reads the indexes' ranges, whatever the table grew to
+    /// (dead row versions a long transaction keeps included).
     private var feedFunction: String {
         let valueVersionSize =
             "CASE WHEN octet_length(v.value::text) <= largest THEN v.value::text END, v.version::text, "
@@ -392,7 +395,8 @@ struct Schema: Sendable {
         return """
             CREATE OR REPLACE FUNCTION \(prefix)prefs_values_feed(ns text, largest bigint, upto xid8, pending xid8[])
             RETURNS TABLE (row_kind text, row_key text, row_value text, row_version text, row_size text)
-            LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+            LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp SET enable_seqscan = off
+            SET plan_cache_mode = force_generic_plan AS $$
             DECLARE
                 running xid8;
             BEGIN
@@ -409,8 +413,7 @@ struct Schema: Sendable {
                 SELECT 'v', v.key, \(valueVersionSize) FROM \(prefix)prefs_values v
                     WHERE v.namespace = ns AND v.changed >= upto
                 UNION ALL
-                SELECT 'v', r.key, \(valueVersionSize) FROM \(prefix)prefs_removals r
-                    LEFT JOIN \(prefix)prefs_values v ON v.namespace = ns AND v.key = r.key
+                SELECT 'v', r.key, NULL, NULL, NULL FROM \(prefix)prefs_removals r
                     WHERE r.namespace = ns AND r.changed >= upto
                 UNION ALL
                 (SELECT 'x', NULL, NULL, NULL, NULL FROM \(prefix)prefs_removals t
@@ -420,8 +423,7 @@ struct Schema: Sendable {
                     SELECT 'v', v.key, \(valueVersionSize) FROM \(prefix)prefs_values v
                         WHERE v.namespace = ns AND v.changed = running
                     UNION ALL
-                    SELECT 'v', r.key, \(valueVersionSize) FROM \(prefix)prefs_removals r
-                        LEFT JOIN \(prefix)prefs_values v ON v.namespace = ns AND v.key = r.key
+                    SELECT 'v', r.key, NULL, NULL, NULL FROM \(prefix)prefs_removals r
                         WHERE r.namespace = ns AND r.changed = running
                     UNION ALL
                     (SELECT 'x', NULL, NULL, NULL, NULL FROM \(prefix)prefs_removals t

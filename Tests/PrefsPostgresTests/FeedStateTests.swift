@@ -168,8 +168,8 @@ private struct Table {
                 reading.truncated = true
                 continue
             }
+            // The key alone: a row written since the deletion is found by its own stamp above.
             reading.keys?.insert(key)
-            if let row = rows[key] { reading.rows[key] = Entry(value: row.value, version: row.version) }
         }
         return reading
     }
