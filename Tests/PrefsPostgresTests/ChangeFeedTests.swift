@@ -43,6 +43,13 @@ struct ChangeFeedTests {
                 + "&fallback_application_name=\(name)&application_name=\(name)"
         }
 
+        /// Another instance, on a connection of its own, that writes and hardly reads.
+        func otherInstance() throws -> PostgresStore {
+            try PostgresStore(
+                connection: connection("other"), namespace: "com.example.app",
+                changeSource: .poll(every: .seconds(60)))
+        }
+
         func destroy() { pooler?.destroy() }
     }
 
@@ -97,9 +104,7 @@ struct ChangeFeedTests {
         let instance = try PostgresStore(
             connection: place.connection("instance"), namespace: "com.example.app", changeSource: path.source)
         defer { instance.close() }
-        let other = try PostgresStore(
-            connection: place.connection("other"), namespace: "com.example.app",
-            changeSource: .poll(every: .seconds(60)))
+        let other = try place.otherInstance()
         defer { other.close() }
         try instance.setValue(.int(0), forKey: "counter")
         let running = Locked(false)
@@ -134,9 +139,7 @@ struct ChangeFeedTests {
             connection: place.connection("instance"), namespace: "com.example.app", limits: limits,
             changeSource: path.source)
         defer { instance.close() }
-        let other = try PostgresStore(
-            connection: place.connection("other"), namespace: "com.example.app",
-            changeSource: .poll(every: .seconds(60)))
+        let other = try place.otherInstance()
         defer { other.close() }
         try instance.setValue(.int(1), forKey: "locked")
         let holder = try Session(place.database.connection)
