@@ -1,6 +1,7 @@
 import Prefs
 import PrefsPostgres
 import Testing
+import TestThreads
 
 /// The merge rule of the change feed (``FeedState``), played through every order of the events that can interleave
 /// around an instance's own write: the write's transaction beginning and committing, the instance learning what it
@@ -13,7 +14,7 @@ import Testing
 /// After every event the instance must hold, for every key, a value the table held at some moment no older than what
 /// the instance has learned (the snapshot of its last read, the commit of each own write it learned); after one more
 /// read, exactly the table.
-@Suite("The change feed's merge, in every order")
+@Suite("The change feed's merge, in every order", .ownThreads)
 struct FeedStateTests {
     /// What another client's transaction does.
     enum Change: CaseIterable, Sendable {
