@@ -1,7 +1,7 @@
 import Prefs
 import PrefsPostgres
-import Testing
 import TestThreads
+import Testing
 
 /// The merge rule of the change feed (``FeedState``), played through every order of the events that can interleave
 /// around an instance's own write: the write's transaction beginning and committing, the instance learning what it
