@@ -124,6 +124,8 @@ struct ChangeFeedTests {
             try instance.value(forKey: "elsewhere") == .int(5)
         }
         #expect(!finished.withLock { $0 }, "the change waited for the transform")
+        // The feed's connection and the one the transform holds: one more than idle reading alone needs.
+        #expect(instance.openConnections == 2)
         release.signal()
         try await eventually("the update to finish") { finished.withLock { $0 } }
         #expect(try instance.value(forKey: "counter") == .int(1))
@@ -160,6 +162,7 @@ struct ChangeFeedTests {
             try instance.value(forKey: "elsewhere") == .int(5)
         }
         #expect(!finished.withLock { $0 }, "the change waited for the set")
+        #expect(instance.openConnections == 2)
         try holder.execute("ROLLBACK")
         try await eventually("the set to finish") { finished.withLock { $0 } }
         #expect(try instance.value(forKey: "locked") == .int(2))
