@@ -85,10 +85,17 @@ final class Connection: @unchecked Sendable {
     private var parameterBytes: [UInt8] = []
     private var parameterStarts: [Int] = []
     private var parameterPointers: [UnsafePointer<CChar>?] = []
+    /// Whether the connection talks to the server process it connected to: no pooler stands between them, which
+    /// could hand its statements to other server connections or change mode under it.
+    private(set) var direct = false
+    /// The names of the statements prepared on this connection (only a direct one).
+    private var prepared: Set<String> = []
 
-    /// Connects, waiting at most `limits.connectTimeout`. Nothing is set on the session: every statement carries what
-    /// it needs, or runs in a transaction that sets it locally (``Schema/begin(_:)``), so a pooler in transaction mode
-    /// can hand each transaction to any server connection.
+    /// Connects, waiting at most `limits.connectTimeout`, and asks the server which process serves it (one round
+    /// trip): the one it connected to means a direct connection. Nothing is set on the session: every statement
+    /// carries what it needs, or runs in a transaction that sets it locally (``Schema/begin(_:)``), so a pooler in
+    /// transaction mode can hand each transaction to any server connection; only a direct connection prepares
+    /// statements by name (``execute(_:_:preparedAs:deadline:)``), which then live as long as it does.
     init(secrets: ConnectionSecrets, limits: PostgresStore.Limits, applicationName: String) throws(PostgresStoreError) {
         self.secrets = secrets
         self.limits = limits
@@ -117,6 +124,9 @@ final class Connection: @unchecked Sendable {
         }
         handle = connection
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
+        let serving = try? execute(
+            script: "SELECT pg_catalog.pg_backend_pid()", deadline: ContinuousClock.now + limits.connectTimeout)
+        direct = serving?.first?[0].flatMap { Int32($0) } == PQbackendPID(handle)
     }
 
     deinit { PQfinish(handle) }
@@ -148,25 +158,37 @@ final class Connection: @unchecked Sendable {
         }
     }
 
-    /// Runs one statement with text parameters (`$1`, `$2`, …) and returns its rows as text (nil for NULL).
+    /// Runs one statement with text parameters (`$1`, `$2`, …) and returns its rows as text (nil for NULL). With
+    /// `name`, on a direct connection, the statement is prepared under that name the first time (one round trip more,
+    /// once), so the server parses and plans it once per connection; otherwise it is sent unnamed every time. Only the
+    /// statements a store sends all the time are named: a write's and the change feed's.
     ///
     /// - Throws: `.connectionLost` when the statement could not be sent (it did not run), `.outcomeUnknown` when
     ///   the connection was lost or `deadline` passed after it was sent (it may have run), `.timedOut` for the
     ///   server's `statement_timeout` or `lock_timeout` (it did not run), `.serverError` for anything else.
     @discardableResult
-    func execute(_ sql: String, _ parameters: [String?] = [], deadline: ContinuousClock.Instant)
-        throws(PostgresStoreError) -> [[String?]]
-    {
+    func execute(
+        _ sql: String, _ parameters: [String?] = [], preparedAs name: String? = nil, deadline: ContinuousClock.Instant
+    ) throws(PostgresStoreError) -> [[String?]] {
         guard !isBroken else { throw .connectionLost(reason: lastError) }
+        let named = direct ? name : nil
+        if let named, !prepared.contains(named) {
+            guard PQsendPrepare(handle, named, sql, Int32(parameters.count), nil) != 0 else {
+                throw .connectionLost(reason: lastError)
+            }
+            try results(sql, deadline: deadline)
+            prepared.insert(named)
+        }
         let sent = withParameters(parameters) { pointers in
-            PQsendQueryParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
+            if let named { return PQsendQueryPrepared(handle, named, Int32(parameters.count), pointers, nil, nil, 0) }
+            return PQsendQueryParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
         }
         guard sent != 0 else { throw .connectionLost(reason: lastError) }
         return try results(sql, deadline: deadline)
     }
 
     /// Runs `script`, several statements without parameters separated by semicolons, in one round trip (the simple
-    /// query protocol); returns the rows of the last one. Throws as ``execute(_:_:deadline:)`` does.
+    /// query protocol); returns the rows of the last one. Throws as ``execute(_:_:preparedAs:deadline:)`` does.
     @discardableResult
     func execute(script: String, deadline: ContinuousClock.Instant) throws(PostgresStoreError) -> [[String?]] {
         guard !isBroken else { throw .connectionLost(reason: lastError) }
@@ -298,22 +320,30 @@ final class Connection: @unchecked Sendable {
         return .serverError(sqlState: code, message: secrets.sanitize(message))
     }
 
-    /// The payloads of the notifications received so far; with `skippingOwn`, those this connection's own
-    /// statements sent are dropped (the writer already merged what they wrote).
-    func takeNotifications(skippingOwn: Bool = false) -> [String] {
-        let own = PQbackendPID(handle)
-        var payloads: [String] = []
+    /// The notifications received so far, oldest first: each one's channel and sending server process (its payload
+    /// is never read).
+    func takeNotifications() -> [Notification] {
+        var notifications: [Notification] = []
         while let notification = PQnotifies(handle) {
-            if !skippingOwn || notification.pointee.be_pid != own {
-                payloads.append(String(cString: notification.pointee.extra))
-            }
+            notifications.append(
+                Notification(
+                    channel: String(cString: notification.pointee.relname), sender: notification.pointee.be_pid))
             PQfreemem(notification)
         }
-        return payloads
+        return notifications
     }
+
+    /// The process id the server gave this connection when it connected (a pooler's own, through a pooler).
+    var backendPID: Int32 { PQbackendPID(handle) }
 
     /// Reads what the server sent; false when the connection is gone.
     func consumeInput() -> Bool { PQconsumeInput(handle) != 0 && !isBroken }
+}
+
+/// A notification a connection received: its channel and the server process that sent it.
+struct Notification: Sendable, Equatable {
+    let channel: String
+    let sender: Int32
 }
 
 extension Duration {

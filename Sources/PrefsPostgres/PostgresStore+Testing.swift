@@ -9,8 +9,18 @@ extension PostgresStore {
     /// `store.openConnections`: the server connections this process holds for this store's connection string.
     package var openConnections: Int { server.openConnections }
 
-    /// `store.listenerFailure`: why the listener cannot reconnect (nil while it is connected).
-    package var listenerFailure: PostgresStoreError? { server.listenerFailure }
+    /// `store.listenerFailure`: why the listener cannot connect or read the change feed (nil while it can).
+    package var listenerFailure: PostgresStoreError? { server.failure }
+
+    /// `store.feedRowsRead`: the rows of keys the reads of the change feed of this store's connection have brought.
+    package var feedRowsRead: Int { server.feedRows.load(ordering: .relaxed) }
+
+    /// `store.feedReadCount`: the reads of the change feed of this store's connection started so far (each store's
+    /// rows are merged, and `feedRowsRead` counts them, before the next read starts).
+    package var feedReadCount: Int { server.feedReads.load(ordering: .relaxed) }
+
+    /// `store.feedFailureCount`: the reads of the change feed of this store's connection that failed so far.
+    package var feedFailureCount: Int { server.feedFailures.load(ordering: .relaxed) }
 
     /// `store.settlingFailureCount`: how many attempts to find out whether an unanswered write committed have failed.
     package var settlingFailureCount: Int { settlingFailures.load(ordering: .acquiring) }

@@ -20,14 +20,18 @@ import Synchronization
 ///   `NOTIFY`, and polls when it does not.
 /// - Notifications only say that something changed; values and versions are learned by reading rows, under the
 ///   table's grants, so a role without rights on the table can neither change nor read what instances see.
-/// - Nothing outlives a transaction on the server's side (no prepared statement, no session setting), so every
-///   operation works through PgBouncer in transaction pooling.
+/// - Through a pooler nothing outlives a transaction on the server's side (no prepared statement, no session
+///   setting), so every operation works through PgBouncer in transaction pooling; a direct connection prepares its
+///   statements once.
 /// - Every wait is bounded by ``Limits``: a write throws a typed error within `writeDeadline` (15 s by default).
 /// - When the server goes away, writes throw ``PostgresStoreError/connectionLost(reason:)`` and reads keep serving
 ///   the last known values; the store reconnects by itself, re-reads the namespace and announces every key that
 ///   changed meanwhile.
 /// - With a `cache` file, a store can start while the server is away, from the last values it saw.
-/// - All stores of a process on the same connection string share one server connection while idle.
+/// - All stores of a process on the same connection string share two server connections while idle: one reads the
+///   change feed (and listens), the other carries writes, so no write (a long transform, a row lock) holds up
+///   learning what other instances changed. A read of the feed that fails is reported once, retried, and named by
+///   ``changeFeedFailure`` meanwhile.
 ///
 /// The schema (created when missing) is described in docs/PostgresStore.md.
 public final class PostgresStore: KeyValueStore {
@@ -91,10 +95,13 @@ public final class PostgresStore: KeyValueStore {
     /// - ``automatic``: the default. At start and after every reconnection the store sends a `NOTIFY` on a channel
     ///   of its own from a second connection and waits up to ``probeBound`` to hear it. Heard, it behaves as
     ///   ``listen``; not heard (a pooler in transaction mode, which does not carry `LISTEN`), it reports that once to
-    ///   ``Prefs/PrefsConfig/errorHandler``, naming the likely cause, and polls every `interval`.
+    ///   ``Prefs/PrefsConfig/errorHandler``, naming the likely cause, and polls every `interval`. Listening through a
+    ///   pooler, which can change mode under a live connection, it checks again every ``Limits/heartbeat`` and, not
+    ///   heard, reports and polls the same way.
     /// - ``listen``: reads the feed when a `NOTIFY` arrives (and every ``Limits/heartbeat`` besides), so an idle
-    ///   instance costs the server nothing. Needs a session of its own: direct, or a pooler in session mode. An open
-    ///   that cannot hear its own `NOTIFY` throws ``PostgresStoreError/connectionRefused(reason:)``.
+    ///   instance costs the server one read per heartbeat. Needs a session of its own: direct, or a pooler in session
+    ///   mode. An open that cannot hear its own `NOTIFY` throws ``PostgresStoreError/connectionRefused(reason:)``; a
+    ///   pooler that changes mode later is noticed as with ``automatic``, and the store then polls every second.
     /// - ``poll(every:)``: reads the feed every `interval` and never listens, through any pooler.
     public struct ChangeSource: Sendable, Equatable, CustomStringConvertible {
         enum Kind: String, Sendable { case automatic, listen, poll }
@@ -137,6 +144,14 @@ public final class PostgresStore: KeyValueStore {
     /// `store.changes` announces every change, including those made by other instances.
     public var changes: ChangeFeed { snapshot.changes }
 
+    /// `if let failure = store.changeFeedFailure { … }` tells why this store cannot learn of other instances'
+    /// changes right now: the server cannot be reached, or it refuses the read of the change feed (a grant revoked,
+    /// say). Nil while the feed is read as the store's ``ChangeSource`` says.
+    ///
+    /// Reads keep serving the last values the store learned meanwhile, and the store retries by itself (waiting up to
+    /// a second between attempts); the same failure is also reported once to ``Prefs/PrefsConfig/errorHandler``.
+    public var changeFeedFailure: PostgresStoreError? { server.failure }
+
     /// `try PostgresStore(connection: "postgresql:///app?host=/run/postgresql", namespace: "com.example.app")`
     /// connects, creates the schema if the database has none, and loads the namespace.
     ///
@@ -178,9 +193,7 @@ public final class PostgresStore: KeyValueStore {
             snapshot, secrets: secrets, limits: limits, source: changeSource, mayStartAway: cache != nil)
         self.server = server
         do {
-            _ = try server.withConnection { connection in
-                try snapshot.catchUp(on: connection, deadline: ContinuousClock.now + limits.writeDeadline)
-            }
+            try server.load(snapshot)
             snapshot.saveCache()
         } catch let error as PostgresStoreError
             where error.meansAway && cache.map({ FileManager.default.fileExists(atPath: $0.path) }) == true
@@ -226,7 +239,7 @@ public final class PostgresStore: KeyValueStore {
     ///   ``Prefs/PrefsError/encodingFailed(key:reason:)`` for a value `jsonb` cannot hold (a non-finite number, or a
     ///   string containing NUL).
     public func setValue(_ value: PrefValue?, forKey key: String) throws {
-        try validateKey(key)
+        try checkKey(key)
         try checkOpen()
         let text = try encode(value, key: key)
         if let transaction = Transaction.current, transaction.snapshot === snapshot {
@@ -234,21 +247,21 @@ public final class PostgresStore: KeyValueStore {
             return
         }
         let deadline = ContinuousClock.now + server.limits.writeDeadline
-        let reading: Reading
+        let written: Written
         do {
-            reading = try server.withConnection { connection in
+            written = try server.withConnection { connection in
                 try write(text, value: value, key: key, on: connection, deadline: deadline)
             }
         } catch PostgresStoreError.outcomeUnknown(let reason) {
             // Sent but unanswered: the same value sent again settles it (its upsert waits for the row lock the
             // first one may still hold).
-            reading = try retrying(until: deadline, unknownBecause: reason) {
+            written = try retrying(until: deadline, unknownBecause: reason) {
                 try server.withConnection { connection in
                     try write(text, value: value, key: key, on: connection, deadline: deadline)
                 }
             }
         }
-        applyWritten([reading])
+        applyWritten([written])
     }
 
     /// `try store.updateValue(forKey: "count") { … }` runs read-transform-write in one transaction holding the
@@ -266,7 +279,7 @@ public final class PostgresStore: KeyValueStore {
     ///   left alone).
     @discardableResult
     public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
-        try validateKey(key)
+        try checkKey(key)
         return try transaction { transaction in
             let connection = transaction.connection
             let schema = snapshot.schema
@@ -297,7 +310,7 @@ public final class PostgresStore: KeyValueStore {
     /// `try store.replaceAll(values)` replaces the namespace's whole content in one transaction: keys not in
     /// `values` are removed.
     public func replaceAll(_ values: [String: PrefValue]) throws {
-        for key in values.keys { try validateKey(key) }
+        for key in values.keys { try checkKey(key) }
         var texts: [String: String] = [:]
         for (key, value) in values { texts[key] = try encode(value, key: key) }
         try transaction { transaction in
@@ -323,7 +336,7 @@ public final class PostgresStore: KeyValueStore {
         /// Written in the `writer` column of every row it writes: finding it there later proves it committed.
         let writer = UUID()
         /// What its writes read back, merged once it commits.
-        var readings: [Reading] = []
+        var readings: [Written] = []
 
         init(snapshot: Snapshot, connection: Connection, deadline: ContinuousClock.Instant) {
             self.snapshot = snapshot
@@ -341,7 +354,7 @@ public final class PostgresStore: KeyValueStore {
         if let current = Transaction.current, current.snapshot === snapshot { return try body(current) }
         let deadline = ContinuousClock.now + server.limits.writeDeadline
         // Set once the transaction is ready to commit: what it returns, what it wrote and its writer id.
-        var committing: (result: T, readings: [Reading], writer: UUID)? = nil
+        var committing: (result: T, readings: [Written], writer: UUID)? = nil
         do {
             try server.withConnection { connection in
                 let transaction = Transaction(snapshot: snapshot, connection: connection, deadline: deadline)
@@ -431,16 +444,16 @@ public final class PostgresStore: KeyValueStore {
         }
     }
 
-    private func applyWritten(_ readings: [Reading]) {
+    private func applyWritten(_ readings: [Written]) {
         var changed: [String] = []
-        for reading in readings {
-            changed += snapshot.merge(reading)
-            server.share(reading, namespace: namespace, except: snapshot)
+        for written in readings {
+            changed += snapshot.learn(written)
+            server.share(written, namespace: namespace, except: snapshot)
         }
         snapshot.publish(changed)  // a key written twice is announced once
     }
 
-    private func write(_ text: String?, value: PrefValue?, key: String, in transaction: Transaction) throws -> Reading {
+    private func write(_ text: String?, value: PrefValue?, key: String, in transaction: Transaction) throws -> Written {
         try write(
             text, value: value, key: key, on: transaction.connection, deadline: transaction.deadline,
             writer: transaction.writer)
@@ -451,13 +464,14 @@ public final class PostgresStore: KeyValueStore {
     private func write(
         _ text: String?, value: PrefValue?, key: String, on connection: Connection, deadline: ContinuousClock.Instant,
         writer: UUID? = nil
-    ) throws -> Reading {
-        var reading = Reading(keys: [key], startedAt: snapshot.startRead())
+    ) throws -> Written {
+        var written = Written()
         let rows: [[String?]]
         do {
             rows = try connection.execute(
                 snapshot.schema.write,
-                [namespace, key, text, hints.hint(key: key), writer?.uuidString, lockTimeout], deadline: deadline)
+                [namespace, key, text, hints.hint(key: key), writer?.uuidString, lockTimeout],
+                preparedAs: "prefs_values_write", deadline: deadline)
         } catch {
             // 22P05: text jsonb cannot hold (NUL); 22P02: JSON it does not accept.
             guard case .serverError(let state, let message) = error, state == "22P05" || state == "22P02" else {
@@ -467,9 +481,10 @@ public final class PostgresStore: KeyValueStore {
         }
         // A removal of a key without a value returns no row: the key reads as absent either way.
         if let version = rows.first?[0].flatMap({ Int64($0) }) {
-            reading.rows[key] = Entry(value: value, version: version)
+            written.rows[key] = Entry(value: value, version: version)
+            if let xid = rows.first?[1].flatMap({ UInt64($0) }) { written.xid = xid }
         }
-        return reading
+        return written
     }
 
     /// `lock_timeout`, as a single write sets it for its own transaction (`4000ms`).
@@ -477,6 +492,21 @@ public final class PostgresStore: KeyValueStore {
 
     private func checkOpen() throws {
         if closed.load(ordering: .acquiring) { throw PostgresStoreError.closed }
+    }
+
+    /// Refuses, before anything is sent, a key no store may hold (``Prefs/KeyValueStore/validateKey(_:)``) and one
+    /// that with the namespace is too long for the table's index (``Schema/largestIndexedKey``).
+    private func checkKey(_ key: String) throws {
+        try validateKey(key)
+        let size = namespace.utf8.count + key.utf8.count
+        guard size <= Schema.largestIndexedKey else {
+            let shown = key.count > 40 ? String(key.prefix(40)) + "…" : key
+            throw PrefsError.tooLarge(
+                path: "the index entry of key \(String(reflecting: shown)) (\(key.utf8.count) bytes) and namespace "
+                    + "\(String(reflecting: namespace)) (\(namespace.utf8.count) bytes) in "
+                    + "\(snapshot.schema.prefix)prefs_values",
+                size: size, limit: Schema.largestIndexedKey)
+        }
     }
 
     /// The value's JSON text, or nil for a removal; refuses a text beyond ``Limits/largestValue``.

@@ -1,7 +1,7 @@
 import Foundation
 import Prefs
 
-/// The tables, triggers and statements of schema version 3 (documented in docs/PostgresStore.md), in one
+/// The tables, triggers and statements of schema version 5 (documented in docs/PostgresStore.md), in one
 /// PostgreSQL schema that every statement names (`"public".prefs_values`), so a role's `search_path` cannot send the
 /// store to another table or function.
 ///
@@ -14,7 +14,8 @@ struct Schema: Sendable {
     let prefix: String
     /// A write of a value, or a removal when `$3` is NULL: `$1` the namespace, `$2` the key, `$3` the value's JSON text,
     /// `$4` its hint, `$5` the writing transaction's id (NULL for a single `set`), `$6` the lock timeout
-    /// (`4000ms`). Returns the row's version (NULL for a removal of a key without a value) and sends the hint.
+    /// (`4000ms`). Returns the row's version (NULL for a removal of a key without a value) and the id of the
+    /// transaction (`pg_current_xact_id`, read once the function has written), and sends the hint.
     ///
     /// It calls `prefs_values_write`, whose statements PL/pgSQL plans once per server connection: the statement sent
     /// is parsed where it runs (no prepared statement outlives a transaction, so it works through a pooler in
@@ -37,7 +38,9 @@ struct Schema: Sendable {
         // Built once: a write does not form its text again.
         selectKeyForUpdate =
             "SELECT \(Self.valueVersionSize) FROM \(prefix)prefs_values WHERE namespace = $1 AND key = $3 FOR UPDATE"
-        write = "SELECT \(prefix)prefs_values_write($1, $2, $3::jsonb, $4, $5::uuid, $6)"
+        write =
+            "SELECT w, pg_catalog.pg_current_xact_id_if_assigned()::text "
+            + "FROM \(prefix)prefs_values_write($1, $2, $3::jsonb, $4, $5::uuid, $6) AS w"
         placeholder = """
             INSERT INTO \(prefix)prefs_values (namespace, key, value, version) VALUES ($1, $2, NULL, 0)
             ON CONFLICT (namespace, key) DO NOTHING
@@ -59,21 +62,26 @@ struct Schema: Sendable {
         ].joined(separator: "; ")
     }
 
-    static let version = 4
+    static let version = 5
     /// The `LISTEN`/`NOTIFY` channel.
     static let channel = "prefs_values"
     /// Serialises schema creation among instances that start at once (`pg_try_advisory_xact_lock` key).
     static let advisoryLock = "7301451916011975"
     /// The largest payload a hint may have (`NOTIFY` refuses 8000 bytes and more).
     static let largestHint = 7_000
-
+    /// How long `prefs_removals` keeps a deletion after every transaction below its horizon had ended: an instance
+    /// whose last read of the feed is older than half of it reads its namespace whole instead.
+    static let removalsKept = Duration.seconds(3_600)
+    /// The most bytes a namespace and a key may have together: PostgreSQL's b-tree index holds an entry of at most
+    /// 2 704 bytes (8 KiB pages), and the primary key's entry of the two, uncompressed, takes at most 26 bytes more.
+    static let largestIndexedKey = 2_678
     /// Functions and triggers, shared by creation and by the upgrade from version 1. `CREATE OR REPLACE` lets a
     /// database whose tables were dropped but whose functions were left behind be created again.
     var functions: [String] {
         [
             // Versions grow by one and stop at Int64.max instead of overflowing: a row set to the largest version by
             // hand stays writable. Instances never trust a version they did not read, so a stuck version is harmless.
-            changesFunction,
+            feedFunction,
             """
             CREATE OR REPLACE FUNCTION \(prefix)prefs_values_write(
                 ns text, k text, v jsonb, hint text, w uuid, lock_wait text
@@ -157,7 +165,42 @@ struct Schema: Sendable {
             CREATE TRIGGER prefs_values_reset AFTER TRUNCATE ON \(prefix)prefs_values
                 FOR EACH STATEMENT EXECUTE FUNCTION \(prefix)prefs_values_notify()
             """,
+            pruneFunction,
+            "DROP TRIGGER IF EXISTS prefs_removals_prune ON \(prefix)prefs_values",
+            """
+            CREATE TRIGGER prefs_removals_prune AFTER DELETE OR TRUNCATE ON \(prefix)prefs_values
+                FOR EACH STATEMENT EXECUTE FUNCTION \(prefix)prefs_removals_prune()
+            """,
         ]
+    }
+
+    /// Deletes from `prefs_removals` what no instance can still need, after every statement that deletes or
+    /// truncates (the only statements that add to it). A row records the horizon of its snapshot: every
+    /// transaction below it had ended when the row was logged. The newest row logged more than ``removalsKept`` ago
+    /// gives a horizon below which every transaction ended that long ago; an instance whose last read is younger than
+    /// half of it has read what they did, and one whose last read is older reads its namespace whole. Rows locked by
+    /// another statement pruning at once are left for the next.
+    private var pruneFunction: String {
+        let kept = "interval '\(Self.removalsKept.components.seconds) seconds'"
+        return """
+            CREATE OR REPLACE FUNCTION \(prefix)prefs_removals_prune() RETURNS trigger LANGUAGE plpgsql
+            SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+            DECLARE
+                settled xid8;
+                old timestamptz := clock_timestamp() - \(kept);
+            BEGIN
+                SELECT r.horizon INTO settled FROM \(prefix)prefs_removals r
+                    WHERE r.logged < old ORDER BY r.logged DESC LIMIT 1;
+                IF settled IS NOT NULL THEN
+                    DELETE FROM \(prefix)prefs_removals WHERE ctid = ANY (ARRAY(
+                        SELECT r.ctid FROM \(prefix)prefs_removals r
+                            WHERE r.logged < old AND r.changed < settled
+                            FOR UPDATE SKIP LOCKED));
+                END IF;
+                RETURN NULL;
+            END
+            $$
+            """
     }
 
     var create: [String] {
@@ -173,12 +216,12 @@ struct Schema: Sendable {
                 PRIMARY KEY (namespace, key)
             )
             """,
-            "COMMENT ON TABLE \(prefix)prefs_values IS 'Prefs PostgresStore, schema version 4: one row per key; "
+            "COMMENT ON TABLE \(prefix)prefs_values IS 'Prefs PostgresStore, schema version \(Self.version): one row per key; "
                 + "value is the FileStore JSON form, NULL once removed; version grows by one with every update; "
                 + "writer names the Prefs transaction that wrote it; changed is the id of the transaction that last "
                 + "wrote it'",
             "CREATE TABLE \(prefix)prefs_schema (version integer NOT NULL)",
-            "INSERT INTO \(prefix)prefs_schema (version) VALUES (4)",
+            "INSERT INTO \(prefix)prefs_schema (version) VALUES (\(Self.version))",
         ] + changeLog + functions + [bumpTrigger] + [
             // Prefs' own connections set prefs.notify_inline and notify from the writing statement itself, which
             // costs less than a PL/pgSQL trigger; writes from anyone else notify through the trigger.
@@ -191,7 +234,8 @@ struct Schema: Sendable {
     }
 
     /// The change feed's index, and the log of rows deleted or truncated by SQL (the store itself only ever clears a
-    /// row's value, which moves its `changed` stamp).
+    /// row's value, which moves its `changed` stamp), with when each was logged and its snapshot's horizon, by which
+    /// it is pruned (``pruneFunction``).
     private var changeLog: [String] {
         [
             "CREATE INDEX IF NOT EXISTS prefs_values_changes ON \(prefix)prefs_values (namespace, changed)",
@@ -199,10 +243,23 @@ struct Schema: Sendable {
             CREATE TABLE IF NOT EXISTS \(prefix)prefs_removals (
                 namespace text,
                 key text,
-                changed xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id()
+                changed xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+                logged timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+                horizon xid8 NOT NULL DEFAULT pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())
             )
             """,
             "CREATE INDEX IF NOT EXISTS prefs_removals_changes ON \(prefix)prefs_removals (namespace, changed)",
+            // Rows logged by version 4 have no horizon: '0' says nothing, so they are pruned by the rows after them.
+            """
+            ALTER TABLE \(prefix)prefs_removals
+                ADD COLUMN IF NOT EXISTS logged timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+                ADD COLUMN IF NOT EXISTS horizon xid8 NOT NULL DEFAULT '0'
+            """,
+            """
+            ALTER TABLE \(prefix)prefs_removals ALTER COLUMN horizon
+                SET DEFAULT pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())
+            """,
+            "CREATE INDEX IF NOT EXISTS prefs_removals_logged ON \(prefix)prefs_removals (logged)",
         ]
     }
 
@@ -214,6 +271,11 @@ struct Schema: Sendable {
         """
     }
 
+    /// Version 5 reads the feed from a snapshot (`prefs_values_feed`) rather than from a horizon, and prunes
+    /// `prefs_removals`. `prefs_values_changes`, which version 4 reads, is kept for instances still running it.
+    var upgradeFromVersion4: [String] {
+        changeLog + functions + ["UPDATE \(prefix)prefs_schema SET version = \(Self.version)"]
+    }
     /// Version 4 adds the change feed: the `changed` column (the id of the transaction that last wrote the row), its
     /// index, and `prefs_removals`. Rows written before it read as changed at transaction 0.
     var upgradeFromVersion3: [String] {
@@ -222,7 +284,7 @@ struct Schema: Sendable {
             "ALTER TABLE \(prefix)prefs_values ALTER COLUMN changed SET DEFAULT pg_catalog.pg_current_xact_id()",
         ] + changeLog + functions + [
             "DROP TRIGGER IF EXISTS prefs_values_bump ON \(prefix)prefs_values", bumpTrigger,
-            "UPDATE \(prefix)prefs_schema SET version = 4",
+            "UPDATE \(prefix)prefs_schema SET version = \(Self.version)",
         ]
     }
     /// Version 3 adds the `writer` column, which settles a transaction's outcome after its `COMMIT` went unanswered.
@@ -283,6 +345,8 @@ struct Schema: Sendable {
                 for statement in upgradeFromVersion2 { try connection.execute(statement, deadline: deadline) }
             case ([3]?, true):
                 for statement in upgradeFromVersion3 { try connection.execute(statement, deadline: deadline) }
+            case ([4]?, true):
+                for statement in upgradeFromVersion4 { try connection.execute(statement, deadline: deadline) }
             case (nil, false):
                 for statement in create { try connection.execute(statement, deadline: deadline) }
             case (nil, true):
@@ -304,42 +368,67 @@ struct Schema: Sendable {
     /// sent), its version, and the size of its text (NULL once removed).
     private static let valueVersionSize =
         "CASE WHEN octet_length(value::text) <= $2::bigint THEN value::text END, version, octet_length(value::text)"
-    /// What changed in a namespace since a horizon: `$1` the namespace, `$2` the largest value sent, `$3` the horizon
-    /// (a transaction id; `0` reads every row). It calls `prefs_values_changes`, whose query PL/pgSQL plans once per
-    /// server connection (see ``write``).
+    /// What changed in a namespace since a snapshot: `$1` the namespace, `$2` the largest value sent, `$3` the `xmax`
+    /// of the read before's snapshot (NULL reads every row) and `$4` its transactions in progress (`{1,2}`). It calls
+    /// `prefs_values_feed`, whose queries PL/pgSQL plans once per server connection (see ``write``).
     ///
-    /// The first row is `h` and the new horizon: the oldest transaction still in progress when the statement's
-    /// snapshot was taken (`pg_snapshot_xmin`). Every transaction below it has ended, so every row it wrote is in this
-    /// snapshot; a transaction at or above it may still commit, and with a lower stamp than one already seen, so the
-    /// next read starts from this horizon again, not from the highest stamp seen. Then one `v` row per key written
-    /// since (key, value, version, size), and one per key SQL deleted since (its row as it is now: no version when it
-    /// is gone), then `x` when the table was truncated since. Both indexes are read from the horizon on: nothing has
-    /// changed, nothing is found.
-    var changesSince: String { "SELECT * FROM \(prefix)prefs_values_changes($1, $2::bigint, $3::xid8)" }
+    /// The first row is `h` and this read's own snapshot, which bounds the next read. Then one `v` row per key
+    /// written by a transaction the bound does not include (key, value, version, size): one that had not ended when
+    /// the bound was taken (its `xmax` and above, or its list of transactions in progress), and one per key SQL
+    /// deleted in such a transaction (the key alone: a row written again since was written after the deletion, so by
+    /// such a transaction too, and comes as a row of its own), then `x` when the table was truncated in one. Each is found by the `(namespace, changed)` indexes, a range from `xmax` and one look-up of
+    /// both columns per transaction in progress (a statement of its own each: with `changed = ANY (…)` or an `OR`, the
+    /// plan PL/pgSQL keeps scanned the whole namespace of the index): the rows changed since, whatever a long
+    /// transaction elsewhere holds open.
+    var changesSince: String {
+        "SELECT * FROM \(prefix)prefs_values_feed($1, $2::bigint, $3::xid8, $4::xid8[])"
+    }
 
-    /// The function behind ``changesSince``; one snapshot serves the horizon and the rows (a `STABLE` function runs
-    /// its query with its caller's).
-    private var changesFunction: String {
+    /// The function behind ``changesSince``; one snapshot serves the bound and the rows (a `STABLE` function runs
+    /// its queries with its caller's). PL/pgSQL keeps each query's plan for the session's life, planned when the table
+    /// may have been small: without sequential scans, a plan reads the indexes' ranges, whatever the table grew to
+    /// (dead row versions a long transaction keeps included).
+    private var feedFunction: String {
         let valueVersionSize =
             "CASE WHEN octet_length(v.value::text) <= largest THEN v.value::text END, v.version::text, "
             + "octet_length(v.value::text)::text"
         return """
-            CREATE OR REPLACE FUNCTION \(prefix)prefs_values_changes(ns text, largest bigint, since xid8)
+            CREATE OR REPLACE FUNCTION \(prefix)prefs_values_feed(ns text, largest bigint, upto xid8, pending xid8[])
             RETURNS TABLE (row_kind text, row_key text, row_value text, row_version text, row_size text)
-            LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+            LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp SET enable_seqscan = off
+            SET plan_cache_mode = force_generic_plan AS $$
+            DECLARE
+                running xid8;
             BEGIN
+                IF upto IS NULL THEN
+                    RETURN QUERY
+                    SELECT 'h', pg_current_snapshot()::text, NULL, NULL, NULL
+                    UNION ALL
+                    SELECT 'v', v.key, \(valueVersionSize) FROM \(prefix)prefs_values v WHERE v.namespace = ns;
+                    RETURN;
+                END IF;
                 RETURN QUERY
-                SELECT 'h', pg_snapshot_xmin(pg_current_snapshot())::text, NULL, NULL, NULL
+                SELECT 'h', pg_current_snapshot()::text, NULL, NULL, NULL
                 UNION ALL
                 SELECT 'v', v.key, \(valueVersionSize) FROM \(prefix)prefs_values v
-                    WHERE v.namespace = ns AND v.changed >= since
+                    WHERE v.namespace = ns AND v.changed >= upto
                 UNION ALL
-                SELECT 'v', r.key, \(valueVersionSize) FROM \(prefix)prefs_removals r
-                    LEFT JOIN \(prefix)prefs_values v ON v.namespace = ns AND v.key = r.key
-                    WHERE r.namespace = ns AND r.changed >= since
+                SELECT 'v', r.key, NULL, NULL, NULL FROM \(prefix)prefs_removals r
+                    WHERE r.namespace = ns AND r.changed >= upto
                 UNION ALL
                 (SELECT 'x', NULL, NULL, NULL, NULL FROM \(prefix)prefs_removals t
-                    WHERE t.namespace IS NULL AND t.changed >= since LIMIT 1);
+                    WHERE t.namespace IS NULL AND t.changed >= upto LIMIT 1);
+                FOREACH running IN ARRAY pending LOOP
+                    RETURN QUERY
+                    SELECT 'v', v.key, \(valueVersionSize) FROM \(prefix)prefs_values v
+                        WHERE v.namespace = ns AND v.changed = running
+                    UNION ALL
+                    SELECT 'v', r.key, NULL, NULL, NULL FROM \(prefix)prefs_removals r
+                        WHERE r.namespace = ns AND r.changed = running
+                    UNION ALL
+                    (SELECT 'x', NULL, NULL, NULL, NULL FROM \(prefix)prefs_removals t
+                        WHERE t.namespace IS NULL AND t.changed = running LIMIT 1);
+                END LOOP;
             END
             $$
             """

@@ -2,29 +2,20 @@ import Foundation
 import Prefs
 import Synchronization
 
-/// One key as this instance last read it from the table: its value (nil once removed) and the row's version.
-struct Entry: Sendable, Equatable {
-    var value: PrefValue?
-    var version: Int64
-}
-
-/// What one read of the table found: rows by key, and the keys whose rows could not be decoded (kept as they
-/// were). `startedAt` is ``Snapshot/startRead()``, taken before the statement was sent.
-struct Reading: Sendable {
+/// What one own write committed: the rows it returned, by key, and the id of its transaction.
+struct Written: Sendable {
     var rows: [String: Entry] = [:]
-    var unreadable: Set<String> = []
-    /// The keys the read covered: rows missing among them have no row in the table.
-    var keys: Set<String>?
-    let startedAt: UInt64
+    /// The writing transaction's id (`pg_current_xact_id()`); `UInt64.max` when the server did not say, which no
+    /// snapshot includes, so the entry stays until a read sent after it was learned.
+    var xid = UInt64.max
 }
 
-/// The in-memory copy of one namespace that serves every read, shared by the store and the listener.
+/// The in-memory copy of one namespace that serves every read, shared by the store and the listener: a
+/// ``FeedState`` behind a lock, the reads of the change feed that change it (run by the listener thread alone, one
+/// after another), and the announcements of what changed.
 ///
-/// Everything in it was read from the table (by a `SELECT` or a write's `RETURNING`); notifications only say what
-/// to read. Each held entry remembers when it was learned, on a counter that also stamps every read before it is
-/// sent. A read sent after an entry was learned started after that entry's commit, so it is the newer truth and
-/// replaces it, even with a lower version (a `TRUNCATE` or a restore reset the table). A read sent before an entry
-/// was learned replaces it only with a higher version, so reads never go backwards.
+/// Everything in it was read from the table (by a read of the feed or a write's `RETURNING`); notifications only say
+/// when to read.
 final class Snapshot: Sendable {
     let namespace: String
     /// The PostgreSQL schema the rows are read from.
@@ -32,14 +23,13 @@ final class Snapshot: Sendable {
     /// The largest value text (in bytes) a read accepts: a row beyond it is skipped and reported, never received.
     let largestValue: Int
     let changes = ChangeFeed()
-    private struct Held {
-        var entry: Entry
-        var learnedAt: UInt64
-    }
-    private let entries = Locked<[String: Held]>([:])
-    private let clock = Atomic<UInt64>(0)
+    private let state = Locked(FeedState())
     /// Rows already reported as unreadable, by key and version, so each is reported once.
     private let reported = Locked<Set<String>>([])
+    /// When the last read of the feed was merged: a bound older than ``Schema/removalsKept`` (half of it, for
+    /// margin) may miss deletions the table has pruned from its log, so the read after it reads the namespace whole.
+    /// Only the listener thread touches it.
+    private let lastMerged = Locked<ContinuousClock.Instant?>(nil)
 
     /// The local file that keeps the last values seen, when the store was opened with one.
     let cache: FileStore?
@@ -51,20 +41,14 @@ final class Snapshot: Sendable {
         self.cache = cache
     }
 
-    /// Set (under the entries' lock) once a read of the whole namespace was merged.
-    private let loaded = Atomic<Bool>(false)
+    /// Whether a read of the whole namespace was merged.
+    var isLoaded: Bool { state.withLock { $0.loaded } }
 
     /// Starts from what the cache file holds (the server being away), unless the namespace was read meanwhile; the
     /// first read of the table replaces it all.
     func seed(from cache: FileStore) throws {
         let values = try cache.allValues()
-        entries.withLock { entries in
-            guard !loaded.load(ordering: .relaxed) else { return }
-            let learnedAt = clock.add(1, ordering: .sequentiallyConsistent).newValue
-            for (key, value) in values {
-                entries[key] = Held(entry: Entry(value: value, version: 0), learnedAt: learnedAt)
-            }
-        }
+        state.withLock { $0.seed(values) }
     }
 
     /// Serialises the cache file's writes, so the last one written holds the newest values.
@@ -77,37 +61,12 @@ final class Snapshot: Sendable {
         if case .failure(let error) = failure { ErrorReporter.report(error, key: "", operation: .write) }
     }
 
-    func value(forKey key: String) -> PrefValue? { entries.withLock { $0[key]?.entry.value } }
+    func value(forKey key: String) -> PrefValue? { state.withLock { $0.value(forKey: key) } }
 
-    func allValues() -> [String: PrefValue] { entries.withLock { $0.compactMapValues(\.entry.value) } }
+    func allValues() -> [String: PrefValue] { state.withLock { $0.allValues() } }
 
-    /// The stamp to take just before sending a statement whose rows will be merged.
-    func startRead() -> UInt64 { clock.add(1, ordering: .sequentiallyConsistent).newValue }
-
-    /// Merges what a read found (see the type's rule); returns the keys whose value changed.
-    func merge(_ reading: Reading) -> [String] {
-        entries.withLock { entries in
-            let learnedAt = clock.add(1, ordering: .sequentiallyConsistent).newValue
-            if reading.keys == nil { loaded.store(true, ordering: .relaxed) }
-            var changed: [String] = []
-            let covered = reading.keys ?? Set(entries.keys).union(reading.rows.keys)
-            for key in covered where !reading.unreadable.contains(key) {
-                let fresh = reading.rows[key]
-                let held = entries[key]
-                if let held, held.learnedAt > reading.startedAt {
-                    // Learned while this read was on its way: only a newer version of the row replaces it.
-                    guard let fresh, fresh.version > held.entry.version else { continue }
-                }
-                if let fresh {
-                    entries[key] = Held(entry: fresh, learnedAt: learnedAt)
-                } else {
-                    entries[key] = nil
-                }
-                if held?.entry.value != fresh?.value { changed.append(key) }
-            }
-            return changed
-        }
-    }
+    /// Learns what an own write committed (see ``FeedState/learn(_:xid:)``); returns the keys whose value changed.
+    func learn(_ written: Written) -> [String] { state.withLock { $0.learn(written.rows, xid: written.xid) } }
 
     /// Saves the cache and tells observers that `keys` changed (each once, however often it is named).
     func publish(_ keys: [String]) {
@@ -115,6 +74,9 @@ final class Snapshot: Sendable {
         saveCache()
         changes.publish(keys)
     }
+
+    /// Makes the next read read the namespace whole.
+    func forgetBound() { state.withLock { $0.forget() } }
 
     // MARK: Reading rows
 
@@ -151,50 +113,55 @@ final class Snapshot: Sendable {
         }
     }
 
-    /// The horizon the next read of the change feed starts from (nil: the next read reads every row).
-    private let horizon = Locked<UInt64?>(nil)
-
-    /// Forgets the horizon: the next ``catchUp(on:deadline:)`` reads every row (after a reconnection, when the server
-    /// may be another one).
-    func forgetHorizon() { horizon.withLock { $0 = nil } }
-
-    /// Reads what changed since the last read (everything the first time, see ``Schema/changesSince``) and merges
-    /// it; returns the keys whose value changed, for the caller to publish or not.
-    ///
-    /// A truncated table, or a horizon lower than the one read from (a table restored on another server), makes it
-    /// read every row instead.
-    func catchUp(on connection: Connection, deadline: ContinuousClock.Instant) throws -> [String] {
-        let from = horizon.withLock { $0 }
-        var reading = Reading(keys: nil, startedAt: startRead())
-        let rows = try connection.execute(
-            schema.changesSince, [namespace, String(largestValue), from.map { String($0) } ?? "0"], deadline: deadline)
-        var reached: UInt64? = nil
-        var truncated = false
-        var keys: Set<String> = []
-        for row in rows {
-            switch row[0] {
-            case "h": reached = row[1].flatMap { UInt64($0) }
-            case "x": truncated = true
-            default:
-                guard let key = row[1] else { continue }
-                keys.insert(key)
-                // A key deleted by SQL and not written since has no row: it is gone.
-                guard let version = row[3].flatMap({ Int64($0) }) else { continue }
-                if let entry = decode(row[2], size: row[4].flatMap { Int($0) }, key: key, version: version) {
-                    reading.rows[key] = entry
-                } else {
-                    reading.unreadable.insert(key)
+    /// Reads what changed since the last read (everything the first time, after ``forgetBound()``, or after a
+    /// truncation, a restore or a long silence) and merges it; returns the keys whose value changed, for the caller
+    /// to publish or not, and how many rows of keys the server sent. Only the listener thread calls it.
+    func catchUp(on connection: Connection, deadline: ContinuousClock.Instant) throws -> (changed: [String], rows: Int)
+    {
+        if let last = lastMerged.withLock({ $0 }), ContinuousClock.now - last > Schema.removalsKept / 2 {
+            forgetBound()
+        }
+        var sent = 0
+        while true {
+            let ticket = state.withLock { $0.beginRead() }
+            let rows = try connection.execute(
+                schema.changesSince,
+                [
+                    namespace, String(largestValue), ticket.bound.map { String($0.xmax) },
+                    "{" + (ticket.bound?.inProgress ?? []).map(String.init).joined(separator: ",") + "}",
+                ], preparedAs: "prefs_values_feed", deadline: deadline)
+            var reading = Reading(snapshot: Visibility(xmin: 0, xmax: 0, inProgress: []))
+            var keys: Set<String> = []
+            var snapshot: Visibility? = nil
+            for row in rows {
+                switch row[0] {
+                case "h": snapshot = row[1].flatMap(Visibility.init)
+                case "x": reading.truncated = true
+                default:
+                    guard let key = row[1] else { continue }
+                    sent += 1
+                    keys.insert(key)
+                    // A key deleted by SQL and not written since has no row: it is gone.
+                    guard let version = row[3].flatMap({ Int64($0) }) else { continue }
+                    if let entry = decode(row[2], size: row[4].flatMap { Int($0) }, key: key, version: version) {
+                        reading.rows[key] = entry
+                    } else {
+                        reading.unreadable.insert(key)
+                    }
                 }
             }
+            guard let snapshot else {
+                throw PostgresStoreError.serverError(
+                    sqlState: "", message: "the change feed's answer has no snapshot row; \(rows.count) rows")
+            }
+            reading.snapshot = snapshot
+            if ticket.bound != nil { reading.keys = keys }
+            switch state.withLock({ $0.finish(ticket, reading) }) {
+            case .readWhole: continue
+            case .merged(let changed):
+                lastMerged.withLock { $0 = ContinuousClock.now }
+                return (changed, sent)
+            }
         }
-        if let from, truncated || (reached ?? from) < from {
-            horizon.withLock { if $0 == from { $0 = nil } }
-            return try catchUp(on: connection, deadline: deadline)
-        }
-        if from != nil { reading.keys = keys }
-        let changed = merge(reading)
-        // Only once merged: a read that starts from the new horizon must not find this one's rows missing.
-        if let reached { horizon.withLock { if $0 == from { $0 = reached } } }
-        return changed
     }
 }

@@ -19,6 +19,7 @@ public final class Pooler: Sendable {
     }
 
     public let server: PostgresServer
+    /// The mode it started in (``reload(mode:)`` changes it).
     public let mode: Mode
     public let poolSize: Int
     /// The folder holding the configuration, the log and the socket.
@@ -56,11 +57,13 @@ public final class Pooler: Sendable {
         "postgresql:///\(database)?host=\(root)&port=\(port)&user=\(user)"
     }
 
-    private func configure() throws {
-        guard mkdir(root, 0o700) == 0 else {
-            throw PostgresServerError("cannot create \(root): \(String(cString: strerror(errno)))")
+    private func configure(mode: Mode? = nil) throws {
+        if mode == nil {
+            guard mkdir(root, 0o700) == 0 else {
+                throw PostgresServerError("cannot create \(root): \(String(cString: strerror(errno)))")
+            }
+            try server.giveToServerUser(root)
         }
-        try server.giveToServerUser(root)
         let serverPort = server.tcpPort ?? 5432
         let settings = """
             [databases]
@@ -72,7 +75,7 @@ public final class Pooler: Sendable {
             unix_socket_dir = \(root)
             auth_type = trust
             auth_file = \(root)/users.txt
-            pool_mode = \(mode)
+            pool_mode = \(mode ?? self.mode)
             default_pool_size = \(poolSize)
             min_pool_size = 0
             reserve_pool_size = 0
@@ -104,6 +107,21 @@ public final class Pooler: Sendable {
                         + String(cString: PQerrorMessage(connection)) + "\nlog:\n" + log.suffix(2_000))
             }
             usleep(20_000)  // a hang guard's poll: nothing here can signal readiness
+        }
+    }
+
+    /// Rewrites the configuration with `mode` and sends PgBouncer `SIGHUP`, as an administrator reloading it does:
+    /// clients stay connected. Returns once the admin console shows the new mode.
+    public func reload(mode: Mode) throws {
+        try configure(mode: mode)
+        guard let text = try? String(contentsOfFile: pidFile, encoding: .utf8),
+            let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)), kill(pid, SIGHUP) == 0
+        else { throw PostgresServerError("cannot send SIGHUP to pgbouncer: \(String(cString: strerror(errno)))") }
+        let admin = try Session(connectionString(database: "pgbouncer"))
+        let deadline = ContinuousClock.now + .seconds(30)
+        while try admin.execute("SHOW CONFIG").first(where: { $0.first == "pool_mode" })?[1] != mode.rawValue {
+            guard ContinuousClock.now < deadline else { throw PostgresServerError("pgbouncer did not reload") }
+            usleep(20_000)  // a hang guard's poll: the reload has no other sign
         }
     }
 

@@ -13,7 +13,9 @@ import Synchronization
 /// Faults at a named step, the same way on every run: ``cutConnection(whenClientSends:)`` loses a connection just
 /// before a statement reaches the server (one sent while the connection is set up, say);
 /// ``cutConnection(afterForwarding:thenRefuseSessionsWith:)`` loses it just after (the answer to `COMMIT`), and can
-/// then refuse every new session with a server's `FATAL` message until ``clearFaults()``.
+/// then refuse every new session with a server's `FATAL` message until ``clearFaults()``;
+/// ``holdMessage(containing:)`` keeps a statement on its way (sent by the client, not yet at the server) until
+/// ``releaseHeld()``.
 public final class Proxy: Sendable {
     /// The port clients connect to.
     public let port: Int
@@ -40,12 +42,18 @@ public final class Proxy: Sendable {
         var refusalAfterCut: String?
         /// New sessions get this `FATAL` message, until cleared.
         var refusal: String?
+        /// Once: the first message holding this text waits in the proxy, with everything its connection sends after
+        /// it, until released.
+        var hold: [UInt8]?
     }
 
     private let faults = Mutex(Faults())
     /// How many connections the faults above closed, and how many sessions they refused.
     private let faultCuts = Atomic<Int>(0)
     private let refusedSessions = Atomic<Int>(0)
+    /// How many messages were held, and how many times held messages were released.
+    private let held = Atomic<Int>(0)
+    private let releases = Atomic<Int>(0)
 
     public init(to target: Int) throws {
         self.target = target
@@ -94,6 +102,17 @@ public final class Proxy: Sendable {
 
     /// Forwards everything again: no connection is cut and no session refused by a fault from now on.
     public func clearFaults() { faults.withLock { $0 = Faults() } }
+
+    /// `proxy.holdMessage(containing: "prefs_values_feed")`: once, the first message a client sends holding `text`
+    /// waits in the proxy (the client has sent it, the server has not received it), with everything that client
+    /// sends after it, until ``releaseHeld()``; what the server sends still reaches the client.
+    public func holdMessage(containing text: String) { faults.withLock { $0.hold = Array(text.utf8) } }
+
+    /// Sends the held message, and what came after it, on to the server.
+    public func releaseHeld() { releases.add(1, ordering: .acquiringAndReleasing) }
+
+    /// How many messages ``holdMessage(containing:)`` has held so far.
+    public var messagesHeld: Int { held.load(ordering: .acquiring) }
 
     /// How many connections the faults closed.
     public var cutsByFaults: Int { faultCuts.load(ordering: .acquiring) }
@@ -172,7 +191,13 @@ public final class Proxy: Sendable {
             forwarding.subtract(1, ordering: .relaxed)
         }
         var buffer = [UInt8](repeating: 0, count: 65_536)
+        // What the client sent from a held message on, and the releases counted when it was held.
+        var withheld: (bytes: [UInt8], releases: Int)? = nil
         while !stopped.load(ordering: .acquiring), generation.load(ordering: .acquiring) == born {
+            if let pending = withheld, releases.load(ordering: .acquiring) > pending.releases {
+                withheld = nil
+                guard writeAll(pending.bytes, to: second) else { return }
+            }
             var descriptors = [
                 pollfd(fd: first, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: second, events: Int16(POLLIN), revents: 0),
@@ -184,26 +209,45 @@ public final class Proxy: Sendable {
             for (from, to) in [(0, second), (1, first)] where descriptors[from].revents != 0 {
                 let count = read(descriptors[from].fd, &buffer, buffer.count)
                 guard count > 0 else { return }
+                if from == 0, withheld != nil {
+                    withheld?.bytes += buffer[..<count]
+                    continue
+                }
                 // What the client sends is matched against the faults (libpq sends each message whole).
                 let cutAfterSending = from == 0 ? fault(in: buffer[..<count]) : .none
                 if cutAfterSending == .before { return }
-                var sent = 0
-                while sent < count {
-                    let written = buffer[sent..<count].withUnsafeBytes { write(to, $0.baseAddress, $0.count) }
-                    guard written > 0 else { return }
-                    sent += written
+                if cutAfterSending == .hold {
+                    withheld = (Array(buffer[..<count]), releases.load(ordering: .acquiring))
+                    held.add(1, ordering: .acquiringAndReleasing)
+                    continue
                 }
+                guard writeAll(Array(buffer[..<count]), to: to) else { return }
                 if cutAfterSending == .after { return }
             }
         }
     }
 
-    private enum Cut { case none, before, after }
+    /// Writes all of `bytes` to `socket`; false when it is closed.
+    private func writeAll(_ bytes: [UInt8], to socket: Int32) -> Bool {
+        var sent = 0
+        while sent < bytes.count {
+            let written = bytes[sent...].withUnsafeBytes { write(socket, $0.baseAddress, $0.count) }
+            guard written > 0 else { return false }
+            sent += written
+        }
+        return true
+    }
+
+    private enum Cut { case none, before, after, hold }
 
     /// Whether `bytes`, sent by a client, trigger a fault: the connection is then closed before or after they are
     /// forwarded. A fault that fires after forwarding arms its refusal of new sessions.
     private func fault(in bytes: ArraySlice<UInt8>) -> Cut {
         let cut = faults.withLock { faults -> Cut in
+            if let text = faults.hold, bytes.firstRange(of: text) != nil {
+                faults.hold = nil
+                return .hold
+            }
             if let text = faults.cutBefore, bytes.firstRange(of: text) != nil { return .before }
             if let text = faults.cutAfter, bytes.firstRange(of: text) != nil {
                 faults.cutAfter = nil
@@ -212,7 +256,7 @@ public final class Proxy: Sendable {
             }
             return .none
         }
-        if cut != .none { faultCuts.add(1, ordering: .releasing) }
+        if cut == .before || cut == .after { faultCuts.add(1, ordering: .releasing) }
         return cut
     }
 

@@ -48,20 +48,21 @@ struct BoundsTests {
 
         try await eventually("the locked write to give up", within: .seconds(30)) { outcome.withLock { $0 } != nil }
         let (error, elapsed) = try #require(outcome.withLock { $0 })
-        guard case .timedOut? = error else {
-            Issue.record("expected timedOut, got \(String(describing: error))")
+        // The server's lock timeout ended it (not the client's deadline, which would leave the outcome unknown).
+        guard case .timedOut(let reason)? = error, reason.contains("lock timeout") else {
+            Issue.record("expected timedOut by the lock timeout, got \(String(describing: error))")
             return
         }
         // The server times the lock wait on its own clock, from when the wait began; measured here it can come out
         // a few milliseconds short (5.996 s for 6 s in one CI run), so the lower bound only tells the lock timeout
-        // apart from an early failure.
-        #expect(elapsed >= lockTimeout - .milliseconds(250) && elapsed < lockTimeout + .seconds(5), "\(elapsed)")
+        // apart from an early failure. How soon after it the write returns depends on the machine: not checked.
+        #expect(elapsed >= lockTimeout - .milliseconds(250), "\(elapsed)")
         // Nothing was written, and the store keeps the committed value.
         try holder.execute("ROLLBACK")
         #expect(try store.value(forKey: "locked") == .int(1))
         #expect(try database.sql("SELECT value::text FROM prefs_values WHERE key = 'locked'") == [["1"]])
-        // Idle again, the store holds one connection.
-        try await eventually("the extra connection to close") { store.openConnections == 1 }
+        // Idle again, the store holds two connections: the change feed's and the one writes borrow.
+        try await eventually("the extra connection to close") { store.openConnections == 2 }
         store.close()
     }
 
@@ -75,7 +76,7 @@ struct BoundsTests {
         let (_, freshIntruder) = try fresh.roleWithoutTableRights()
         try freshIntruder.execute("SELECT pg_advisory_lock(7301451916011975)")
         _ = try database.store()
-        #expect(try database.sql("SELECT version FROM prefs_schema") == [["4"]])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["5"]])
         // Creating a schema waits for the lock at most connectTimeout, then says who holds what.
         let start = ContinuousClock.now
         #expect {

@@ -7,14 +7,15 @@ import Synchronization
 import TestThreads
 import Testing
 
-/// A database of its own behind a PgBouncer of its own in `mode` (pool of 10), on the shared test server.
+/// A database of its own behind a PgBouncer of its own in `mode` (pool of 20: in session pooling each store holds two
+/// server connections, its change feed's and its writer's), on the shared test server.
 struct PooledDatabase {
     let database: Database
     let pooler: Pooler
 
     init(_ mode: Pooler.Mode) throws {
         database = try Database()
-        pooler = try Pooler.start(for: database.server, mode: mode)
+        pooler = try Pooler.start(for: database.server, mode: mode, poolSize: 20)
     }
 
     /// The database through the pooler; `name` makes the connection string, and so the store's connection, its own.
@@ -130,6 +131,34 @@ struct PoolerTests {
         try polling.setValue(.int(9), forKey: "after")
         try await eventually("a change after the restart to arrive") { try automatic.value(forKey: "after") == .int(9) }
         #expect(Self.deafnessReports - reportsBefore == (mode == .transaction ? 1 : 0))
+    }
+
+    /// PgBouncer switched from session to transaction pooling by a `SIGHUP` while the store listens (its client stays
+    /// connected, the `LISTEN` no longer reaches it): the store's re-check at its next heartbeat finds that its own
+    /// `NOTIFY` does not come back, reports that once and polls, so the next change arrives within the interval.
+    @Test func aPoolerReloadedIntoTransactionModeIsNoticedReportedOnceAndPolled() async throws {
+        let pooled = try PooledDatabase(.session)
+        defer { pooled.destroy() }
+        let reportsBefore = Self.deafnessReports
+        let store = try PostgresStore(
+            connection: pooled.connection("a"), namespace: "com.example.app",
+            limits: PostgresStore.Limits(heartbeat: .seconds(1)),
+            changeSource: .automatic(pollingEvery: .milliseconds(200)))
+        defer { store.close() }
+        let other = try PostgresStore(
+            connection: pooled.connection("b"), namespace: "com.example.app",
+            changeSource: .poll(every: .seconds(60)))
+        defer { other.close() }
+        #expect(!store.changesArePolled)
+        try other.setValue(.int(1), forKey: "k")
+        try await eventually("the notification to bring the change") { try store.value(forKey: "k") == .int(1) }
+        try pooled.pooler.reload(mode: .transaction)
+        try await eventually("the store to notice it no longer hears", within: .seconds(60)) {
+            store.changesArePolled && Self.deafnessReports - reportsBefore == 1
+        }
+        try other.setValue(.int(2), forKey: "k")
+        try await eventually("the poll to bring the next change") { try store.value(forKey: "k") == .int(2) }
+        #expect(Self.deafnessReports - reportsBefore == 1)
     }
 
     @Test(arguments: Pooler.Mode.allCases)

@@ -308,7 +308,7 @@ struct PostgresStoreTests {
         let database = try Database()
         try database.store().setValue(.int(1), forKey: "kept")
         try database.sql("UPDATE prefs_schema SET version = 99")
-        #expect(throws: PostgresStoreError.unsupportedSchemaVersion(found: 99, supported: 4)) {
+        #expect(throws: PostgresStoreError.unsupportedSchemaVersion(found: 99, supported: 5)) {
             _ = try database.store()
         }
         #expect(try database.sql("SELECT version FROM prefs_schema") == [["99"]])
@@ -316,7 +316,7 @@ struct PostgresStoreTests {
 
         let foreign = try Database()
         try foreign.sql("CREATE TABLE prefs_values (id integer)")
-        #expect(throws: PostgresStoreError.unsupportedSchemaVersion(found: nil, supported: 4)) {
+        #expect(throws: PostgresStoreError.unsupportedSchemaVersion(found: nil, supported: 5)) {
             _ = try foreign.store()
         }
         #expect(try foreign.sql("SELECT to_regclass('prefs_schema') IS NULL") == [["t"]])
@@ -353,19 +353,21 @@ struct PostgresStoreTests {
         let store = try database.store()
         let other = try database.store("other")
         try store.setValue(.int(1), forKey: "value")
-        // Both stores share one connection to the server. A connection that set the database up may still be
-        // leaving it (a backend's exit is not instant, least of all under AddressSanitizer): waited out.
+        // Both stores share two connections to the server: the change feed's and the one writes borrow. A connection
+        // that set the database up may still be leaving it (a backend's exit is not instant, least of all under
+        // AddressSanitizer): waited out.
         var pids: [String] = []
-        try await eventually("one connection besides the test's own") {
+        try await eventually("two connections besides the test's own") {
             pids = try database.sql(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
             ).compactMap { $0[0] }
-            return pids.count == 1
+            return pids.count == 2
         }
-        try database.sql("SELECT pg_terminate_backend(\(pids[0]))")
-        // Wait until the server has really closed it, so the next write meets a dead connection.
-        try await eventually("the connection to close") {
-            try database.sql("SELECT count(*) FROM pg_stat_activity WHERE pid = \(pids[0])") == [["0"]]
+        try database.sql("SELECT pg_terminate_backend(pid) FROM unnest(ARRAY[\(pids.joined(separator: ", "))]) AS pid")
+        // Wait until the server has really closed them, so the next write meets a dead connection.
+        try await eventually("the connections to close") {
+            try database.sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid IN (\(pids.joined(separator: ", ")))") == [["0"]]
         }
         try store.setValue(.int(2), forKey: "value")
         try other.setValue(.int(3), forKey: "value")
@@ -408,7 +410,7 @@ struct PostgresStoreTests {
             }
         }
         #expect(failures.withLock { $0 } == [])
-        #expect(try database.sql("SELECT version FROM prefs_schema") == [["4"]])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["5"]])
         #expect(try database.store().allValues().count == 8)
     }
 
@@ -422,6 +424,6 @@ struct PostgresStoreTests {
             let ended = try await child.ended()
             #expect(ended.succeeded, "\(ended)")
         }
-        #expect(try database.sql("SELECT version FROM prefs_schema") == [["4"]])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["5"]])
     }
 }

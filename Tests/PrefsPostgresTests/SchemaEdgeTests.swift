@@ -91,7 +91,7 @@ struct SchemaEdgeTests {
         let upgraded = try database.store()
         #expect(try upgraded.value(forKey: "k") == .string("kept"))
         #expect(try upgraded.updateValue(forKey: "k") { _ in .string("new") } == .string("new"))
-        #expect(try database.sql("SELECT version FROM prefs_schema") == [["4"]])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["5"]])
         #expect(try database.sql("SELECT value::text, writer IS NOT NULL FROM prefs_values") == [["\"new\"", "t"]])
         upgraded.close()
     }
@@ -112,10 +112,36 @@ struct SchemaEdgeTests {
             connection: database.connection, namespace: "com.example.app", changeSource: .poll(every: .milliseconds(20))
         )
         #expect(try upgraded.value(forKey: "k") == .string("kept"))
-        #expect(try database.sql("SELECT version FROM prefs_schema") == [["4"]])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["5"]])
         try database.sql("UPDATE prefs_values SET value = '\"by SQL\"' WHERE key = 'k'")
         try await eventually("the poll to read the change") { try upgraded.value(forKey: "k") == .string("by SQL") }
         upgraded.close()
+    }
+
+    /// Version 5 reads the feed from a snapshot and prunes its log of deletions: a version 4 database (its log holding
+    /// a deletion already) is upgraded in place, keeps its rows, and SQL's deletions still reach an instance.
+    @Test func aVersion4SchemaGainsTheSnapshotFeedKeepingItsRows() async throws {
+        let database = try Database()
+        let first = try database.store()
+        try first.replaceAll(["k": .string("kept"), "gone": .int(1)])
+        first.close()
+        try database.sql("DELETE FROM prefs_values WHERE key = 'gone'")
+        try database.sql(
+            """
+            DROP TRIGGER prefs_removals_prune ON prefs_values; DROP FUNCTION prefs_removals_prune();
+            DROP FUNCTION prefs_values_feed(text, bigint, xid8, xid8[]); DROP INDEX prefs_removals_logged;
+            ALTER TABLE prefs_removals DROP COLUMN logged, DROP COLUMN horizon; UPDATE prefs_schema SET version = 4
+            """)
+        let upgraded = try PostgresStore(
+            connection: database.connection, namespace: "com.example.app", changeSource: .poll(every: .milliseconds(20))
+        )
+        defer { upgraded.close() }
+        #expect(try upgraded.allValues() == ["k": .string("kept")])
+        #expect(try database.sql("SELECT version FROM prefs_schema") == [["5"]])
+        #expect(try database.sql("SELECT key, horizon FROM prefs_removals") == [["gone", "0"]])
+        try upgraded.setValue(.int(2), forKey: "other")
+        try database.sql("DELETE FROM prefs_values WHERE key = 'k'")
+        try await eventually("the poll to read the deletion") { try upgraded.allValues() == ["other": .int(2)] }
     }
 
     @Test func aListenerThatCannotReconnectReportsTheRealCause() async throws {
@@ -132,6 +158,10 @@ struct SchemaEdgeTests {
         try await eventually("the listener to report why it cannot reconnect") {
             if case .authenticationFailed? = store.listenerFailure { return true }
             return false
+        }
+        // The write connection was terminated too; once its server process is gone, the write finds it closed.
+        try await eventually("the role's sessions to end") {
+            try server.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = '\(role)'") == [["0"]]
         }
         #expect {
             try store.setValue(.int(2), forKey: "k")

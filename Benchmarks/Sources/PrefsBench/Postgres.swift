@@ -147,7 +147,8 @@ func runPostgresLatencyWriter(count: Int) throws {
 
 // MARK: Fan-out
 
-/// The target of `postgres_fanout_N_vs_libpq_listen`: p99 of the store's fan-out over bare `NOTIFY` → `LISTEN`.
+/// The target of `postgres_fanout_N_vs_libpq_listen`: p50 and p99 of the store's fan-out over bare `NOTIFY` →
+/// `LISTEN`.
 let postgresFanOutTarget = 3.0
 
 /// `postgres_fanout_N_vs_libpq_listen`, N = 1, 10 and 50 (1 and 10 with `--quick`): one commit in this process
@@ -157,8 +158,9 @@ let postgresFanOutTarget = 3.0
 /// the store's fleet (this process and the N others) holds idle and, counted every millisecond, while it writes.
 /// Both fleets run at once and the two sides take turns commit by commit (the first alternating), so both see the
 /// same load; the connections are counted over 20 more commits after the timed ones. At least 1 000 arrivals per
-/// side (100 commits at N = 10 and 50, 1 000 at N = 1), so that p99 is not one sample. Target: p99 ≤ 3× the
-/// baseline's, and at most N + 2 connections.
+/// side (100 commits at N = 10 and 50, 1 000 at N = 1), so that p99 is not one sample. Target: p50 and p99 ≤ 3× the
+/// baseline's, and at most N + 2 connections (each watcher's change feed, the writer's feed and its write
+/// connection).
 func postgresFanOutFigures(quick: Bool, includes: (String) -> Bool) throws -> [DeferredFigure] {
     var figures: [DeferredFigure] = []
     for count in quick ? [1, 10] : [1, 10, 50] {
@@ -176,7 +178,8 @@ func postgresFanOutFigures(quick: Bool, includes: (String) -> Bool) throws -> [D
         let (p50, p99) = (percentile(ours, 0.5), percentile(ours, 0.99))
         let (bareP50, bareP99) = (percentile(bare, 0.5), percentile(bare, 0.99))
         let connections = max(run.idle, run.writing)
-        let met = p99 / bareP99 <= postgresFanOutTarget && connections <= count + 2
+        let met =
+            p50 / bareP50 <= postgresFanOutTarget && p99 / bareP99 <= postgresFanOutTarget && connections <= count + 2
         figures.append(
             DeferredFigure(
                 name: name,
@@ -184,7 +187,7 @@ func postgresFanOutFigures(quick: Bool, includes: (String) -> Bool) throws -> [D
                     "\(count) × \(commits) arrivals: p50 \(formatDuration(p50)) (\(String(format: "%.2f", p50 / bareP50))×), "
                     + "p99 \(formatDuration(p99)) (\(String(format: "%.2f", p99 / bareP99))×) against NOTIFY → LISTEN "
                     + "p50 \(formatDuration(bareP50)), p99 \(formatDuration(bareP99)); connections \(run.idle) idle, "
-                    + "\(run.writing) writing (p99 ≤ 3×, ≤ \(count + 2) connections \(met ? "met" : "MISSED"))",
+                    + "\(run.writing) writing (p50 and p99 ≤ 3×, ≤ \(count + 2) connections \(met ? "met" : "MISSED"))",
                 met: met,
                 json: "\"instances\":\(count),\"commits\":\(commits),\"connections\":\(connections),"
                     + "\"connections_idle\":\(run.idle),\"connections_writing\":\(run.writing),"

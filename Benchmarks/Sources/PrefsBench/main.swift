@@ -195,6 +195,7 @@ func runBenchmarks(_ options: Options) async throws {
         + inputMemoryFigures(folders: folders, quick: options.quick, includes: options.includes)
         + postgresFanOutFigures(quick: options.quick, includes: options.includes)
         + postgresFleetFigures(quick: options.quick, includes: options.includes)
+        + postgresLagFigures(quick: options.quick, includes: options.includes)
 
     let scenarios = Dictionary(uniqueKeysWithValues: allScenarios(folders: folders).map { ($0.name, $0) })
     print(

@@ -57,7 +57,8 @@ public enum PrefsError: Error, Sendable, Equatable {
     /// the file to use it again.
     case storeClosed(path: String)
     /// `.tooLarge(path:size:limit:)`: a write refused because the file would be `size` bytes, more than the `limit`
-    /// a store file may have (the same limit every open applies). Nothing was written; the stored values are as
+    /// a store file may have (the same limit every open applies), or because what `path` names (a database store's
+    /// value, or a key's index entry) would be more than its limit. Nothing was written; the stored values are as
     /// they were.
     case tooLarge(path: String, size: Int, limit: Int)
     /// `.lockTimedOut(path:holder:waited:)`: a write that gave up after waiting `waited` for the lock of the file at
@@ -124,8 +125,9 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
                 + "\(Self.seconds(waited)) for its lock "
                 + (holder.map { "(held by process \($0))" } ?? "(held by another process)") + "; nothing was written"
         case .tooLarge(let path, let size, let limit):
-            "writing \(path) refused: it would be \(size) bytes, more than the \(limit >> 20) MiB a preferences file "
-                + "may have; nothing was written"
+            "writing \(path) refused: it would be \(size) bytes, more than the "
+                + (limit > 0 && limit.isMultiple(of: 1 << 20) ? "\(limit >> 20) MiB" : "\(limit) bytes")
+                + " it may have; nothing was written"
         case .damagedFileKeptAside(let path, let kept, let reason):
             "\(path) could not be read (\(reason)); it was kept as \(kept) and the preferences start afresh"
         }
