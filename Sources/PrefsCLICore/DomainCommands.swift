@@ -138,7 +138,7 @@ enum DomainCommands {
                 // The line the whole domain's --types listing has for this key.
                 invocation.console.print(
                     "\(ValueText.visible(key))  \(value.typeName)  \(ValueText.formatInline(value))"
-                        + (effectiveValues([key: value], of: store).1[key].map { "  (\($0))" } ?? ""))
+                        + (try effectiveValues([key: value], of: store).1[key].map { "  (\($0))" } ?? ""))
             } else {
                 invocation.console.print(json ? try value.jsonText() : ValueText.format(value))
             }
@@ -155,7 +155,7 @@ enum DomainCommands {
             invocation.console.writeData(try PrefValue.exportDocument(values))
             return
         }
-        var (effective, notes) = effectiveValues(values, of: store)
+        var (effective, notes) = try effectiveValues(values, of: store)
         if store is UserDefaultsStore, let schema {
             for (key, value) in effective {
                 guard let entry = schema.keys[key] else { continue }
@@ -247,17 +247,17 @@ enum DomainCommands {
     /// The values a listing shows: the user's, the system-wide defaults the user has not set, and the
     /// administrator's forced values in place of the user's; with a note for each value that is not the user's.
     /// The arguments layer is left out: it holds `prefs`'s own command line.
-    static func effectiveValues(_ user: [String: PrefValue], of store: any KeyValueStore)
+    static func effectiveValues(_ user: [String: PrefValue], of store: any KeyValueStore) throws
         -> ([String: PrefValue], [String: String])
     {
         guard let layered = store as? FileBackedStore else { return (user, [:]) }
         var values = user
         var notes: [String: String] = [:]
-        for (key, value) in layered.values(in: .systemDefaults) where values[key] == nil {
+        for (key, value) in try layered.allValues(in: .systemDefaults) where values[key] == nil {
             values[key] = value
             notes[key] = "system default"
         }
-        for (key, value) in layered.values(in: .managed) {
+        for (key, value) in try layered.allValues(in: .managed) {
             values[key] = value
             notes[key] = "forced"
         }
@@ -614,7 +614,7 @@ enum DomainCommands {
             try checkName(domain)
             store = try UserDefaultsStore(suiteName: domain)
         }
-        let changes = store.changes.keys(keys.isEmpty ? nil : Set(keys))
+        let changes = store.changedKeys(keys.isEmpty ? nil : Set(keys))
         Terminal.exitCleanlyOnInterrupt()
         let what = keys.isEmpty ? "every key" : keys.map { String(reflecting: $0) }.joined(separator: ", ")
         invocation.console.printError("prefs: watching \(what) of domain \(domain); press Ctrl-C to stop")

@@ -119,7 +119,8 @@ enum SchemaCommands {
         let fallback =
             entry.isComputed
             ? "the default the app computes" : entry.defaultValue.map(ValueText.formatInline) ?? "nil"
-        guard let (value, layer) = currentValue(key, entry, store, schema: schema, appArguments: appArguments) else {
+        guard let (value, layer) = try currentValue(key, entry, store, schema: schema, appArguments: appArguments)
+        else {
             return AppValue(
                 value: entry.defaultValue, text: fallback, source: "default (the app's declaration)", refused: nil,
                 unknown: nil)
@@ -173,8 +174,10 @@ enum SchemaCommands {
     static func currentValue(
         _ key: String, _ entry: KeyDescription, _ store: UserDefaultsStore, schema: DomainSchema,
         appArguments: [String]
-    ) -> (PrefValue, String)? {
-        if let forced = store.values(in: .managed)[key] { return (forced, "managed (forced by the administrator)") }
+    ) throws -> (PrefValue, String)? {
+        if let forced = try store.allValues(in: .managed)[key] {
+            return (forced, "managed (forced by the administrator)")
+        }
         if let text = LayerSources.arguments(["app"] + appArguments)[key] {
             return (text, "argument (the command line after --)")
         }
@@ -183,10 +186,10 @@ enum SchemaCommands {
             let found = LayerSources.environment(ProcessInfo.processInfo.environment, prefix: prefix, keys: [key])
             if let value = found.values[key] { return (value, "environment (\(name))") }
         }
-        if let own = store.values(in: .user)[key] {
+        if let own = try store.allValues()[key] {
             return (own, "user (\(store.url.path(percentEncoded: false)))")
         }
-        if let system = store.values(in: .systemDefaults)[key] {
+        if let system = try store.allValues(in: .systemDefaults)[key] {
             return (system, "system-wide default ($XDG_CONFIG_DIRS)")
         }
         return nil
@@ -309,7 +312,7 @@ enum SchemaCommands {
         var problems = 0
         var unchecked = 0
         for (layer, name) in [(PreferenceLayer.user, "user"), (.systemDefaults, "system-wide"), (.managed, "managed")] {
-            let values = layer == .user ? user : store.values(in: layer)
+            let values = layer == .user ? user : try store.allValues(in: layer)
             for key in values.keys.sorted() {
                 guard let entry = schema.keys[key] else { continue }
                 let line = "\(name): \(ValueText.visible(key)) = \(ValueText.formatInline(values[key]!))"

@@ -34,7 +34,7 @@ import Synchronization
 ///   ``changeFeedFailure`` meanwhile.
 ///
 /// The schema (created when missing) is described in docs/PostgresStore.md.
-public final class PostgresStore: KeyValueStore {
+public final class PostgresStore: KeyValueStore, OwnImplementation {
     /// `PostgresStore.Limits(lockTimeout: .seconds(1))` bounds how long a store waits for the server.
     ///
     /// Every field has a default; a write never waits longer than `writeDeadline` in all.
@@ -141,8 +141,9 @@ public final class PostgresStore: KeyValueStore {
     /// The hints this store's writes send.
     private let hints: Hints
 
-    /// `store.changes` announces every change, including those made by other instances.
-    public var changes: ChangeFeed { snapshot.changes }
+    /// `store.hub` is Prefs' side of the store: the announcements of every change, including those made by other
+    /// instances, its registered defaults and layers.
+    public let hub: StoreHub
 
     /// `if let failure = store.changeFeedFailure { … }` tells why this store cannot learn of other instances'
     /// changes right now: the server cannot be reached, or it refuses the read of the change feed (a grant revoked,
@@ -189,9 +190,11 @@ public final class PostgresStore: KeyValueStore {
             namespace: namespace, schema: try Schema(schema), largestValue: limits.largestValue,
             cache: try cache.map { try FileStore(url: $0) })
         self.snapshot = snapshot
+        hub = StoreHub(feed: snapshot.changes)
         let server = try Server.attach(
             snapshot, secrets: secrets, limits: limits, source: changeSource, mayStartAway: cache != nil)
         self.server = server
+        hub.bind(self)
         do {
             try server.load(snapshot)
             snapshot.saveCache()
@@ -221,14 +224,13 @@ public final class PostgresStore: KeyValueStore {
     /// How many attempts to settle an unanswered write have failed so far (tests wait on it; see +Testing).
     let settlingFailures = Atomic<Int>(0)
 
-    /// `try store.value(forKey: "theme")` returns the value, served from memory.
-    public func value(forKey key: String) throws -> PrefValue? { snapshot.value(forKey: key) }
+    /// `try store.read("theme")` is the namespace's value of the key, served from memory.
+    public func read(_ key: String) throws -> PrefValue? { snapshot.value(forKey: key) }
 
-    /// `try store.allValues()` returns every key and value of the namespace, served from memory.
-    public func allValues() throws -> [String: PrefValue] { snapshot.allValues() }
+    /// `try store.readAll()` is every key and value of the namespace, served from memory.
+    public func readAll() throws -> [String: PrefValue] { snapshot.allValues() }
 
-    /// `try store.setValue(.bool(true), forKey: "flag")` stores a value (nil removes it) and returns once the
-    /// server has committed it.
+    /// A `set` (``Prefs/KeyValueStore/setValue(_:forKey:)``) returns once the server has committed it.
     ///
     /// A write whose connection was lost after it was sent is sent again on a new connection (a set is
     /// idempotent) until the server answers or `writeDeadline` has passed, so the caller learns that it committed.
@@ -238,7 +240,7 @@ public final class PostgresStore: KeyValueStore {
     ///   ``PostgresStoreError/outcomeUnknown(reason:)`` when it may or may not have committed,
     ///   ``Prefs/PrefsError/encodingFailed(key:reason:)`` for a value `jsonb` cannot hold (a non-finite number, or a
     ///   string containing NUL).
-    public func setValue(_ value: PrefValue?, forKey key: String) throws {
+    package func ownSet(_ value: PrefValue?, forKey key: String) throws {
         try checkKey(key)
         try checkOpen()
         let text = try encode(value, key: key)
@@ -264,8 +266,8 @@ public final class PostgresStore: KeyValueStore {
         applyWritten([written])
     }
 
-    /// `try store.updateValue(forKey: "count") { … }` runs read-transform-write in one transaction holding the
-    /// row's lock (`SELECT … FOR UPDATE`), so concurrent updates from any instance are applied one after another.
+    /// An update (``Prefs/KeyValueStore/updateValue(forKey:_:)``) runs read-transform-write in one transaction
+    /// holding the row's lock (`SELECT … FOR UPDATE`), so concurrent updates from any instance are applied one after another.
     ///
     /// The transform receives the value committed in the table, which may be newer than the one in memory. It runs
     /// at most once: the store never retries it. When the answer to `COMMIT` is lost, the store reads the row's
@@ -277,8 +279,7 @@ public final class PostgresStore: KeyValueStore {
     ///   when the connection was lost while committing and the outcome could not be read back within
     ///   `writeDeadline`, ``Prefs/PrefsError/decodingFailed(key:reason:)`` when the row's value is not Prefs JSON (it is
     ///   left alone).
-    @discardableResult
-    public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
+    package func ownUpdate(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try checkKey(key)
         return try transaction { transaction in
             let connection = transaction.connection
@@ -307,9 +308,32 @@ public final class PostgresStore: KeyValueStore {
         }
     }
 
-    /// `try store.replaceAll(values)` replaces the namespace's whole content in one transaction: keys not in
-    /// `values` are removed.
-    public func replaceAll(_ values: [String: PrefValue]) throws {
+    /// `try store.write(["theme": .string("dark"), "zoom": nil])` sets and removes several keys in one
+    /// transaction, returning once the server has committed it.
+    public func write(_ changes: [String: PrefValue?]) throws {
+        for key in changes.keys { try checkKey(key) }
+        var texts: [String: String?] = [:]
+        for (key, value) in changes { texts[key] = .some(try encode(value, key: key)) }
+        try transaction { transaction in
+            for (key, value) in changes.sorted(by: { $0.key < $1.key }) {
+                transaction.readings.append(try write(texts[key] ?? nil, value: value, key: key, in: transaction))
+            }
+        }
+    }
+
+    package func ownRemoveValues(forKeys keys: [String]) throws {
+        try write(Dictionary(keys.map { ($0, nil) }) { first, _ in first })
+    }
+
+    /// A batch holds the store's update lock for `body`: each write inside it is committed as it is made, and one
+    /// that threw does not undo the others.
+    package func ownBatch<T>(_ body: () throws -> T) throws -> T { try hub.feed.withUpdateLock(body) }
+
+    /// Registered defaults and layers are kept by Prefs beside the namespace's values.
+    package var resolvesLayers: Bool { false }
+
+    /// A `replaceAll` replaces the namespace's whole content in one transaction: keys not in `values` are removed.
+    package func ownReplaceAll(_ values: [String: PrefValue]) throws {
         for key in values.keys { try checkKey(key) }
         var texts: [String: String] = [:]
         for (key, value) in values { texts[key] = try encode(value, key: key) }

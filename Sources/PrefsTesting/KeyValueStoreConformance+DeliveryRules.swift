@@ -9,7 +9,7 @@ extension KeyValueStoreConformance {
     static func deliveryExactlyOnce(_ context: Context) async throws {
         let store = context.store
         let (key, sentinel) = (context.key("k"), context.key("sentinel"))
-        let stream = store.changes.keys([key, sentinel])
+        let stream = store.changedKeys([key, sentinel])
         let writes = 20
         try await onThread {
             for value in 1...writes / 2 { try store.setValue(.int(Int64(value)), forKey: key) }
@@ -55,25 +55,17 @@ extension KeyValueStoreConformance {
         try store.setValue(.int(1), forKey: key)
         if first.runs == 0 {
             let reason = "not checked: no change of the store reaches an observer (\(Rule.deliveryBeforeReturn))"
-            if store.changes.hasUndeliveredAnnouncements() {
-                context.findings.fail(
-                    "setValue returned with its change announced (changes.announce) but never delivered: no observer "
-                        + "ran; apply each change through changes.apply(locking:), which delivers once it has released "
-                        + "the store's lock (or call changes.deliverAnnouncements() then), before the write returns")
-                context.findings.block(Rule.waitingForDelivery, because: reason)
-                return
-            }
             guard first.ran.wait(deliveryGrace) else {
                 context.findings.fail(
-                    "no observer ran when setValue returned, nor within \(deliveryGrace) after: the store announces "
-                        + "nothing; apply each change through changes.apply(locking:) and announce it there, "
-                        + "changes.announce(_:), or call changes.publish(changedKeys:)")
+                    "no observer ran when setValue returned, nor within \(deliveryGrace) after: the store's writes "
+                        + "are not announced (a store of the app's own is announced by Prefs: make its `hub` a "
+                        + "StoreHub() of its own, not another store's)")
                 context.findings.block(Rule.waitingForDelivery, because: reason)
                 return
             }
             context.findings.fail(
-                "observers of setValue had not run when it returned; they ran later, on another thread: deliver on "
-                    + "the writing thread before returning (changes.apply(locking:) does)")
+                "observers of setValue had not run when it returned; they ran later, on another thread: call "
+                    + "hub.keysChanged(_:) on the thread that made the change, before returning")
         }
         let writes: [(String, () throws -> Void)] = [
             ("updateValue", { try store.updateValue(forKey: key, increment) }),
@@ -119,9 +111,7 @@ extension KeyValueStoreConformance {
         guard completed.load(ordering: .sequentiallyConsistent) else {
             context.findings.fail(
                 "inside an observer of one key, a write of another key from another thread did not complete within "
-                    + "\(hangGuard): the store delivers its changes (changes.deliverAnnouncements() or "
-                    + "changes.publish(changedKeys:)) while holding a lock that writes need; hold it only inside "
-                    + "changes.apply(locking:), which delivers after releasing it. "
+                    + "\(hangGuard): observers run while the store holds a lock that writes need. "
                     + "Observers read the store on the delivering thread, where a non-recursive lock deadlocks, or stops "
                     + "the process (Mutex: \"Recursive call to lock Mutex\")")
             context.findings.block(

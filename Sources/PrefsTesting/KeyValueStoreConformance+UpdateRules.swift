@@ -94,7 +94,7 @@ extension KeyValueStoreConformance {
         let store = context.store
         let (kept, absent, sentinel) = (context.key("kept"), context.key("absent"), context.key("sentinel"))
         try await onThread { try store.setValue(.int(1), forKey: kept) }
-        let stream = store.changes.keys([kept, absent, sentinel])
+        let stream = store.changedKeys([kept, absent, sentinel])
         try await onThread {
             for key in [kept, absent] {
                 expectRethrows("updateValue", context) { try store.updateValue(forKey: key) { _ in throw Thrown() } }

@@ -180,7 +180,7 @@ extension KeyValueStoreConformance {
             try store.setValue(.int(1), forKey: a)
             try store.setValue(.int(2), forKey: b)
         }
-        let stream = store.changes.keys([a, b, c, sentinel])
+        let stream = store.changedKeys([a, b, c, sentinel])
         let replacement: [String: PrefValue] = [b: .int(20), c: .string("three")]
         try await onThread {
             try store.replaceAll(replacement)

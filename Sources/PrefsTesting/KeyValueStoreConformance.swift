@@ -58,10 +58,8 @@ public import Testing
 /// - `delivery-in-order`: the observers of a key see its values in the order they were applied, also when several
 ///   threads update it.
 /// - `delivery-before-return`: observers of a change have run when the write (`setValue`, `updateValue`,
-///   `removeValue`, `removeValues`, `replaceAll`) returns. A store whose changes reach no observer at all (it
-///   announces outside `changes.apply(locking:)` without calling `changes.deliverAnnouncements()`, or announces
-///   nothing) is told which, within
-///   ``deliveryGrace``, and the rules that wait for deliveries are then skipped rather than left to time out.
+///   `removeValue`, `removeValues`, `replaceAll`) returns. When no change reaches an observer at all, within
+///   ``deliveryGrace``, the rules that wait for deliveries are skipped rather than left to time out.
 /// - `delivery-outside-locks`: observers run with no lock of the store held: inside an observer of one key, a write
 ///   of another key from another thread completes (waited for at most ``hangGuard``). When it does not, the rules
 ///   whose `values` streams read the store from inside the delivery are skipped: on the lock the store holds, that
@@ -393,7 +391,7 @@ extension KeyValueStoreConformance {
             defer { group.cancelAll() }
             guard let keys = try await group.next() ?? nil else {
                 context.findings.fail(
-                    "a write of \(context.name(sentinel)) was not delivered to a changes.keys stream within \(hangGuard)"
+                    "a write of \(context.name(sentinel)) was not delivered to a changedKeys stream within \(hangGuard)"
                 )
                 return nil
             }

@@ -125,10 +125,11 @@ import Testing
         func backend(of path: String) -> String {
             String(path.dropFirst("Stores/".count).prefix { $0 != "+" && $0 != "." })
         }
-        // Each backend's types, by the backend that declares them; the protocol and shared values are no backend.
+        // Each backend's types, by the backend that declares them; the protocol, the hub every store holds (and the
+        // package protocol its stores bind there) and shared values are no backend.
         var types: [String: Set<String>] = [:]
         for file in root { types[backend(of: file.path), default: []].formUnion(Self.declarations(in: file.code)) }
-        for shared in ["KeyValueStore", "DamagedFilePolicy"] { types[shared] = nil }
+        for shared in ["KeyValueStore", "StoreHub", "DamagedFilePolicy"] { types[shared] = nil }
         let storeTypes = types.values.reduce(into: Set<String>()) { $0.formUnion($1) }
         func words(_ code: String) -> Set<String> {
             Set(code.split { !($0.isLetter || $0.isNumber || $0 == "_") }.map(String.init))

@@ -80,53 +80,6 @@ enum TypedKeys {
     }
 }
 
-// MARK: - StoresAndBackends.md
-
-/// Feature flags downloaded from a server, with local overrides written through the usual API.
-final class RemoteConfigStore: KeyValueStore {
-    let changes = ChangeFeed()
-    private let values = Mutex<[String: PrefValue]>([:])
-    /// Held by every change, through `changes.apply`: one writer at a time, announcing in the order it wrote.
-    private let writer = NSLock()
-
-    func value(forKey key: String) throws -> PrefValue? {
-        values.withLock { $0[key] }
-    }
-
-    func setValue(_ value: PrefValue?, forKey key: String) throws {
-        try updateValue(forKey: key) { _ in value }
-    }
-
-    @discardableResult
-    func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
-        try validateKey(key)  // the check Prefs' own stores make: no empty key, no NUL
-        // Holds the writer lock for the body, then runs the observers of what it announced, after releasing it.
-        return try changes.apply(locking: writer) { changes in
-            let old = values.withLock { $0[key] }
-            let new = try transform(old)
-            values.withLock { $0[key] = new }
-            if old != new { changes.announce([key: new]) }
-            return new
-        }
-    }
-
-    func allValues() throws -> [String: PrefValue] {
-        values.withLock { $0 }
-    }
-
-    /// Replaces everything with a fresh download and announces exactly the keys whose values changed.
-    func apply(download: [String: PrefValue]) {
-        changes.apply(locking: writer) { changes in
-            let old = values.withLock { values in
-                defer { values = download }
-                return values
-            }
-            let changed = Set(old.keys).union(download.keys).filter { old[$0] != download[$0] }
-            changes.announce(Dictionary(uniqueKeysWithValues: changed.map { ($0, download[$0]) }))
-        }
-    }
-}
-
 // MARK: - TestingWithInMemoryStore.md
 
 enum TestingExample {
@@ -250,7 +203,7 @@ enum BoutiqueMigration {
         @ObservationIgnored @SecureStoredValue<[String]> var trustedDevices: [String]?
 
         init(vault: any KeyValueStore = PrefsConfig.secureStore) {
-            _authToken = SecureStoredValue(key: "authToken", service: "com.example.auth", store: vault)
+            _authToken = SecureStoredValue(key: "com.example.auth.authToken", store: vault)
             _trustedDevices = SecureStoredValue(key: "trustedDevices", store: vault)
         }
     }
@@ -353,7 +306,7 @@ struct DocumentationExamplesTests {
         try PropertyListFormat.encode(["volume": .int(2)]).write(to: forced)
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: forced.path)
         let store = try LayeredPreferences.argumentsStore(url: directory.file("server.json"))
-        store.layers.enableSystem(
+        store.hub.layers.enableSystem(
             domain: "com.example.server", folders: [],
             managed: ManagedLocation(folder: managed, checkedFrom: directory.path, owner: getuid()))
         let settings = PrefsConfig.withDefaultStore(store) { LayeredPreferences.Settings() }
@@ -463,7 +416,7 @@ struct DocumentationExamplesTests {
         @StoredValue(key: "maxUploads", store: store) var maxUploads: Int = 3
 
         let editorValues = $newEditor.values
-        let changedKeys = store.changes.keys()
+        let changedKeys = store.changedKeys()
         store.apply(download: ["newEditor": .bool(true), "maxUploads": .int(3)])
         #expect(newEditor)
         #expect(maxUploads == 3)
@@ -477,19 +430,8 @@ struct DocumentationExamplesTests {
         #expect(try store.allValues() == ["newEditor": .bool(true), "maxUploads": .int(5)])
     }
 
-    @Test func defaultUpdateIsAtomicWithinTheProcess() async throws {
-        // A store that implements only the three raw operations gets the default atomic update.
-        final class MinimalStore: KeyValueStore {
-            let changes = ChangeFeed()
-            private let values = Mutex<[String: PrefValue]>([:])
-            func value(forKey key: String) throws -> PrefValue? { values.withLock { $0[key] } }
-            func setValue(_ value: PrefValue?, forKey key: String) throws {
-                values.withLock { $0[key] = value }
-                changes.publish(changedKeys: [key])
-            }
-            func allValues() throws -> [String: PrefValue] { values.withLock { $0 } }
-        }
-        let store = MinimalStore()
+    @Test func anUpdateOfAStoreOfTheAppsOwnIsAtomicWithinTheProcess() async throws {
+        let store = RemoteConfigStore()
         let counter = StoredValue(key: "counter", default: 0, store: store)
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<8 {
@@ -507,7 +449,7 @@ struct DocumentationExamplesTests {
         let fontSize = StoredValue(.fontSize, store: store)
 
         let themes = theme.values
-        let keys = store.changes.keys(["theme", "fontSize"])
+        let keys = store.changedKeys(["theme", "fontSize"])
         theme.set(.dark)
         theme.set(.dark)  // not repeated: values yields distinct changes only
         try store.set(.system, for: .theme)
@@ -533,7 +475,7 @@ struct DocumentationExamplesTests {
 
         let vault = try EncryptedFileStore(url: vaultURL, key: .keyFile(keyURL))
         @SecureStoredValue<String>(key: "authToken", store: vault) var authToken
-        @SecureStoredValue<Credentials>(key: "credentials", service: "api.example.com", store: vault) var credentials
+        @SecureStoredValue<Credentials>(key: "api.example.com.credentials", store: vault) var credentials
         try $authToken.set("eyJhbGciOi")
         try $credentials.set(Credentials(accessToken: "a1", refreshToken: "r1"))
         try $credentials.set(\.accessToken, to: "a2")

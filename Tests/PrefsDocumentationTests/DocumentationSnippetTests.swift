@@ -67,13 +67,6 @@ import Testing
             blocks(in: "Sources/Prefs/Prefs.docc/PrefsPostgres.md", containing: ["PostgresStore(connection:"]))
     }
 
-    @Test func theCustomStoreSnippetsCompileAsWritten() throws {
-        try Self.typecheck(
-            blocks(
-                in: "Sources/Prefs/Prefs.docc/StoresAndBackends.md",
-                containing: ["final class RemoteConfigStore: KeyValueStore", "RemoteConfigStore()"]))
-    }
-
     /// SecureValues: the one line that keeps the default vault's key in the keyring or a service credential.
     @Test func theVaultKeyConfigurationCompilesAsWritten() throws {
         try Self.typecheck(

@@ -89,7 +89,7 @@ if command == "fleet" {
             fail("open \(instance): \(error)")
         }
         stores[instance] = store
-        let keys = store.changes.keys()
+        let keys = store.changedKeys()
         watchers.append(
             Task.detached {
                 for await key in keys {

@@ -176,7 +176,7 @@ struct PostgresStoreTests {
         let database = try Database()
         let store = try database.store()
         try store.setValue(.int(1), forKey: "flag")
-        let seen = Collector(store.changes.keys())
+        let seen = Collector(store.changedKeys())
         try database.sql("UPDATE prefs_values SET value = '2' WHERE key = 'flag'")
         try await eventually("an SQL update") { try store.value(forKey: "flag") == .int(2) }
         try database.sql(

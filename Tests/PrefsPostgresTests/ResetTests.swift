@@ -17,7 +17,7 @@ struct ResetTests {
         for value in 1...5 { try first.setValue(.int(Int64(value)), forKey: "x") }
         try first.setValue(.int(1), forKey: "y")
         try await eventually("the second instance to see x = 5") { try second.value(forKey: "x") == .int(5) }
-        let announced = Collector(second.changes.keys())
+        let announced = Collector(second.changedKeys())
 
         try database.sql(
             "TRUNCATE prefs_values; INSERT INTO prefs_values (namespace, key, value) VALUES ('com.example.app', 'x', '100')"

@@ -63,7 +63,7 @@ struct ServerAwayTests {
         let database = try Database(on: server)
         let store = try database.store()
         try store.replaceAll(["a": .int(1), "b": .int(1), "c": .int(1)])
-        let announced = Collector(store.changes.keys())
+        let announced = Collector(store.changedKeys())
 
         // The server comes back where this store cannot reach it; another instance changes a, b and d there.
         try server.stop()
@@ -114,7 +114,7 @@ struct OfflineStartTests {
             guard case .connectionLost? = error as? PostgresStoreError else { return false }
             return true
         }
-        let announced = Collector(store.changes.keys())
+        let announced = Collector(store.changedKeys())
         // The server comes back where this store cannot reach it; another instance changes a and removes b there.
         try changeWhileUnreachable(database) { other in
             try other.setValue(.int(2), forKey: "a")

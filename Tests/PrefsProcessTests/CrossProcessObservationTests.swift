@@ -55,7 +55,7 @@ struct CrossProcessObservationTests {
         defer { directory.cleanup() }
         let store = try backend.open(in: directory)
         try store.replaceAll(["a": .int(1), "b": .int(1), "c": .int(1)])
-        let announced = store.changes.keys()
+        let announced = store.changedKeys()
         let spec = backend.spec(in: directory)
         for (key, value) in [("b", "2"), ("a", "1"), ("c", "3")] {  // "a" is rewritten with the value it has
             let written = try ChildProcess.run(["set-int", spec, key, value])

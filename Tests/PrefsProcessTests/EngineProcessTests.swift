@@ -28,7 +28,7 @@ import Testing
             timeLimit: .seconds(120))
         defer { holder.kill() }
         #expect(holder.readLine() == "held")
-        let deferred = store.deferringWrites(window: .seconds(60))
+        let deferred = store.deferringWrites(window: .seconds(60)) as! FileBackedStore
         try PrefsConfig.withLockTimeout(.milliseconds(300)) { () throws in
             do {
                 try store.setValue(.int(2), forKey: "k")

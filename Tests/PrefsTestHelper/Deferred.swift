@@ -32,7 +32,7 @@ enum DeferredCommands {
     }
 
     /// The store a spec names, with deferred writes that wait up to `window`.
-    static func deferred(_ spec: String, window: Duration = .seconds(3600)) throws -> FileBackedStore {
+    static func deferred(_ spec: String, window: Duration = .seconds(3600)) throws -> any KeyValueStore {
         guard let store = try StoreSpec.open(spec) as? FileBackedStore else { fail("not a file store: \(spec)") }
         return store.deferringWrites(window: window)
     }

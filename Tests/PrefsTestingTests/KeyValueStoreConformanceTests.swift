@@ -34,7 +34,7 @@ struct KeyValueStoreConformanceTests {
     /// The README's form for frequent writes.
     @Test func deferredWritesStore() async throws {
         try await verifyInFolder { folder, name in
-            try FileStore(url: folder.file("\(name).json")).deferringWrites()
+            try FileStore(url: folder.file("\(name).json")).deferringWrites() as! FileBackedStore
         }
     }
 

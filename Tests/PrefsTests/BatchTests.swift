@@ -169,14 +169,17 @@ struct BatchTests {
         #expect(try store.value(forKey: "thread") == .int(2))
     }
 
-    @Test func aStoreWithoutNativeBatchingRunsTheBodyWithSequentialWrites() throws {
-        let store = PlainStore()
+    @Test func aStoreOfTheAppsOwnGetsABatchAsOneWrite() throws {
+        let store = MinimalStore()
+        let a = PrefKey("a", default: 0)
         let result = try store.batch {
-            try store.setValue(.int(1), forKey: "a")
-            #expect(try store.value(forKey: "a") == .int(1))
+            try store.set(1, for: a)
+            try store.setValue(.int(2), forKey: "b")
+            #expect(try store.value(for: a) == 1, "Prefs' reads inside the batch see its writes")
+            #expect(store.writes.withLock { $0.isEmpty }, "nothing written before the body returns")
             return 42
         }
         #expect(result == 42)
-        #expect(try store.value(forKey: "a") == .int(1))
+        #expect(store.writes.withLock { $0 } == [["a": .int(1), "b": .int(2)]])
     }
 }

@@ -33,7 +33,7 @@ struct ChangeDeliveryTests {
         let key = uniqueKey("delivered")
         let wrapper = StoredValue(key: key, default: 0, store: store)
         let announced = Mutex<[String]>([])
-        let names = store.changes.keys([key, "sentinel"])
+        let names = store.changedKeys([key, "sentinel"])
         let reader = Task { for await name in names { announced.withLock { $0.append(name) } } }
         defer { reader.cancel() }
         for value in 1...50 {
@@ -80,7 +80,7 @@ struct ChangeDeliveryTests {
             queues.withLock { $0.append(Self.currentQueueLabel()) }
         }
         let announced = Mutex<[String]>([])
-        let names = store.changes.keys(["remote", "sentinel"])
+        let names = store.changedKeys(["remote", "sentinel"])
         let reader = Task { for await name in names { announced.withLock { $0.append(name) } } }
         defer { reader.cancel() }
         for (key, value) in [("remote", 7), ("sentinel", 1)] {
@@ -110,7 +110,7 @@ struct ChangeDeliveryTests {
         let store = try backend.open(in: directory)
         let declared = uniqueKey("declared")
         let written = uniqueKey("written")
-        let stream = store.changes.keys()
+        let stream = store.changedKeys()
         let wrapper = StoredValue(key: declared, default: 7, store: store)
         #expect(wrapper.wrappedValue == 7)
         try store.setValue(.int(1), forKey: written)

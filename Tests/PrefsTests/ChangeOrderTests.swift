@@ -63,8 +63,8 @@ struct ChangeOrderTests {
     }
 
     @Test func aSubscriberSeesEveryValueOfAFeedAnnouncedWithValues() async throws {
-        // A custom store following the documented rule: announce under its lock, deliver after releasing it.
-        let store = AnnouncingStore()
+        // A store of the app's own, whose writes Prefs announces in the order it makes them.
+        let store = LoggingStore()
         let key = uniqueKey("custom")
         let stream = StoredValue(key: key, default: "", store: store).values
         DispatchQueue.concurrentPerform(iterations: 4) { writer in
@@ -82,23 +82,22 @@ private func collect<T: Sendable & Equatable>(
     try await collect(stream, within: seconds) { $0.last == last }
 }
 
-/// The store of the "Writing a store" documentation: announces each change under its lock, delivers after.
-private final class AnnouncingStore: KeyValueStore {
-    let changes = ChangeFeed()
+/// A store of the app's own that logs the text values it is given, in the order it applies them.
+private final class LoggingStore: KeyValueStore {
+    let hub = StoreHub()
     let log = PThreadLocked<[String]>([])
     private let values = PThreadLocked<[String: PrefValue]>([:])
 
-    func value(forKey key: String) throws -> PrefValue? { values.withLock { $0[key] } }
+    func read(_ key: String) throws -> PrefValue? { values.withLock { $0[key] } }
 
-    func setValue(_ value: PrefValue?, forKey key: String) throws {
+    func readAll() throws -> [String: PrefValue] { values.withLock { $0 } }
+
+    func write(_ changes: [String: PrefValue?]) throws {
         values.withLock { values in
-            guard values[key] != value else { return }
-            values[key] = value
-            if case .string(let text)? = value { log.withLock { $0.append(text) } }
-            changes.announce([key: value])
+            for (key, value) in changes {
+                values[key] = value
+                if case .string(let text)? = value { log.withLock { $0.append(text) } }
+            }
         }
-        changes.deliverAnnouncements()
     }
-
-    func allValues() throws -> [String: PrefValue] { values.withLock { $0 } }
 }

@@ -67,7 +67,7 @@ import Testing
         let url = directory.file("prefs.json")
         let store = try FileStore(url: url, fileSystem: fileSystem, clock: .system)
         try store.setValue(.int(0), forKey: "seed")
-        let quick = store.deferringWrites(window: .seconds(3600))
+        let quick = store.deferringWrites(window: .seconds(3600)) as! FileBackedStore
         try quick.setValue(.int(1), forKey: "first")
         store.close()
         let inCommit = fileSystem.pause(at: .beforeRename)

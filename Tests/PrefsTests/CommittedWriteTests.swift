@@ -42,7 +42,7 @@ import Testing
         let fileSystem = SteppingFileSystem()
         let store = try FileStore(url: directory.file("store.json"), fileSystem: fileSystem, clock: .system)
         let key = uniqueKey()
-        let changes = store.changes.keys([key])
+        let changes = store.changedKeys([key])
         fileSystem.fail(at: .beforeFolderSync, with: Self.failedSync)
         let error = #expect(throws: PrefsError.self) { try store.setValue(.int(7), forKey: key) }
         guard case .durabilityNotConfirmed? = error else {
@@ -62,7 +62,7 @@ import Testing
         let directory = try TempDir()
         defer { directory.cleanup() }
         let (store, url) = try Self.storeWhoseNextRenameFails(in: directory)
-        let changes = store.changes.keys(["a", "b"])
+        let changes = store.changedKeys(["a", "b"])
         let error = #expect(throws: PrefsError.self) {
             try store.batch {
                 try store.setValue(.int(2), forKey: "a")

@@ -7,57 +7,11 @@ import Testing
 
 @testable import Prefs
 
-/// What a custom store gets from the protocol: `changes.apply(locking:)`, which applies a change and announces it in
-/// the order the contract needs, and the requirements with default implementations a store may replace
-/// (registered defaults, `flush`, `deferringWrites`).
+/// What a store of the app's own gets from Prefs, given four members (``MinimalStore``): every write announced after
+/// Prefs released its locks and before it returns, a write that throws announcing nothing, batches staged and written
+/// once, changes made outside told through `hub.keysChanged`, registered defaults and layers kept with the store.
 @Suite(.ownThreads)
 struct CustomStoreContractTests {
-    /// A store whose every write goes through `changes.apply(locking:)`, with a non-recursive lock: an observer run
-    /// under that lock would deadlock on its read.
-    final class ApplyingStore: KeyValueStore {
-        let changes = ChangeFeed()
-        let writer = NSLock()
-        let values = Mutex<[String: PrefValue]>([:])
-        /// Whether the writer lock was free each time an observer ran.
-        let lockFreeInObservers = Mutex<[Bool]>([])
-
-        func value(forKey key: String) throws -> PrefValue? { values.withLock { $0[key] } }
-        func allValues() throws -> [String: PrefValue] { values.withLock { $0 } }
-        func setValue(_ value: PrefValue?, forKey key: String) throws {
-            try validateKey(key)
-            changes.apply(locking: writer) { changes in
-                values.withLock { $0[key] = value }
-                changes.announce([key: value])
-            }
-        }
-
-        /// Writes `value` under `key` and throws `failure` after announcing it.
-        func setAndThrow(_ value: PrefValue, forKey key: String, failure: any Error) throws {
-            try changes.apply(locking: writer) { changes in
-                values.withLock { $0[key] = value }
-                changes.announce([key: value])
-                throw failure
-            }
-        }
-
-        /// Two writes, the second inside the first's `apply` (as a batch's body writes), with a recursive lock;
-        /// `inside` runs in the outer body after the inner write.
-        func nestedWrites(_ key: String, outer: PrefValue, inner: PrefValue, inside: () -> Void) {
-            let lock = NSRecursiveLock()
-            self.changes.apply(locking: lock) { changes in
-                values.withLock { $0[key] = outer }
-                changes.announce([key: outer])
-                self.changes.apply(locking: lock) { changes in
-                    values.withLock { $0[key] = inner }
-                    changes.announce([key: inner])
-                }
-                inside()
-            }
-        }
-    }
-
-    struct Failure: Error {}
-
     /// Raised by an observer, read by the test.
     final class Flag: Sendable {
         private let raised = Atomic(false)
@@ -74,92 +28,139 @@ struct CustomStoreContractTests {
         }
     }
 
-    @Test func applyRunsObserversAfterReleasingTheLockAndBeforeReturning() throws {
-        let store = ApplyingStore()
-        let key = uniqueKey("applied")
+    @Test func observersRunBeforeTheWriteReturnsWithPrefsLockReleased() throws {
+        let store = MinimalStore()
+        let key = uniqueKey("observed")
         let wrapper = StoredValue(key: key, default: 0, store: store)
+        let otherWriteCompleted = Flag()
         Self.onNextChange(of: wrapper) {
-            let free = store.writer.try()
-            if free { store.writer.unlock() }
-            store.lockFreeInObservers.withLock { $0.append(free) }
+            // A write from another thread, which needs the lock Prefs holds while it writes, completes now.
+            let done = DispatchSemaphore(value: 0)
+            Thread {
+                try? store.setValue(.int(9), forKey: "other")
+                otherWriteCompleted.raise()
+                done.signal()
+            }.start()
+            _ = done.wait(timeout: .now() + 10)
         }
         try store.setValue(.int(1), forKey: key)
-        #expect(store.lockFreeInObservers.withLock { $0 } == [true], "run before setValue returned, lock released")
+        #expect(otherWriteCompleted.isRaised, "the observer ran before setValue returned, no lock of Prefs held")
         #expect(wrapper.wrappedValue == 1)
     }
 
-    @Test func aChangeAnnouncedBeforeTheBodyThrowsIsStillDeliveredAndTheErrorRethrown() throws {
-        let store = ApplyingStore()
-        let key = uniqueKey("thrown")
+    @Test func aWriteThatThrowsAnnouncesNothingAndReachesTheCaller() throws {
+        let store = MinimalStore()
+        let key = uniqueKey("refused")
         let wrapper = StoredValue(key: key, default: 0, store: store)
+        wrapper.wrappedValue = 1
         let ran = Flag()
         Self.onNextChange(of: wrapper) { ran.raise() }
-        #expect(throws: Failure.self) { try store.setAndThrow(.int(3), forKey: key, failure: Failure()) }
-        #expect(ran.isRaised, "delivered before the error reached the caller")
-        #expect(!store.changes.hasUndeliveredAnnouncements())
-        #expect(wrapper.wrappedValue == 3)
+        store.failing.withLock { $0 = [key] }
+        #expect(throws: MinimalStore.WriteFailed.self) { try store.setValue(.int(2), forKey: key) }
+        #expect(!ran.isRaised, "nothing announced")
+        #expect(wrapper.wrappedValue == 1)
     }
 
-    @Test func aNestedApplyLeavesTheDeliveryToTheOutermost() throws {
-        let store = ApplyingStore()
-        let key = uniqueKey("nested")
+    @Test func aChangeMadeOutsidePrefsReachesWrappersAndStreamsThroughTheHub() async throws {
+        let store = MinimalStore()
+        let key = uniqueKey("outside")
         let wrapper = StoredValue(key: key, default: 0, store: store)
+        #expect(wrapper.wrappedValue == 0)
+        let stream = wrapper.values
         let ran = Flag()
         Self.onNextChange(of: wrapper) { ran.raise() }
-        var ranInside = true
-        store.nestedWrites(key, outer: .int(1), inner: .int(2)) { ranInside = ran.isRaised }
-        #expect(!ranInside, "nothing delivered while the outer apply held the lock")
-        #expect(ran.isRaised, "delivered once the outermost apply ended")
-        #expect(wrapper.wrappedValue == 2)
+        store.values.withLock { $0[key] = .int(5) }  // another process, a server, an edit by hand
+        #expect(wrapper.wrappedValue == 0, "a wrapper keeps what it read until the store says")
+        store.hub.keysChanged([key])
+        #expect(ran.isRaised, "observers ran before keysChanged returned")
+        #expect(wrapper.wrappedValue == 5)
+        var iterator = stream.makeAsyncIterator()
+        #expect(await iterator.next() == 0)
+        #expect(await iterator.next() == 5)
     }
 
-    /// A store keeping registered defaults itself, and flushing a journal of its own.
-    final class OwnDefaultsStore: KeyValueStore {
-        let changes = ChangeFeed()
-        let values = Mutex<[String: PrefValue]>([:])
-        let defaults = Mutex<[String: PrefValue]>([:])
-        let flushes = Mutex(0)
-
-        func value(forKey key: String) throws -> PrefValue? { values.withLock { $0[key] } }
-        func allValues() throws -> [String: PrefValue] { values.withLock { $0 } }
-        func setValue(_ value: PrefValue?, forKey key: String) throws {
-            values.withLock { $0[key] = value }
-            changes.publish(changedKeys: [key])
+    @Test func aBatchThatThrowsWritesNothingAndWrappersReadTheOldValuesAgain() throws {
+        let store = MinimalStore()
+        let key = uniqueKey("batched")
+        let wrapper = StoredValue(key: key, default: 0, store: store)
+        wrapper.wrappedValue = 1
+        store.writes.withLock { $0 = [] }
+        struct Stop: Error {}
+        #expect(throws: Stop.self) {
+            try store.batch {
+                wrapper.wrappedValue = 2
+                #expect(wrapper.wrappedValue == 2, "the batch's reads see its write")
+                throw Stop()
+            }
         }
-        func register(defaults new: [String: PrefValue]) { defaults.withLock { $0.merge(new) { $1 } } }
-        func registeredDefault(forKey key: String) -> PrefValue? { defaults.withLock { $0[key] } }
-        func flush() throws { flushes.withLock { $0 += 1 } }
+        #expect(store.writes.withLock { $0.isEmpty })
+        #expect(wrapper.wrappedValue == 1)
     }
 
-    @Test func aStoreThatKeepsItsOwnRegisteredDefaultsIsAskedThroughTheProtocol() throws {
-        let own = OwnDefaultsStore()
-        let store: any KeyValueStore = own
-        store.register(defaults: ["volume": .int(5)])
-        #expect(own.defaults.withLock { $0 } == ["volume": .int(5)], "kept by the store, not beside it")
-        #expect(try store.value(for: PrefKey("volume", default: 1)) == 5)
-        #expect(store.layer(ofKey: "volume") == .registered)
-        #expect(own.changes.registeredDefaults.withLock { $0.isEmpty })
+    @Test func aNestedBatchThatThrowsUndoesOnlyItsOwnWrites() throws {
+        let store = MinimalStore()
+        struct Stop: Error {}
+        try store.batch {
+            try store.setValue(.int(1), forKey: "outer")
+            _ = try? store.batch {
+                try store.setValue(.int(2), forKey: "inner")
+                throw Stop()
+            }
+            try store.updateValue(forKey: "outer") { old in
+                #expect(old == .int(1), "an update inside the batch sees its staged value")
+                return .int(3)
+            }
+        }
+        #expect(store.writes.withLock { $0 } == [["outer": .int(3)]])
     }
 
-    @Test func flushReachesTheStoresOwnFlushThroughAnyStoreAndAsync() async throws {
-        let own = OwnDefaultsStore()
-        let store: any KeyValueStore = own
+    @Test func aBatchWhoseWriteFailsAnnouncesNothingAndRethrows() throws {
+        let store = MinimalStore()
+        let key = uniqueKey("failing")
+        let wrapper = StoredValue(key: key, default: 0, store: store)
+        let ran = Flag()
+        Self.onNextChange(of: wrapper) { ran.raise() }
+        store.failing.withLock { $0 = [key] }
+        #expect(throws: MinimalStore.WriteFailed.self) {
+            try store.batch {
+                wrapper.wrappedValue = 4
+                try store.setValue(.int(1), forKey: "other")
+            }
+        }
+        #expect(!ran.isRaised)
+        #expect(wrapper.wrappedValue == 0)
+        #expect(try store.value(forKey: "other") == nil, "the batch's other write is not made either")
+    }
+
+    @Test func anUpdateStartsFromTheRegisteredDefaultOfAnAbsentKey() throws {
+        let store = MinimalStore()
+        store.register(defaults: ["count": .int(10)])
+        try store.updateValue(forKey: "count") { old in
+            guard case .int(let count)? = old else { return old }
+            return .int(count + 1)
+        }
+        #expect(try store.value(forKey: "count") == .int(11))
+    }
+
+    @Test func registeredDefaultsLiveWithTheStore() throws {
+        let key = uniqueKey("kept")
+        var store: MinimalStore? = MinimalStore()
+        store?.register(defaults: [key: .int(5)])
+        #expect(store?.registeredDefault(forKey: key) == .int(5))
+        #expect(try store?.value(for: PrefKey(key, default: 1)) == 5)
+        #expect(store?.layer(ofKey: key) == .registered)
+        let hubIsAlive = { [weak hub = store?.hub] in hub != nil }
+        store = nil
+        #expect(!hubIsAlive(), "nothing process-wide keeps the store's hub, or its defaults, alive")
+        #expect(MinimalStore().registeredDefault(forKey: key) == nil, "a new store starts with none")
+    }
+
+    @Test func aStoreOfTheAppsOwnHasNothingToFlushAndIsItsOwnDeferredView() async throws {
+        let store: any KeyValueStore = MinimalStore()
         let flushNow: () throws -> Void = store.flush
         try flushNow()
         try await store.flush()
-        #expect(own.flushes.withLock { $0 } == 2)
-        #expect(store.deferringWrites() === store, "a store without deferred writes is its own deferred view")
-    }
-
-    @Test func theDefaultRegisteredDefaultsLiveWithTheStore() throws {
-        let key = uniqueKey("kept")
-        var store: PlainStore? = PlainStore()
-        store?.register(defaults: [key: .int(5)])
-        #expect(store?.registeredDefault(forKey: key) == .int(5))
-        let feedIsAlive = { [weak feed = store?.changes] in feed != nil }
-        store = nil
-        #expect(!feedIsAlive(), "nothing process-wide keeps the store's feed, or its defaults, alive")
-        #expect(PlainStore().registeredDefault(forKey: key) == nil, "a new store starts with none")
+        #expect(store.deferringWrites() === store)
     }
 
     @Test func aFileStoreSeenAsAnyStoreDefersThroughTheProtocol() throws {

@@ -246,7 +246,7 @@ import Testing
         let folder = directory.url.appending(path: "app")
         let durable = try FileStore(url: folder.appending(path: "store.json"))
         try durable.setValue(.int(1), forKey: "seed")
-        let quick = durable.deferringWrites(window: .milliseconds(5))
+        let quick = durable.deferringWrites(window: .milliseconds(5)) as! FileBackedStore
         quick.close()
         durable.close()
         try FileManager.default.removeItem(at: folder)

@@ -274,7 +274,7 @@ enum DefaultsKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
             }
         }
         let writer = try open()
-        let changes = writer.changes.keys(["An Integer"])
+        let changes = writer.changedKeys(["An Integer"])
         try writer.replaceAll(domain)
         // `allValues()` of a store over an instance includes the defaults registered with Foundation, which are
         // process-wide: tests running in parallel register some. Only this domain's keys are compared.
@@ -336,7 +336,7 @@ enum DefaultsKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
     @Test func argumentTextReadsAsAFloat() throws {
         let store = InMemoryStore()
-        store.layers.enableArguments(["x": .string("12.34")])
+        store.hub.layers.enableArguments(["x": .string("12.34")])
         #expect(try store.value(for: PrefKey("x", default: Float(0))) == 12.34)
     }
 }

@@ -356,7 +356,7 @@ struct Coordinates: Codable, Sendable, Equatable {
         let suite = FoundationSuite(notifying: true)
         defer { suite.cleanup() }
         let store = FoundationUserDefaultsStore(suite.defaults)
-        let heard = store.changes.keys(["a", "b", "c"])
+        let heard = store.changedKeys(["a", "b", "c"])
         let outcome = Mutex("not started")
         let done = DispatchSemaphore(value: 0)
         let thread = Thread {
@@ -403,7 +403,7 @@ struct Coordinates: Codable, Sendable, Equatable {
         let store = FoundationUserDefaultsStore(suite.defaults)
         let level = StoredValue(key: "level", default: 0, store: store)
         #expect(level.wrappedValue == 0)
-        let heard = store.changes.keys(["level"])
+        let heard = store.changedKeys(["level"])
         let tracked = Atomic(false)
         withObservationTracking {
             _ = level.wrappedValue

@@ -1,17 +1,31 @@
 import Foundation
 import PrefsTestSupport
+import Synchronization
 import TestThreads
 import Testing
 
 @testable import Prefs
 
-/// A custom store with only the five required members, to check the protocol's default implementations.
+/// A store of the app's own with the four required members, as <doc:WritingAStore> shows one: every write it is
+/// given is logged, and a key named in `failing` makes a write throw before it changes anything.
 final class MinimalStore: KeyValueStore {
-    let inner = InMemoryStore()
-    var changes: ChangeFeed { inner.changes }
-    func value(forKey key: String) throws -> PrefValue? { try inner.value(forKey: key) }
-    func setValue(_ value: PrefValue?, forKey key: String) throws { try inner.setValue(value, forKey: key) }
-    func allValues() throws -> [String: PrefValue] { try inner.allValues() }
+    let hub = StoreHub()
+    let values = Mutex<[String: PrefValue]>([:])
+    /// Each call of `write`, in order.
+    let writes = Mutex<[[String: PrefValue?]]>([])
+    let failing = Mutex<Set<String>>([])
+
+    struct WriteFailed: Error {}
+
+    func read(_ key: String) throws -> PrefValue? { values.withLock { $0[key] } }
+    func readAll() throws -> [String: PrefValue] { values.withLock { $0 } }
+    func write(_ changes: [String: PrefValue?]) throws {
+        if !failing.withLock({ $0.isDisjoint(with: changes.keys) }) { throw WriteFailed() }
+        values.withLock { values in
+            for (key, value) in changes { values[key] = value }
+            writes.withLock { $0.append(changes) }
+        }
+    }
 }
 
 extension PrefKey where Value == String {

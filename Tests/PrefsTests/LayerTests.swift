@@ -88,7 +88,7 @@ import Testing
 
     @Test func textBecomesTheDeclaredTypeAsFoundationConvertsIt() throws {
         let store = InMemoryStore()
-        store.layers.enableArguments([
+        store.hub.layers.enableArguments([
             "count": .string("3"), "flag": .string("YES"), "off": .string("false"), "ratio": .string("0.5"),
             "theme": .string("dark"), "tags": .array([.string("a"), .string("b")]), "json": .string("[1, 2]"),
             "when": .string("2024-05-01T10:00:00Z"), "bad": .string("lots"),
@@ -170,7 +170,7 @@ import Testing
     }
 
     @Test func aCustomStoreGetsRegisteredDefaultsThroughTypedReadsAndWrappers() throws {
-        let store = PlainStore()
+        let store = MinimalStore()
         store.register(defaults: ["volume": .int(5)])
         #expect(try store.value(for: PrefKey("volume", default: 1)) == 5)
         #expect(StoredValue(key: "volume", default: 1, store: store).wrappedValue == 5)
@@ -178,18 +178,6 @@ import Testing
         try store.set(2, for: PrefKey("volume", default: 1))
         #expect(store.layer(ofKey: "volume") == .user)
     }
-}
-
-/// A custom store with no layers of its own.
-final class PlainStore: KeyValueStore {
-    let values = Mutex<[String: PrefValue]>([:])
-    let changes = ChangeFeed()
-    func value(forKey key: String) throws -> PrefValue? { values.withLock { $0[key] } }
-    func setValue(_ value: PrefValue?, forKey key: String) throws {
-        values.withLock { $0[key] = value }
-        changes.publish(changedKeys: [key])
-    }
-    func allValues() throws -> [String: PrefValue] { values.withLock { $0 } }
 }
 
 /// System-wide defaults and managed values, with folders given to the store (the standard domain reads them from
@@ -239,7 +227,7 @@ final class PlainStore: KeyValueStore {
 
         func store(managedOwner owner: uid_t = getuid()) throws -> FileStore {
             let store = try FileStore(url: directory.file("user-\(UUID().uuidString).json"))
-            store.layers.enableSystem(domain: "app", folders: folders, managed: managedLocation(owner: owner))
+            store.hub.layers.enableSystem(domain: "app", folders: folders, managed: managedLocation(owner: owner))
             return store
         }
 
@@ -339,7 +327,7 @@ final class PlainStore: KeyValueStore {
         let store = try system.store()
         let volume = StoredValue(key: "volume", default: 1, store: store)
         #expect(volume.wrappedValue == 2 && volume.layer == .systemDefaults && !volume.isForced)
-        #expect(store.values(in: .managed).isEmpty)
+        #expect(try store.allValues(in: .managed).isEmpty)
         try store.set(7, for: PrefKey("volume", default: 1))
         #expect(volume.wrappedValue == 7, "the user's value is above it")
     }
@@ -370,7 +358,7 @@ final class PlainStore: KeyValueStore {
         let xdg = system.directory.file("etc/xdg")
         try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: xdg.path)
         let store = try system.store()
-        #expect(!store.isForced("volume") && store.values(in: .managed).isEmpty)
+        #expect(try !store.isForced("volume") && store.allValues(in: .managed).isEmpty)
         #expect(
             system.reports(about: system.managedFile).contains {
                 $0.contains("folder \(xdg.path) is writable by group or others")

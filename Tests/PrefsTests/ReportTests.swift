@@ -187,10 +187,10 @@ extension ReportTests {
         try store.setValue(.int(1), forKey: "a")
         var delivered = 0
         store.close()
-        store.changes.reported.fromBackground { delivered += 1 }
+        store.hub.feed.reported.fromBackground { delivered += 1 }
         #expect(delivered == 1, "another store still has the file open: its looks still report")
         other.close()
-        store.changes.reported.fromBackground { delivered += 1 }
+        store.hub.feed.reported.fromBackground { delivered += 1 }
         #expect(delivered == 1, "the file's last store closed: nothing more is reported")
     }
 }

@@ -81,11 +81,11 @@ struct SecureStoredValueTests {
         )
     }
 
-    @Test func serviceNamespacesKeys() throws {
+    @Test func keysNamingTheirServiceKeepTwoAccountsApart() throws {
         let vault = try Vault()
         defer { vault.directory.cleanup() }
-        let work = SecureStoredValue<String>(key: "token", service: "work", store: vault.store)
-        let home = SecureStoredValue<String>(key: "token", service: "home", store: vault.store)
+        let work = SecureStoredValue<String>(key: "work.token", store: vault.store)
+        let home = SecureStoredValue<String>(key: "home.token", store: vault.store)
         try work.set("w")
         try home.set("h")
         #expect(work.wrappedValue == "w")
@@ -195,7 +195,7 @@ struct SecureStoredValueTests {
         try vault.store.setValue(.string("gone"), forKey: "removed")
         let token = SecureStoredValue<String>(key: "kept", store: vault.store)
         #expect(token.wrappedValue == "old")
-        var changes = vault.store.changes.keys().makeAsyncIterator()
+        var changes = vault.store.changedKeys().makeAsyncIterator()
 
         try vault.store.replaceAll(["kept": .string("new"), "added": .int(7)])
 

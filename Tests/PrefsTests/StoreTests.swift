@@ -154,7 +154,7 @@ struct StoreTests {
         let one = try FileStore(url: url)
         let other = try FileStore(url: url)
         let key = uniqueKey("theme")
-        let announced = other.changes.keys([key])
+        let announced = other.changedKeys([key])
         let theme = StoredValue(key: key, default: Theme.light, store: other)
         try one.set(Theme.dark, for: PrefKey(key, default: Theme.light))
         // Seen at once through the other store, without waiting for the file watcher.
@@ -174,7 +174,7 @@ struct StoreTests {
         defer { folder.cleanup() }
         let store = try FileStore(url: folder.file("settings.json"))
         try store.set(true, for: .doTheThing)
-        let observed = store.changes.keys()
+        let observed = store.changedKeys()
         try store.replaceAll(["theme": .string("dark"), "fontSize": .int(16)])
         #expect(try store.allValues() == ["theme": .string("dark"), "fontSize": .int(16)])
         #expect(try store.value(for: .doTheThing) == false)

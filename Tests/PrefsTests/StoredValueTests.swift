@@ -276,10 +276,10 @@ struct ObservationTests {
         let store = InMemoryStore()
         let theme = StoredValue(key: "theme", default: Theme.light, store: store)
         let stream = theme.values
-        store.changes.publish(changedKeys: ["theme"])
+        store.hub.keysChanged(["theme"])
         theme.set(.dark)
-        store.changes.publish(changedKeys: ["theme"])
-        store.changes.publish(changedKeys: ["theme"])
+        store.hub.keysChanged(["theme"])
+        store.hub.keysChanged(["theme"])
         theme.set(.system)
         #expect(try await first(3, of: stream) == [.light, .dark, .system])
     }
@@ -306,7 +306,7 @@ struct ObservationTests {
         }
         for _ in 0..<1_000 { _ = value.values }  // dropped without iterating
         #expect(value.box.subscriberCount == 0)
-        #expect(value.box.store.changes.listenerCount(forKey: value.box.key) == 1)
+        #expect(value.box.store.hub.feed.listenerCount(forKey: value.box.key) == 1)
     }
 
     @Test func observationTrackingFiresForEverySource() async throws {
@@ -375,18 +375,18 @@ struct ObservationTests {
 
     @Test func multiKeyObservation() async throws {
         let store = InMemoryStore()
-        let stream = store.changes.keys(["a", "b"])
+        let stream = store.changedKeys(["a", "b"])
         try store.setValue(.int(1), forKey: "a")
         try store.setValue(.int(1), forKey: "ignored")
         try store.setValue(.int(1), forKey: "a")  // unchanged: not announced
         try store.setValue(.int(2), forKey: "b")
         #expect(try await first(2, of: stream) == ["a", "b"])
         for _ in 0..<100 {
-            let task = Task { for await _ in store.changes.keys() {} }
+            let task = Task { for await _ in store.changedKeys() {} }
             task.cancel()
             await task.value
         }
-        #expect(store.changes.keySubscriberCount == 1, "only the first, still referenced stream remains")
+        #expect(store.hub.feed.keySubscriberCount == 1, "only the first, still referenced stream remains")
     }
 
     /// ObservingChanges: "`values` and `keys(_:)` buffer their elements, so a slow consumer never blocks a writer",
@@ -400,7 +400,7 @@ struct ObservationTests {
         let key = uniqueKey("counter")
         let counter = StoredValue(key: key, default: 0, store: store)
         let values = counter.values
-        let keys = store.changes.keys([key])
+        let keys = store.changedKeys([key])
         let memory = InMemoryStore()
         let inMemory = StoredValue(key: key, default: 0, store: memory)
         let memoryValues = inMemory.values

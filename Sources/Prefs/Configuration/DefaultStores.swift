@@ -251,7 +251,7 @@ enum DefaultStores {
             return (opened.store, true)
         }
         if isFirst, let error = opened.error, let source = store as? any KeyValueStore {
-            source.changes.reported.reportOnce(error, key: "", operation: .read, file: opened.file)
+            source.hub.feed.reported.reportOnce(error, key: "", operation: .read, file: opened.file)
         }
         return store
     }

@@ -26,20 +26,37 @@ import Synchronization
 /// - ``close()`` releases the file; a damaged file can be kept aside with ``moveDamagedFileAside()``.
 ///
 /// The class cannot be subclassed outside Prefs; use it as a type when code works with any of the three.
-public class FileBackedStore: KeyValueStore, @unchecked Sendable {
+public class FileBackedStore: KeyValueStore, OwnImplementation, @unchecked Sendable {
     // Sendable: every stored property is immutable and Sendable.
 
     /// `store.url` is the file this store reads and writes.
     public let url: URL
     let engine: StoreEngine
     private let closed: Atomic<Bool>
+    /// `store.hub` is Prefs' side of the store: its announcements and layers, the engine's.
+    public let hub: StoreHub
+    /// The window within which this store's plain writes are committed, for a store from
+    /// ``deferringWrites(window:)``; nil: each write is durable when it returns.
+    let window: Duration?
+    /// The domain a ``UserDefaultsStore`` is, whose values convert as Foundation's typed getters convert them.
+    package let domainName: String?
+    /// The domain of the preferences folder the store is, whose declared keys are published in its schema.
+    package let schemaDomain: String?
 
     /// A handle on `engine`, which the caller has retained for it (false: the engine had shut, so this store is
     /// closed from the start).
-    init(url: URL, engine: StoreEngine, retained: Bool) {
+    init(
+        url: URL, engine: StoreEngine, retained: Bool, window: Duration? = nil, domainName: String? = nil,
+        schemaDomain: String? = nil
+    ) {
         self.url = url
         self.engine = engine
         closed = Atomic(!retained)
+        self.window = window.map { $0 < .zero ? .zero : $0 }
+        self.domainName = domainName
+        self.schemaDomain = schemaDomain
+        hub = StoreHub(feed: engine.changes, layers: engine.layers)
+        hub.bind(self)
     }
 
     deinit {
@@ -96,48 +113,49 @@ public class FileBackedStore: KeyValueStore, @unchecked Sendable {
     /// Whether ``close()`` was called on this store.
     public var isClosed: Bool { closed.load(ordering: .relaxed) }
 
-    /// `store.changes` announces every change, including those made by other processes.
-    public var changes: ChangeFeed { engine.changes }
-
-    /// `try store.value(forKey: "theme")` returns the stored value, served from memory.
+    /// `try store.read("theme")` is the file's value of the key, layers aside, served from memory.
     ///
     /// - Throws: the file's decoding error while the file on disk cannot be read.
-    public func value(forKey key: String) throws -> PrefValue? { try open().value(forKey: key) }
+    public func read(_ key: String) throws -> PrefValue? { try open().value(forKey: key, throughLayers: false) }
 
-    /// `try store.setValue(.bool(true), forKey: "flag")` stores a value (nil removes it) durably before returning.
-    public func setValue(_ value: PrefValue?, forKey key: String) throws {
-        try open().set(value, forKey: key)
-    }
+    /// `try store.readAll()` is every key and value in the file.
+    public func readAll() throws -> [String: PrefValue] { try open().allValues() }
 
-    /// `try store.updateValue(forKey: "count") { … }` reads, transforms and writes one value while holding the
-    /// file's cross-process lock, so concurrent updates from any process never lose each other's changes.
-    @discardableResult
-    public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
-        try open().update(forKey: key, transform)
-    }
+    package func ownValue(forKey key: String) throws -> PrefValue? { try open().value(forKey: key) }
 
-    /// `try store.allValues()` returns every key and value in the file.
-    public func allValues() throws -> [String: PrefValue] { try open().allValues() }
-
-    /// `try store.replaceAll(values)` replaces the whole content in one atomic, durable write, announcing exactly
-    /// the keys whose values changed.
-    public func replaceAll(_ values: [String: PrefValue]) throws {
-        for key in values.keys { try validateKey(key) }
-        try open().replaceAll(values)
-    }
+    /// `try store.write(["theme": .string("dark"), "zoom": nil])` sets and removes several keys in one atomic
+    /// write of the file.
+    public func write(_ changes: [String: PrefValue?]) throws { try ownWrite(changes) }
 
     /// `try store.replaceAllAsImported(values)` is ``replaceAll(_:)`` for a whole file a tool imports: it also takes
     /// the keys a store file can hold but an app cannot write (empty, or containing NUL), which files written by
     /// Foundation or other tools may have, so that export followed by import keeps them.
     package func replaceAllAsImported(_ values: [String: PrefValue]) throws { try open().replaceAll(values) }
 
-    /// `try store.batch { settings.theme = .dark; settings.fontSize = 14 }` applies every write inside `body` in
-    /// memory at once and writes the file once, durably and atomically, when `body` returns; observers hear of
-    /// each changed key once, afterwards. If `body` or the write throws, nothing is written and the values go back
-    /// to what they were. Other writers, in this process or another, wait for the batch to end. See
-    /// ``KeyValueStore/batch(_:)``.
-    public func batch<T>(_ body: () throws -> T) throws -> T { try open().batch(body) }
+    package func ownSet(_ value: PrefValue?, forKey key: String) throws {
+        if let window { return try open().setDeferred(value, forKey: key, within: window) }
+        try open().set(value, forKey: key)
+    }
 
-    /// `try store.removeValues(forKeys: ["theme", "zoom"])` removes several keys in one atomic, durable write.
-    public func removeValues(forKeys keys: some Sequence<String>) throws { try open().removeValues(forKeys: keys) }
+    package func ownUpdate(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
+        try open().update(forKey: key, transform)
+    }
+
+    /// A deferring store's whole-store writes are a deferred batch: durable within the window, as its `set` is.
+    package func ownReplaceAll(_ values: [String: PrefValue]) throws {
+        let engine = try open()
+        guard let window else { return try engine.replaceAll(values) }
+        try engine.batch(deferring: window) { try engine.replaceAll(values) }
+    }
+
+    package func ownRemoveValues(forKeys keys: [String]) throws {
+        let engine = try open()
+        guard let window else { return try engine.removeValues(forKeys: keys) }
+        try engine.batch(deferring: window) { try engine.removeValues(forKeys: keys) }
+    }
+
+    package func ownBatch<T>(_ body: () throws -> T) throws -> T { try open().batch(deferring: window, body) }
+
+    package var convertsLikeFoundation: Bool { domainName != nil }
+    package var fileURL: URL? { url }
 }

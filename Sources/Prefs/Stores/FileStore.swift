@@ -45,7 +45,7 @@ public final class FileStore: FileBackedStore, @unchecked Sendable {
         super.init(url: url, engine: engine, retained: engine.retain())
     }
 
-    override private init(url: URL, engine: StoreEngine, retained: Bool) {
+    private init(url: URL, engine: StoreEngine, retained: Bool) {
         super.init(url: url, engine: engine, retained: retained)
     }
 

@@ -37,7 +37,7 @@ import Synchronization
 /// any thread. It never calls it while holding a lock of its own: Foundation runs the notification's observers
 /// from inside `set`, and one of them is this store. Registered defaults and typed reads convert stored values as
 /// Foundation's typed getters do (see <doc:StoresAndBackends>).
-public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendable {
+public final class FoundationUserDefaultsStore: KeyValueStore, OwnImplementation, @unchecked Sendable {
     // @unchecked Sendable: `defaults` is thread-safe though not marked Sendable; `observer` is set once, in `init`.
     private struct State {
         /// The value last read or written through this store for each key it has met (nil: absent).
@@ -58,8 +58,10 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     private let state = Mutex(State())
     nonisolated(unsafe) private var observer: (any NSObjectProtocol)?
 
-    /// `store.changes` is the ``ChangeFeed`` on which this store announces changes.
-    public let changes = ChangeFeed()
+    /// `store.hub` is Prefs' side of the store: its announcements, registered defaults and layers.
+    public let hub = StoreHub(feed: ChangeFeed())
+    /// Where this store announces the changes it sees and makes.
+    private var changes: ChangeFeed { hub.feed }
 
     /// `FoundationUserDefaultsStore(.standard)` or `FoundationUserDefaultsStore(UserDefaults(suiteName: "g")!)`
     /// keeps preferences in `defaults`.
@@ -67,6 +69,7 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     /// Prefs keeps a strong reference to the instance and calls it from any thread.
     public init(_ defaults: UserDefaults) {
         self.defaults = defaults
+        hub.bind(self)
         observer = NotificationCenter.default.addObserver(
             forName: UserDefaults.didChangeNotification, object: defaults, queue: nil
         ) { [weak self] _ in
@@ -80,22 +83,23 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
 
     // MARK: Reads
 
-    /// `try store.value(forKey: "volume")` returns what `object(forKey:)` returns, as a ``PrefValue``: the
-    /// instance's value, its argument domain's or a default registered with Foundation.
+    /// `try store.read("volume")` is what `object(forKey:)` returns, as a ``PrefValue``: the instance's value, its
+    /// argument domain's or a default registered with Foundation. ``KeyValueStore/value(forKey:)`` reads it too,
+    /// under the defaults registered with Prefs.
     ///
     /// A value that changed since this store last saw it is announced, so observers learn of changes made by
     /// other code through the instance.
     ///
     /// - Throws: ``PrefsError/decodingFailed(key:reason:)`` for an object that is not a property-list value.
-    public func value(forKey key: String) throws -> PrefValue? {
+    public func read(_ key: String) throws -> PrefValue? {
         let (value, announced) = try look(at: key)
         if announced { changes.deliverAnnouncements() }
         return value
     }
 
-    /// `try store.allValues()` returns `dictionaryRepresentation()`: the instance's values and the defaults
-    /// registered with Foundation (which registers them for every instance of the process).
-    public func allValues() throws -> [String: PrefValue] {
+    /// `try store.readAll()` is `dictionaryRepresentation()`: the instance's values and the defaults registered with
+    /// Foundation (which registers them for every instance of the process); ``KeyValueStore/allValues()`` too.
+    public func readAll() throws -> [String: PrefValue] {
         var values: [String: PrefValue] = [:]
         for (key, object) in defaults.dictionaryRepresentation() {
             if let value = try Self.prefValue(object, key: key) { values[key] = value }
@@ -129,8 +133,8 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
 
     /// Reads `key` from the instance so that a change other code made there is announced: what a wrapper does before
     /// each read of a store that cannot tell when its values change.
-    func noticeChange(forKey key: String) {
-        _ = try? value(forKey: key)
+    package func noticeChange(forKey key: String) {
+        _ = try? read(key)
     }
 
     /// Reads `key` from the instance, outside the lock, and notes the value as seen, announcing it when it differs
@@ -169,57 +173,54 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
 
     // MARK: Writes
 
-    /// `try store.setValue(.int(3), forKey: "volume")` is `set(_:forKey:)` (nil: `removeObject(forKey:)`), then on
-    /// Linux `synchronize()`, unless a batch runs.
-    public func setValue(_ value: PrefValue?, forKey key: String) throws {
-        try validateKey(key)
-        try changes.withUpdateLock { try write([key: value]) }
+    /// `try store.write(["volume": .int(3), "zoom": nil])` is `set(_:forKey:)` for each value and
+    /// `removeObject(forKey:)` for each nil, then on Linux one `synchronize()`, unless a batch runs.
+    public func write(_ changes: [String: PrefValue?]) throws {
+        for key in changes.keys { try validateKey(key) }
+        try self.changes.withUpdateLock { try edit(changes) }
         deliverUnlessBatching()
     }
 
-    /// `try store.updateValue(forKey: "count") { … }` reads, transforms and writes one value, atomically among the
-    /// callers that go through Prefs in this process (Foundation itself takes no lock).
-    @discardableResult
-    public func updateValue(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
+    package func ownSet(_ value: PrefValue?, forKey key: String) throws { try write([key: value]) }
+
+    package var resolvesLayers: Bool { false }
+    package var convertsLikeFoundation: Bool { true }
+    package var looksBeforeReading: Bool { true }
+
+    /// An update, atomic among the callers that go through Prefs in this process (Foundation itself takes no lock).
+    package func ownUpdate(forKey key: String, _ transform: (PrefValue?) throws -> PrefValue?) throws -> PrefValue? {
         try validateKey(key)
         let updated = try changes.withUpdateLock {
             let updated = try transform(try look(at: key).value)
-            try write([key: updated])
+            try edit([key: updated])
             return updated
         }
         deliverUnlessBatching()
         return updated
     }
 
-    /// `try store.removeValues(forKeys: ["a", "b"])` removes several keys and saves once.
-    public func removeValues(forKeys keys: some Sequence<String>) throws {
-        var removals: [String: PrefValue?] = [:]
-        for key in keys {
-            try validateKey(key)
-            removals[key] = .some(nil)
-        }
-        try changes.withUpdateLock { try write(removals) }
-        deliverUnlessBatching()
+    /// Removes several keys and saves once.
+    package func ownRemoveValues(forKeys keys: [String]) throws {
+        try write(Dictionary(keys.map { ($0, nil) }) { first, _ in first })
     }
 
-    /// `try store.replaceAll(values)` makes `values` the instance's whole content (keys registered with Foundation
-    /// stay readable as its defaults) and saves once.
-    public func replaceAll(_ values: [String: PrefValue]) throws {
-        for key in values.keys { try validateKey(key) }
+    /// Makes `values` the instance's whole content (keys registered with Foundation stay readable as its defaults)
+    /// and saves once.
+    package func ownReplaceAll(_ values: [String: PrefValue]) throws {
         try changes.withUpdateLock {
             var edits: [String: PrefValue?] = values.mapValues { .some($0) }
             for key in try allValues().keys where values[key] == nil { edits[key] = .some(nil) }
-            try write(edits)
+            try edit(edits)
         }
         deliverUnlessBatching()
     }
 
-    /// `try store.batch { … }` saves every write inside `body` with one `synchronize()` when it returns. Each write
+    /// A batch saves every write inside `body` with one `synchronize()` when it returns. Each write
     /// takes effect in the instance as it is made; observers hear of each key that changed once, when the batch
     /// ends. If `body` throws, the keys it wrote get their values from before the batch back, observers hear
     /// nothing, and the error is rethrown. A batch inside a batch of the same store joins it; if the inner one
     /// throws, only its own writes are undone. Writes through Prefs from other threads wait until it ends.
-    public func batch<T>(_ body: () throws -> T) throws -> T {
+    package func ownBatch<T>(_ body: () throws -> T) throws -> T {
         let (result, isOutermost) = try changes.withUpdateLock { () throws -> (Result<T, any Error>, Bool) in
             // Only the thread holding the update lock touches the batch state, so it is this thread's batch.
             let isOutermost = state.withLock { state in
@@ -282,7 +283,7 @@ public final class FoundationUserDefaultsStore: KeyValueStore, @unchecked Sendab
     /// batch runs; inside a batch, records the values they replace and announces them when the batch ends. Called
     /// holding the feed's update lock. The lock of this store is taken before and after Foundation is called,
     /// never across it: Foundation may post its notification on this thread from inside `set`.
-    private func write(_ edits: [String: PrefValue?]) throws {
+    private func edit(_ edits: [String: PrefValue?]) throws {
         guard !edits.isEmpty else { return }
         let keys = Set(edits.keys)
         // Decided under the lock: the keys are this write's to note, and which of them the running batch first

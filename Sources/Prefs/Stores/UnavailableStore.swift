@@ -3,11 +3,11 @@
 /// fail loudly instead of going somewhere else.
 final class UnavailableStore: KeyValueStore {
     let error: any Error
-    let changes = ChangeFeed()
+    let hub = StoreHub()
 
     init(_ error: any Error) { self.error = error }
 
-    func value(forKey key: String) throws -> PrefValue? { throw error }
-    func setValue(_ value: PrefValue?, forKey key: String) throws { throw error }
-    func allValues() throws -> [String: PrefValue] { throw error }
+    func read(_ key: String) throws -> PrefValue? { throw error }
+    func readAll() throws -> [String: PrefValue] { throw error }
+    func write(_ changes: [String: PrefValue?]) throws { throw error }
 }

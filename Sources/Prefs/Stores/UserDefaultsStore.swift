@@ -20,9 +20,6 @@ import Synchronization
 public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
     /// `store.suiteName` is the suite's name, or nil for ``standard``.
     public let suiteName: String?
-    /// The domain `prefs` knows this store by, when its file is in the preferences folder: the keys declared on it
-    /// are published in that domain's schema.
-    let schemaDomain: String?
 
     /// `try UserDefaultsStore(suiteName: "group.example")` opens a named suite.
     ///
@@ -65,10 +62,11 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
         self.suiteName = suiteName
         let folder = url.deletingLastPathComponent().standardizedFileURL.path(percentEncoded: false)
         let preferences = Self.preferencesDirectory().standardizedFileURL.path(percentEncoded: false)
-        schemaDomain =
-            folder.trimmingSuffix("/") == preferences.trimmingSuffix("/")
-            ? url.deletingPathExtension().lastPathComponent : nil
-        super.init(url: url, engine: engine, retained: retained)
+        let domain = url.deletingPathExtension().lastPathComponent
+        let published = folder.trimmingSuffix("/") == preferences.trimmingSuffix("/")
+        super.init(
+            url: url, engine: engine, retained: retained, domainName: domain,
+            schemaDomain: published ? domain : nil)
         // Layers hook: a domain resolves keys as Foundation's UserDefaults does, through the command line's
         // arguments, and through the system-wide defaults and managed values of `$XDG_CONFIG_DIRS`.
         addLayer(.arguments)
@@ -138,9 +136,4 @@ extension String {
     fileprivate func trimmingSuffix(_ suffix: String) -> String {
         hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
     }
-}
-
-extension UserDefaultsStore {
-    /// The domain `prefs` names this store's file by: its name without `.plist`.
-    var domainName: String { url.deletingPathExtension().lastPathComponent }
 }

@@ -52,8 +52,8 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     /// key reads as a computed default, which each read computes again.
     @exclusivity(unchecked) private nonisolated(unsafe) var cachedValue: Value?
     let subscribers = Mutex(Subscribers())
-    /// Whether the store is a ``FoundationUserDefaultsStore``, which cannot tell when other code changes the
-    /// instance: each read first looks at the instance, so such a change is seen (and announced) at once.
+    /// Whether the store cannot tell when other code changes its values (a ``FoundationUserDefaultsStore``): each
+    /// read first looks, so such a change is seen (and announced) at once.
     let looksBeforeReading: Bool
 
     init(
@@ -68,8 +68,8 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         self.migrations = migrations
         self.describe = describe
         self.isSecret = isSecret
-        self.cell = store.changes.cell(for: key)
-        self.looksBeforeReading = store is FoundationUserDefaultsStore
+        self.cell = store.hub.feed.cell(for: key)
+        self.looksBeforeReading = store.hub.own?.looksBeforeReading == true
         self.cachedValue = nil
         if let conflict = cell.declare(KeyDeclaration(type: Value.self, default: defaultSource)) {
             ErrorReporter.report(
@@ -100,7 +100,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     }
 
     deinit {
-        store.changes.removeListener(forKey: key, owner: ObjectIdentifier(self))
+        store.hub.feed.removeListener(forKey: key, owner: ObjectIdentifier(self))
     }
 
     /// `$x.defaultValue`: the declared default, or the computed one's answer now.
@@ -108,7 +108,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
 
     /// The current value: served from the cache unless the key changed since it was decoded.
     var value: Value {
-        if looksBeforeReading { (store as? FoundationUserDefaultsStore)?.noticeChange(forKey: key) }
+        if looksBeforeReading { store.hub.own?.noticeChange(forKey: key) }
         cell.trackAccess()
         return currentValue()
     }
@@ -139,9 +139,9 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         let fallback = defaultSource.fixed
         let stored: PrefValue?
         do {
-            stored = try store.effectiveValue(forKey: key)
+            stored = try store.value(forKey: key)
         } catch {
-            store.changes.reported.reportOnce(error, key: key, operation: .read)
+            store.hub.feed.reported.reportOnce(error, key: key, operation: .read)
             return fallback
         }
         guard let stored else { return fallback }
@@ -158,7 +158,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     /// Runs a write of a wrapper that cannot throw on this state (resolved once, so the write and its report are
     /// about the same store), reporting a failure once per cause (see `ReportLedger.reportingWrite`).
     func reportingWrite(_ body: (StoredValueBox) throws -> Void) {
-        store.changes.reported.reportingWrite(key: key) { try body(self) }
+        store.hub.feed.reported.reportingWrite(key: key) { try body(self) }
     }
 
     func write(_ newValue: Value) throws {
@@ -236,7 +236,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
             return !subscribers.listening
         }
         guard start else { return }
-        store.changes.addListener(forKey: key, owner: ObjectIdentifier(self)) { [weak self] version, update in
+        store.hub.feed.addListener(forKey: key, owner: ObjectIdentifier(self)) { [weak self] version, update in
             self?.deliver(version: version, update)
         }
     }

@@ -2,43 +2,25 @@ import Foundation
 import Observation
 import Synchronization
 
-/// `store.changes` announces which keys of a store changed, whoever changed them.
+/// The announcements of one store's changes and their delivery to the store's observers: wrappers' cells, `values`
+/// listeners and `changedKeys` streams. Every store has one, through its ``StoreHub``.
 ///
-/// Every ``KeyValueStore`` owns one feed. Property wrappers, `values` streams and Observation tracking all listen
-/// here, so a write through one wrapper, a direct store write and a change made by another process reach every
-/// observer alike.
+/// A change is delivered in two steps:
 ///
-/// Watch several keys at once, for example on a settings screen:
-///
-/// ```swift
-/// for await key in store.changes.keys(["theme", "fontSize"]) {
-///     print("\(key) changed")
-/// }
-/// ```
-///
-/// ### Announcing changes from a store
-///
-/// A store applies each change through ``apply(locking:_:)``, which takes the store's lock, lets it apply the
-/// change and say what changed, releases the lock and then runs the observers: they see every value that became
-/// current, in the order the store applied them, and no observer code runs while the store holds its lock.
-///
-/// The two steps `apply` takes can also be taken by hand:
-///
-/// 1. While still holding the lock under which it applied a change, the store calls ``announce(_:)`` with the
+/// 1. While still holding the lock under which it applied a change, the writer calls ``announce(_:)`` with the
 ///    new values of the keys that changed. This fixes the change's place in the order.
-/// 2. After releasing every lock of its own, it calls ``deliverAnnouncements()`` on the same thread, which runs
-///    the observers of its announcements there, before it returns, in announcement order: a change of the same
-///    key announced earlier by another thread is delivered first (by that thread), so this call may wait for it.
-///    Changes of other keys never wait for each other's observers.
+/// 2. After releasing its locks, it calls ``deliverAnnouncements()`` on the same thread, which runs the observers of
+///    its announcements there, before it returns, in announcement order: a change of the same key announced earlier
+///    by another thread is delivered first (by that thread), so this call may wait for it. Changes of other keys
+///    never wait for each other's observers.
 ///
-/// ``publish(changedKeys:)`` does both at once for a store that cannot tell the new values; its observers then
-/// read the value current when they run, so two quick changes may reach them as one.
+/// ``publish(changedKeys:)`` does both at once for a change whose new values are not known (one made outside
+/// Prefs); its observers read the value current when they run, so two quick changes may reach them as one.
 ///
-/// Never deliver or publish while holding a lock of your store: observers read the store from their callbacks, on
-/// the same thread, so a non-recursive lock deadlocks (`NSLock`) or stops the process (`Mutex`: "Recursive call to
-/// lock Mutex"). A change a store makes without announcing it (a batch's writes before it commits, or taken back
-/// when it throws) goes through ``invalidate(_:)``, so that wrappers do not keep a value they read meanwhile.
-public final class ChangeFeed: Sendable {
+/// Observers read the store from their callbacks, on the delivering thread, so nothing delivers while holding a
+/// lock of the store. A change made without announcing it (a batch's writes before it commits, or taken back when
+/// it throws) goes through ``invalidate(_:)``, so that wrappers do not keep a value they read meanwhile.
+package final class ChangeFeed: Sendable {
     /// What a listener learns about one key's change: its version and, when the store announced it, the value.
     enum Update: Sendable {
         /// The key's new value (nil: removed), exactly as the store applied it.
@@ -91,7 +73,7 @@ public final class ChangeFeed: Sendable {
         var nextAnnouncement: UInt64 = 0
         /// Announced changes not yet delivered, or being delivered, oldest first.
         var pending: [Announcement] = []
-        /// How many calls of `apply(locking:_:)` each thread is inside: only the outermost one delivers.
+        /// How many calls of `writing(_:)` each thread is inside: only the outermost one delivers.
         var applying: [ThreadID: Int] = [:]
 
         func isDelivering(_ thread: ThreadID) -> Bool { pending.contains { $0.deliverer == thread } }
@@ -139,8 +121,8 @@ public final class ChangeFeed: Sendable {
     /// store, since the feed is the one piece of state every store owns.
     let registeredDefaults = Mutex<[String: PrefValue]>([:])
 
-    /// `let changes = ChangeFeed()` creates the feed a custom store exposes as ``KeyValueStore/changes``.
-    public init() { reported = ReportLedger() }
+    /// A feed of its own, for a store's hub.
+    package init() { reported = ReportLedger() }
 
     /// A feed whose store reports none of its failures: one the library opens for a moment and whose failures the
     /// operation that opened it handles itself.
@@ -155,7 +137,7 @@ public final class ChangeFeed: Sendable {
     /// Nothing runs yet: call ``deliverAnnouncements()`` once you have released your locks. The order of
     /// announcements is the order observers see, so announce each change inside the same critical section that
     /// applied it. Announcing takes only the feed's own short lock and never calls back into your store.
-    public func announce(_ newValues: [String: PrefValue?]) {
+    package func announce(_ newValues: [String: PrefValue?]) {
         guard !newValues.isEmpty else { return }
         if newValues.count == 1, let (key, value) = newValues.first {
             enqueue(CollectionOfOne((key, Update.value(value))))  // the common case: no sorting, no lookups
@@ -175,7 +157,7 @@ public final class ChangeFeed: Sendable {
     /// delivery already running delivers the new change right after the current observer returns; and if an
     /// earlier announcement of the same key is not delivered within a second (its observer blocks), this thread's changes are
     /// left to the thread delivering.
-    public func deliverAnnouncements() {
+    package func deliverAnnouncements() {
         let me = ThreadID.current
         /// The announcement this loop delivered last: taken off the queue in the same critical section that takes the
         /// next one, so a write with one announcement enters the feed's lock twice here.
@@ -261,7 +243,7 @@ public final class ChangeFeed: Sendable {
     /// Call it after the change is visible through ``KeyValueStore/value(forKey:)`` and after releasing your own
     /// locks. Prefer ``announce(_:)`` and ``deliverAnnouncements()``, which guarantee that observers see every
     /// distinct value in order: with this method, two quick changes may reach an observer as one.
-    public func publish(changedKeys: some Sequence<String>) {
+    package func publish(changedKeys: some Sequence<String>) {
         publish(Array(changedKeys))
     }
 
@@ -269,12 +251,19 @@ public final class ChangeFeed: Sendable {
     /// without going through the generic sequence (unspecialized there, building a set cost more than the delivery):
     /// a single key, a store's one write, is enqueued as it is.
     package func publish(_ keys: [String]) {
+        guard enqueueUnknown(keys) else { return }
+        deliverAnnouncements()
+    }
+
+    /// Enqueues a change of `keys` whose values observers read when they run; false when there are none.
+    @discardableResult
+    func enqueueUnknown(_ keys: [String]) -> Bool {
         switch keys.count {
-        case 0: return
+        case 0: return false
         case 1: enqueue(CollectionOfOne((keys[0], Update.unknown)))
         default: enqueue(Set(keys).sorted().map { ($0, Update.unknown) })
         }
-        deliverAnnouncements()
+        return true
     }
 
     private func enqueue(_ updates: some Collection<(String, Update)>) {
@@ -302,7 +291,7 @@ public final class ChangeFeed: Sendable {
     /// Call it while holding the lock under which the values changed, as you would ``announce(_:)``. It takes only
     /// the feed's own short lock, runs no observer and never calls back into your store. Keys no wrapper reads cost
     /// nothing.
-    public func invalidate(_ keys: Set<String>) {
+    package func invalidate(_ keys: Set<String>) {
         guard !keys.isEmpty else { return }
         state.withLock { state, _ in
             for key in keys { _ = state.cells[key]?.advance() }
@@ -313,7 +302,7 @@ public final class ChangeFeed: Sendable {
     ///
     /// - Parameter keys: The keys to watch; `nil` watches every key of the store.
     /// - Returns: A stream that ends when the task iterating it is cancelled.
-    public func keys(_ keys: Set<String>? = nil) -> AsyncStream<String> {
+    package func keys(_ keys: Set<String>? = nil) -> AsyncStream<String> {
         let (stream, continuation) = AsyncStream.makeStream(of: String.self)
         let token = state.withLock { state, _ in
             state.nextToken += 1
@@ -336,7 +325,7 @@ public final class ChangeFeed: Sendable {
         }
     }
 
-    /// Notes that this thread entered `apply(locking:_:)`; true when it was in none of this feed's.
+    /// Notes that this thread entered `writing(_:)`; true when it was in none of this feed's.
     func enterApply() -> Bool {
         let me = ThreadID.current
         return state.withLock { state, _ in
@@ -345,7 +334,10 @@ public final class ChangeFeed: Sendable {
         }
     }
 
-    /// Notes that this thread left `apply(locking:_:)`.
+    /// Whether `thread` is inside `writing(_:)`.
+    func isApplying(on thread: ThreadID) -> Bool { state.withLock { state, _ in state.applying[thread] != nil } }
+
+    /// Notes that this thread left `writing(_:)`.
     func leaveApply() {
         let me = ThreadID.current
         state.withLock { state, _ in

@@ -107,13 +107,13 @@ final class StoreEngine: Sendable {
 
     // MARK: Reads
 
-    /// The effective value of `key`: the store's own, through its layers; on the thread of the write in progress,
-    /// with what that write staged.
-    func value(forKey key: String) throws -> PrefValue? {
+    /// The effective value of `key`: the store's own, through its layers unless `throughLayers` is false; on the
+    /// thread of the write in progress, with what that write staged.
+    func value(forKey key: String, throughLayers: Bool = true) throws -> PrefValue? {
         let staged = isWriterThread ? tx.staged[key] : nil
         let (value, damage, shut) = guarded.withLock {
             let own = staged ?? $0.store.values[key]
-            return ($0.layers.value(forKey: key, user: own), $0.store.damage, $0.store.isShut)
+            return (throughLayers ? $0.layers.value(forKey: key, user: own) : own, $0.store.damage, $0.store.isShut)
         }
         if shut { throw PrefsError.storeClosed(path: path) }
         if let damage { throw damage }

@@ -1,73 +1,25 @@
 import Synchronization
 
-/// A store whose reads are served from a ``LayerStack``: every store Prefs ships.
-protocol LayeredStore: KeyValueStore {
-    var layers: StoreLayers { get }
-}
-
-extension FileBackedStore: LayeredStore {
-    var layers: StoreLayers { engine.layers }
-}
-
-extension InMemoryStore: LayeredStore {}
-
 extension KeyValueStore {
-    /// The layers of a store that keeps its own (a ``LayeredStore``), found by class rather than by a cast to the
-    /// protocol: the first cast of a type to a protocol searches every conformance record of every loaded library,
-    /// which cost about a millisecond at an app's launch.
-    var ownLayers: StoreLayers? {
-        if let store = self as? FileBackedStore { return store.layers }
-        if let store = self as? InMemoryStore { return store.layers }
-        return nil
-    }
-}
-
-extension LayeredStore {
-    func add(_ source: LayerSource) {
-        switch source {
-        case .arguments: layers.enableArguments()
-        case .environment(let prefix): layers.enableEnvironment(prefix: prefix)
-        case .systemFiles(let domain, let folders):
-            layers.enableSystem(domain: domain, folders: folders ?? Locations.current.configDirs)
-        }
-    }
-}
-
-extension FileBackedStore {
     /// `store.addLayer(.arguments)` makes this store read values from another layer too, for this process.
     ///
-    /// ``UserDefaultsStore`` has the arguments and system-wide files of its domain from the start; a ``FileStore``
-    /// has only registered defaults until it adds others. Adding a source twice does nothing.
-    public func addLayer(_ source: LayerSource) { add(source) }
+    /// ``UserDefaultsStore`` has the arguments and system-wide files of its domain from the start; every other
+    /// store has only registered defaults until it adds others. Adding a source twice does nothing.
+    public func addLayer(_ source: LayerSource) {
+        switch source {
+        case .arguments: hub.layers.enableArguments()
+        case .environment(let prefix): hub.layers.enableEnvironment(prefix: prefix)
+        case .systemFiles(let domain, let folders):
+            hub.layers.enableSystem(domain: domain, folders: folders ?? Locations.current.configDirs)
+        }
+    }
 
-    /// `store.values(in: .managed)` returns the values one layer holds, whether or not a stronger layer hides them:
-    /// for tools that explain where values come from. `.user` gives the same as ``allValues()``.
-    public func values(in layer: PreferenceLayer) -> [String: PrefValue] { layers.values(of: layer) }
-}
-
-extension InMemoryStore {
-    /// `store.addLayer(.environment(prefix: "MYAPP_"))` makes this store read values from another layer too.
-    ///
-    /// An `InMemoryStore` starts with registered defaults only. Adding a source twice does nothing.
-    public func addLayer(_ source: LayerSource) { add(source) }
-}
-
-extension FileBackedStore {
-    /// `store.register(defaults: ["volume": .int(5)])` registers defaults for this process in the store's
-    /// registered-defaults layer, which ``value(forKey:)`` reads too; see ``KeyValueStore/register(defaults:)``.
-    public func register(defaults: [String: PrefValue]) { layers.register(defaults) }
-
-    /// `store.registeredDefault(forKey: "volume")` is the value of the key in the registered-defaults layer, or nil.
-    public func registeredDefault(forKey key: String) -> PrefValue? { layers.values(of: .registered)[key] }
-}
-
-extension InMemoryStore {
-    /// `store.register(defaults: ["volume": .int(5)])` registers defaults for this process in the store's
-    /// registered-defaults layer, which ``value(forKey:)`` reads too; see ``KeyValueStore/register(defaults:)``.
-    public func register(defaults: [String: PrefValue]) { layers.register(defaults) }
-
-    /// `store.registeredDefault(forKey: "volume")` is the value of the key in the registered-defaults layer, or nil.
-    public func registeredDefault(forKey key: String) -> PrefValue? { layers.values(of: .registered)[key] }
+    /// `store.allValues(in: .managed)` returns the values one layer holds, whether or not a stronger layer hides
+    /// them: for tools that explain where values come from. `.user` gives the same as ``allValues()``.
+    public func allValues(in layer: PreferenceLayer) throws -> [String: PrefValue] {
+        if layer == .user { return try allValues() }
+        return hub.layers.values(of: layer)
+    }
 }
 
 extension KeyValueStore {
@@ -77,11 +29,11 @@ extension KeyValueStore {
     }
 
     /// `store.layer(ofKey: "volume")` says which layer the key's value comes from (`.user`, `.arguments`,
-    /// `.managed`, …), or nil when no layer holds it. A custom store reports `.user` for the values it holds.
+    /// `.managed`, …), or nil when no layer holds it.
     public func layer(ofKey key: String) -> PreferenceLayer? {
-        if let layers = ownLayers { return layers.origin(of: key) }
-        if (try? value(forKey: key)) != nil { return .user }
-        return registeredDefault(forKey: key) == nil ? nil : .registered
+        if hub.own?.resolvesLayers == true { return hub.layers.origin(of: key) }
+        let held = (try? hub.stagedValue(forKey: key) ?? read(key)) != nil
+        return hub.origin(of: key, holdsValue: held)
     }
 
     /// `store.isForced("volume")` is true when an administrator forced the key's value: writes of it throw
@@ -95,32 +47,13 @@ extension KeyValueStore {
         _ key: String, default source: DefaultSource<Value>, codec: ValueCodec<Value>,
         describe: (@Sendable () -> KeyDescription)? = nil
     ) {
-        if let describe, let domain = (self as? UserDefaultsStore)?.schemaDomain {
+        if let describe, let domain = hub.own?.schemaDomain {
             DeclaredKeys.record(key, in: domain, describe)
         }
         guard case .fixed(let defaultValue) = source,
             let encoded = (try? codec.encode(defaultValue, key: key)) ?? nil
         else { return }
-        if let layers = ownLayers {
-            layers.register([key: encoded], keepingExisting: true)
-        } else if registeredDefault(forKey: key) == nil {
-            // Beside the store's feed, where the default `registeredDefault(forKey:)` reads it. A declaration
-            // announces nothing (see `StoreLayers.register`): cached reads only decode again.
-            let added = changes.registeredDefaults.withLock { registered in
-                guard registered[key] == nil else { return false }
-                registered[key] = encoded
-                return true
-            }
-            if added { changes.invalidate([key]) }
-        }
-    }
-
-    /// The effective value a typed read starts from: the store's value, or for a custom store the default
-    /// registered with it (a layered store's value already is the effective one).
-    func effectiveValue(forKey key: String) throws -> PrefValue? {
-        if let stored = try value(forKey: key) { return stored }
-        if ownLayers != nil { return nil }
-        return registeredDefault(forKey: key)
+        hub.layers.register([key: encoded], keepingExisting: true)
     }
 
     /// Decodes an effective value for a typed read. In a UserDefaults domain every value (stored, registered,
@@ -140,7 +73,7 @@ extension KeyValueStore {
         }
         do {
             return try codec.decodeConverting(stored) {
-                if self is UserDefaultsStore || self is FoundationUserDefaultsStore { return true }
+                if hub.own?.convertsLikeFoundation == true { return true }
                 guard case .string = stored else { return false }
                 return layer()?.isText == true
             }

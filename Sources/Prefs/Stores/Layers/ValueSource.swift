@@ -66,23 +66,23 @@ extension KeyValueStore {
     /// Where the value of `key` that a read could not use, `stored`, comes from; nil for a store without layers.
     func source(of key: String, _ stored: PrefValue, default defaultValue: PrefValue?) -> ValueSource? {
         guard let layer = layer(ofKey: key) else { return nil }
-        let domain = (self as? UserDefaultsStore)?.domainName
+        let domain = hub.own?.domainName
         let shown = defaultValue.flatMap(ValueSource.shownDefault)
         let value = ValueSource.shown(stored)
         let place: String
         switch layer {
         case .arguments: place = "-\(key) \(value) (the command line)"
         case .environment:
-            let name = ownLayers?.environmentVariable(forKey: key).map { "\($0)=\(value)" } ?? value
+            let name = hub.layers.environmentVariable(forKey: key).map { "\($0)=\(value)" } ?? value
             place = "\(name) (the environment)"
         case .managed:
             place =
-                "\(value) in \(ownLayers?.file(of: key, in: .managed) ?? "a managed file") (forced by the administrator)"
+                "\(value) in \(hub.layers.file(of: key, in: .managed) ?? "a managed file") (forced by the administrator)"
         case .systemDefaults:
             place =
-                "\(value) in \(ownLayers?.file(of: key, in: .systemDefaults) ?? "a system-wide file") (a system-wide default)"
+                "\(value) in \(hub.layers.file(of: key, in: .systemDefaults) ?? "a system-wide file") (a system-wide default)"
         case .user:
-            let file = (self as? FileBackedStore)?.url.path(percentEncoded: false)
+            let file = hub.own?.fileURL?.path(percentEncoded: false)
             place = file.map { "\(value) in \($0)" } ?? value
         case .registered: place = "\(value) (a registered default)"
         }
