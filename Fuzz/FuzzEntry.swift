@@ -1,5 +1,5 @@
 // libFuzzer entry point, compiled into the Prefs module itself by scripts/fuzz.sh (`make fuzz`) so it can call
-// the snapshot decoders that FileStore, UserDefaultsStore and EncryptedFileStore run on every file they open, and
+// the snapshot decoders that FileStore, SuiteFileStore and EncryptedFileStore run on every file they open, and
 // the decoder of a vault's plaintext (which the vault's authentication keeps fuzzed bytes from reaching otherwise).
 // Each input goes through all four; any error that is not a PrefsError or VaultError, and any crash, is a finding.
 import Foundation

@@ -8,7 +8,8 @@
 #   scripts/api.sh baseline [BIN_PATH]     # rewrites api/*.txt from the build (make api-baseline builds first)
 #   scripts/api.sh surface MODULES_DIR MODULE   # prints one module's interface
 #   scripts/api.sh compare BASELINE CURRENT      # the comparison `check` makes, for one pair of files
-#   scripts/api.sh count [BIN_PATH]        # public declarations per product (the implicit ones left out)
+#   scripts/api.sh count [BIN_PATH]        # public declarations per product (the implicit ones left out), with and
+#                                          # without the deprecated ones
 #
 # BIN_PATH is the build's products folder (`swift build --show-bin-path`); its Modules/ holds the .swiftmodule files.
 set -euo pipefail
@@ -75,7 +76,9 @@ case "${1:-}" in
         trap 'rm -rf "$current"' EXIT
         dump_all "$(bin_path "${2:-}")" "$current"
         for module in "${modules[@]}"; do
-            printf '%-14s %4d\n' "$module" "$(grep -vc '\[implicit\]$' "$current/$module.txt")"
+            printf '%-14s %4d  (%d without the deprecated names)\n' "$module" \
+                "$(grep -vc '\[implicit\]$' "$current/$module.txt")" \
+                "$(grep -v '\[implicit\]$' "$current/$module.txt" | grep -vc '\[@Available\]')"
         done
         ;;
     check)

@@ -10,7 +10,7 @@ import PrefsPostgres
 
 /// The commands over UserDefaults suites in the preferences folder.
 enum DomainCommands {
-    static func folder() -> URL { UserDefaultsStore.preferencesDirectory() }
+    static func folder() -> URL { SuiteFileStore.preferencesDirectory() }
 
     static func fileURL(of domain: String) -> URL { folder().appending(path: domain + ".plist") }
 
@@ -27,9 +27,9 @@ enum DomainCommands {
     }
 
     /// Opens an existing domain; a missing one is "not found" and nothing is created.
-    static func openExisting(_ domain: String, _ invocation: Invocation) throws -> UserDefaultsStore {
+    static func openExisting(_ domain: String, _ invocation: Invocation) throws -> SuiteFileStore {
         try checkExists(domain, invocation)
-        return try UserDefaultsStore(suiteName: domain)
+        return try SuiteFileStore(suiteName: domain)
     }
 
     /// Throws "not found" unless the domain's file exists.
@@ -59,7 +59,7 @@ enum DomainCommands {
     static func checkName(_ domain: String) throws {
         if let failure = noEquivalent(domain) { throw failure }
         do {
-            try UserDefaultsStore.validate(suiteName: domain)
+            try SuiteFileStore.validate(suiteName: domain)
         } catch {
             throw Failure.usage(error.description)
         }
@@ -83,7 +83,7 @@ enum DomainCommands {
             return names.filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }.map {
                 String($0.dropLast(".json".count))
             }
-            .filter { (try? UserDefaultsStore.validate(suiteName: $0)) != nil }
+            .filter { (try? SuiteFileStore.validate(suiteName: $0)) != nil }
         }
     }
 
@@ -123,11 +123,11 @@ enum DomainCommands {
             PostgresDomain.isRequested(invocation) || domain.contains("/")
             ? nil : (try? checkName(domain)).flatMap { SchemaCommands.load(domain, invocation) }
         let store =
-            schema != nil ? try UserDefaultsStore(suiteName: domain) : try openForReading(domain, invocation)
+            schema != nil ? try SuiteFileStore(suiteName: domain) : try openForReading(domain, invocation)
         let json = invocation.has("--json")
         if invocation.positionals.count == 2 {
             let key = invocation.positionals[1]
-            if let store = store as? UserDefaultsStore, let schema, let entry = schema.keys[key] {
+            if let store = store as? SuiteFileStore, let schema, let entry = schema.keys[key] {
                 try readDeclared(key, entry, schema: schema, store: store, invocation)
                 return
             }
@@ -156,7 +156,7 @@ enum DomainCommands {
             return
         }
         var (effective, notes) = try effectiveValues(values, of: store)
-        if store is UserDefaultsStore, let schema {
+        if store is SuiteFileStore, let schema {
             for (key, value) in effective {
                 guard let entry = schema.keys[key] else { continue }
                 let note: String
@@ -191,7 +191,7 @@ enum DomainCommands {
     /// the declared default when nothing is stored or the stored value is not allowed; `--explain` says where it comes
     /// from, `--types` marks a value that is not the user's and one the app does not read.
     private static func readDeclared(
-        _ key: String, _ entry: KeyDescription, schema: DomainSchema, store: UserDefaultsStore,
+        _ key: String, _ entry: KeyDescription, schema: DomainSchema, store: SuiteFileStore,
         _ invocation: Invocation
     ) throws {
         let read = try SchemaCommands.appValue(key, entry, store, schema: schema)
@@ -323,7 +323,7 @@ enum DomainCommands {
         for domain in try domainNames() {
             let values: [String: PrefValue]
             do {
-                values = try UserDefaultsStore(suiteName: domain).allValues()
+                values = try SuiteFileStore(suiteName: domain).allValues()
             } catch {
                 invocation.console.printError("prefs find: skipped domain \(domain): \(Failure.from(error).message)")
                 continue
@@ -379,7 +379,7 @@ enum DomainCommands {
             store = try PostgresDomain.open(domain, invocation)
         } else {
             try checkName(domain)
-            store = try UserDefaultsStore(suiteName: domain)
+            store = try SuiteFileStore(suiteName: domain)
         }
         // The app's schema, when it declares the key: the type of a value given without --type, and what is allowed.
         let declared = SchemaCommands.entryForWrite(domain, key, invocation)
@@ -465,7 +465,7 @@ enum DomainCommands {
         try checkExists(domain, invocation)
         // Under the file's lock (a damaged file too): a write of another process waits for it, then creates the
         // file afresh.
-        let (store, _) = UserDefaultsStore.openDomain(url: fileURL(of: domain))
+        let (store, _) = SuiteFileStore.openDomain(url: fileURL(of: domain))
         defer { store.close() }
         try store.removeFile()
     }
@@ -473,7 +473,7 @@ enum DomainCommands {
     /// With a KEY argument, removes that key (not found when absent); without one, does nothing.
     static func repair(_ invocation: Invocation) throws {
         let domain = invocation.positionals[0]
-        if let moved = try UserDefaultsStore.moveDamagedFileAside(suiteName: domain) {
+        if let moved = try SuiteFileStore.moveDamagedFileAside(suiteName: domain) {
             invocation.console.print("moved the damaged file to \(moved.path(percentEncoded: false))")
         }
     }
@@ -601,7 +601,7 @@ enum DomainCommands {
         }
         try SchemaCommands.checkImport(values, domain: domain, invocation)
         // Keys an app cannot write (empty, or with NUL) are kept: files other tools wrote may have them.
-        try UserDefaultsStore(suiteName: domain).replaceAllAsImported(values)
+        try SuiteFileStore(suiteName: domain).replaceAllAsImported(values)
     }
 
     static func watch(_ invocation: Invocation) async throws {
@@ -612,7 +612,7 @@ enum DomainCommands {
             store = try PostgresDomain.open(domain, invocation)
         } else {
             try checkName(domain)
-            store = try UserDefaultsStore(suiteName: domain)
+            store = try SuiteFileStore(suiteName: domain)
         }
         let changes = store.changedKeys(keys.isEmpty ? nil : Set(keys))
         Terminal.exitCleanlyOnInterrupt()

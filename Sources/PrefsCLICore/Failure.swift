@@ -80,7 +80,7 @@ struct Failure: Error, Equatable {
                 return Failure(.notFound, error.description + (code == EACCES ? "; check the permissions" : ""))
             case .durabilityNotConfirmed:
                 return Failure(.notDurable, error.description + "; do not undo it (keep any new key file)")
-            case .tooLarge, .damagedFileKeptAside:
+            case .tooLarge, .damagedFileKeptAside, .configuredAfterUse:
                 return Failure(.usage, error.description)
             case .storeClosed, .lockTimedOut:
                 return Failure(.notFound, error.description)

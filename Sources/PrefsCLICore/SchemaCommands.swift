@@ -74,7 +74,7 @@ enum SchemaCommands {
         let (domain, key) = (invocation.positionals[0], invocation.positionals[1])
         let schema = try require(domain, invocation)
         let entry = try entry(key, of: schema, invocation)
-        let store = try UserDefaultsStore(suiteName: domain)
+        let store = try SuiteFileStore(suiteName: domain)
         let read = try appValue(
             key, entry, store, schema: schema, appArguments: Array(invocation.positionals.dropFirst(2)))
         var lines = [
@@ -112,7 +112,7 @@ enum SchemaCommands {
 
     /// The value the app reads for `key`; throws when the domain's file cannot be read (damaged, unreadable).
     static func appValue(
-        _ key: String, _ entry: KeyDescription, _ store: UserDefaultsStore, schema: DomainSchema,
+        _ key: String, _ entry: KeyDescription, _ store: SuiteFileStore, schema: DomainSchema,
         appArguments: [String] = []
     ) throws -> AppValue {
         _ = try store.allValues()  // a damaged file fails here, as the app's store reports it
@@ -172,7 +172,7 @@ enum SchemaCommands {
     /// is set here), the user's file, a system-wide default. Nil when none holds it: the declared default. Text
     /// from the command line and the environment is as given: reading it as the declared type is the app's read.
     static func currentValue(
-        _ key: String, _ entry: KeyDescription, _ store: UserDefaultsStore, schema: DomainSchema,
+        _ key: String, _ entry: KeyDescription, _ store: SuiteFileStore, schema: DomainSchema,
         appArguments: [String]
     ) throws -> (PrefValue, String)? {
         if let forced = try store.allValues(in: .managed)[key] {
@@ -307,7 +307,7 @@ enum SchemaCommands {
     static func checkDomain(_ invocation: Invocation) throws {
         let domain = invocation.positionals[0]
         let schema = try require(domain, invocation)
-        let store = try UserDefaultsStore(suiteName: domain)
+        let store = try SuiteFileStore(suiteName: domain)
         let user = try store.allValues()
         var problems = 0
         var unchecked = 0
@@ -349,7 +349,7 @@ enum SchemaCommands {
         guard (key == nil) == invocation.has("--all") else {
             throw Failure.usage("\(invocation.command): give a KEY or --all, not both; usage: prefs reset DOMAIN KEY")
         }
-        let store = try UserDefaultsStore(suiteName: domain)
+        let store = try SuiteFileStore(suiteName: domain)
         guard let key else {
             let keys = try store.allValues().keys.filter { !store.isForced($0) }
             try store.removeValues(forKeys: keys)

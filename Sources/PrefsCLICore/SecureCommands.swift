@@ -41,7 +41,7 @@ enum SecureCommands {
             return (URL(filePath: vault), nil)
         }
         // The identifier is a folder name: one a file name cannot hold would silently become the `prefs` vault.
-        guard (try? UserDefaultsStore.validate(suiteName: app)) != nil else {
+        guard (try? SuiteFileStore.validate(suiteName: app)) != nil else {
             throw Failure.usage(
                 "\(invocation.command): --app is \(app.utf8.count) bytes, longer than a folder name can be; "
                     + "use a shorter identifier such as com.example.notes")

@@ -74,7 +74,7 @@ enum ValueText {
             }
         case .int:
             if let signed = Int64(text) { return .int(signed) }
-            return UInt64(text).map { .integer($0) }
+            return UInt64(text).map { .exactInteger($0) }
         case .float:
             return Double(text).map { .double($0) }
         case .singleFloat:

@@ -53,12 +53,12 @@ for (variable, folder) in [("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "dat
 }
 print("Prefs demo: everything is written under \(root.path) (your real preferences are not touched)")
 
-// As an app starts: its identifier first, then the default stores, where the README says an app's files go:
+// As an app starts: its configuration first, then the default stores, where the README says an app's files go:
 // $XDG_CONFIG_HOME/<app>.plist, $XDG_DATA_HOME/<app>/secrets.vault and its key $XDG_CONFIG_HOME/<app>/secrets.key.
-PrefsConfig.appIdentifier = "com.example.demo"
+PrefsConfig.configure(PrefsConfiguration(appIdentifier: "com.example.demo"))
 PrefsConfig.errorHandler = { report in print("  reported: \(report)") }
-let plist = UserDefaultsStore.standard.url
-let (vaultURL, keyURL) = EncryptedFileStore.defaultLocation(appIdentifier: PrefsConfig.appIdentifier)
+let plist = SuiteFileStore.standard.url
+let (vaultURL, keyURL) = EncryptedFileStore.defaultLocation(appIdentifier: PrefsConfig.configuration.appIdentifier)
 
 let prefs = Preferences()
 // The keys are declared: publish them, so that `prefs` can describe, check and safely edit them from outside.
@@ -116,7 +116,7 @@ let leaked = vaultBytes.range(of: Data("eyJhbGciOiJIUzI1NiJ9".utf8)) != nil
 print("  vault is \(vaultBytes.count) bytes; plaintext in file: \(leaked)")
 
 section("Bad input is an error, not a crash")
-do { _ = try UserDefaultsStore(suiteName: "../escape") } catch { print("  \(error)") }
+do { _ = try SuiteFileStore(suiteName: "../escape") } catch { print("  \(error)") }
 prefs.fontSize = 300
 print("  fontSize is still \(prefs.fontSize): 300 is outside the range its declaration allows (8 to 72)")
 

@@ -9,7 +9,7 @@
         ///
         /// ```swift
         /// import PrefsKeyring
-        /// PrefsConfig.secureStoreKey = .keyring()                        // the default vault
+        /// PrefsConfig.configure(PrefsConfiguration(secureStoreKey: .keyring()))  // the default vault
         /// let vault = try EncryptedFileStore(url: vaultURL, key: .keyring())
         /// ```
         ///
@@ -39,7 +39,7 @@
     /// Prefs keep the key anywhere else. Prefs reaches the keyring when it opens a vault that exists, when it writes a
     /// new vault, and when the key moves; never on a read of a vault already open.
     public struct KeyringKey: VaultKeySource, VaultKeyKindTelling, CustomStringConvertible {
-        /// The `application` attribute of the key's item; nil uses ``Prefs/PrefsConfig/appIdentifier`` at the time the
+        /// The `application` attribute of the key's item; nil uses ``Prefs/PrefsConfiguration/appIdentifier`` at the time the
         /// key is needed.
         public let appIdentifier: String?
         /// Whether a locked keyring is unlocked with the keyring's own prompt (true), or refused at once with
@@ -92,7 +92,7 @@
             "\(application) secrets vault key (\(vault))"
         }
 
-        private var application: String { appIdentifier ?? PrefsConfig.appIdentifier }
+        private var application: String { appIdentifier ?? PrefsConfig.configuration.appIdentifier }
 
         /// A vault whose key is here records it, so that opening it with a key file can name the keyring.
         package var vaultKeyKind: VaultKeyKind { .keyring }

@@ -124,7 +124,7 @@ public final class PostgresStore: KeyValueStore, OwnImplementation {
         }
 
         /// `PostgresStore.ChangeSource.probeBound`: how long a store waits to hear its own `NOTIFY` (2 s).
-        public static let probeBound = Duration.seconds(2)
+        package static let probeBound = Duration.seconds(2)
 
         /// `print(source)` prints `automatic(1000 ms)`, `listen` or `poll(500 ms)`.
         public var description: String {

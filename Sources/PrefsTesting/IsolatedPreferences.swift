@@ -41,8 +41,8 @@ import struct Foundation.UUID
 /// in-memory stand-in for its suite, one per suite name for the test (two instances of one suite share it, as real
 /// ones share their values), and the instance is neither read nor written; `storage: .standard` (or an instance
 /// made without a suite name) uses the test's default store, and so does `PrefsConfig.defaultStore.deferringWrites()`. Wrappers given a `store:` use that store,
-/// inside the trait as anywhere; `UserDefaultsStore.standard` named explicitly is the real file, and its first use
-/// inside the trait is reported (``Prefs/PrefsNotIsolated``).
+/// inside the trait as anywhere; `SuiteFileStore.standard` named explicitly is the real file, and its first use
+/// inside the trait is reported (``Prefs/PrefsIsolationWarning``).
 ///
 /// The stores are task-local (see ``Prefs/PrefsConfig/withDefaultStore(_:operation:)``): child tasks of the test
 /// inherit them, while other tests, and code that is not part of the test (a detached task), keep their own. Use
@@ -66,7 +66,7 @@ public struct IsolatedPreferencesTrait: TestTrait, SuiteTrait, TestScoping {
         let scratch = FileManager.default.temporaryDirectory.appending(path: "prefs-isolated-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: scratch) }
         let records = scratch.appending(path: "vaults").path(percentEncoded: false)
-        try await PrefsIsolation.$current.withValue(isolation) {
+        try await PrefsIsolation.$scoped.withValue(isolation) {
             try await ErrorReporter.$capture.withValue(isolation.capture) {
                 try await PrefsConfig.withIsolatedTest(stateFolder: records) {
                     try await PrefsConfig.withDefaultStore(isolation.defaultStore) {
@@ -108,7 +108,7 @@ public struct PrefsIsolation: Sendable {
     /// ```
     ///
     /// The test keeps its reports instead of printing them, so they do not clutter its output; a handler the test or
-    /// the app set (``Prefs/PrefsConfig/errorHandler``) still gets each, and a ``Prefs/PrefsNotIsolated`` notice
+    /// the app set (``Prefs/PrefsConfig/errorHandler``) still gets each, and a ``Prefs/PrefsIsolationWarning`` notice
     /// still prints. Reports are the test's when they are made in its task or a child task of it; those made on a
     /// thread of the library's own (a change another process made to a file the test opened) go to the handler.
     public static var reports: [PrefsReport] { current?.capture.all ?? [] }
@@ -118,5 +118,8 @@ public struct PrefsIsolation: Sendable {
     public static func takeReports() -> [PrefsReport] { current?.capture.take() ?? [] }
 
     /// `PrefsIsolation.current` is the running isolated test's stores, or nil outside `.isolatedPreferences`.
-    @TaskLocal public static var current: PrefsIsolation?
+    public static var current: PrefsIsolation? { scoped }
+
+    /// The isolation of the running test, set by the trait for the test's task and its child tasks.
+    @TaskLocal static var scoped: PrefsIsolation?
 }

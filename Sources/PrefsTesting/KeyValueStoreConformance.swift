@@ -77,10 +77,10 @@ public import Testing
 public enum KeyValueStoreConformance {
     /// How long the kit waits for something that must happen before it reports a hang (a write of another key from
     /// inside an observer, a `values` stream's next element): a guard against a hang, never a speed requirement.
-    public static let hangGuard: Duration = .seconds(10)
+    static let hangGuard: Duration = .seconds(10)
     /// How long `delivery-before-return` waits for the observers of a write that returned before they ran, to tell a
     /// store that delivers late from one that delivers nothing.
-    public static let deliveryGrace: Duration = .seconds(2)
+    static let deliveryGrace: Duration = .seconds(2)
 
     /// `KeyValueStoreConformance.Rule.batchRollback`: one rule of the contract, with the stable name issues carry.
     public struct Rule: Hashable, Sendable, CustomStringConvertible {

@@ -181,7 +181,7 @@ extension StoreSpec {
         case "json" where parts.count == 2:
             return try FileStore(url: URL(filePath: parts[1]), fileSystem: fileSystem, clock: clock)
         case "plist" where parts.count == 3:
-            return try UserDefaultsStore(
+            return try SuiteFileStore(
                 suiteName: parts[2], directory: URL(filePath: parts[1]), fileSystem: fileSystem, clock: clock)
         case "vault" where parts.count == 3:
             return try EncryptedFileStore(

@@ -6,7 +6,7 @@ import Testing
 /// What a `defaults` user types first, run through the real `prefs`.
 @Suite(.ownThreads) struct DefaultsCompatibilityTests {
     func stored(_ sandbox: Sandbox, _ domain: String, _ key: String) throws -> PrefValue? {
-        try UserDefaultsStore(suiteName: domain, directory: sandbox.config).value(forKey: key)
+        try SuiteFileStore(suiteName: domain, directory: sandbox.config).value(forKey: key)
     }
 
     static let mayFirst = Date(timeIntervalSinceReferenceDate: 736_257_600)  // 2024-05-01 12:00:00 +0000
@@ -66,7 +66,7 @@ import Testing
     @Test func readPrintsTheDomainAsAnOldStylePropertyList() throws {
         let sandbox = try Sandbox()
         defer { sandbox.cleanup() }
-        try UserDefaultsStore(suiteName: "app", directory: sandbox.config).replaceAll([
+        try SuiteFileStore(suiteName: "app", directory: sandbox.config).replaceAll([
             "theme": .string("dark"), "fontSize": .double(13.5), "count": .int(3), "haptics": .bool(true),
             "opened": .date(Self.mayFirst + 0.25), "blob": .data(Data([0xCA, 0xFE])), "empty": .array([]),
             "tags": .array([.string("swift"), .string("two words")]), "note": .string("say \"hi\"\n"),
@@ -106,7 +106,7 @@ import Testing
     @Test func readTypeNamesTheTypeAsDefaultsDoes() throws {
         let sandbox = try Sandbox()
         defer { sandbox.cleanup() }
-        try UserDefaultsStore(suiteName: "app", directory: sandbox.config).replaceAll([
+        try SuiteFileStore(suiteName: "app", directory: sandbox.config).replaceAll([
             "b": .bool(true), "i": .unsignedInt(.max), "d": .double(1), "f": .float(1), "s": .string("x"),
             "t": .date(Self.mayFirst), "x": .data(Data()), "a": .array([]), "o": .dictionary([:]),
         ])
@@ -136,7 +136,7 @@ import Testing
         #expect(try stored(sandbox, "app", "new") == .int(7))
         // A value already under the new name is replaced.
         try sandbox.prefs("rename", "app", "new", "other").expectSuccess()
-        #expect(try UserDefaultsStore(suiteName: "app", directory: sandbox.config).allValues() == ["other": .int(7)])
+        #expect(try SuiteFileStore(suiteName: "app", directory: sandbox.config).allValues() == ["other": .int(7)])
     }
 
     @Test func findSearchesKeysValuesAndDomainNames() throws {
@@ -175,7 +175,7 @@ import Testing
             "name": .string("ünïcødé"), "blob": .data(Data([0, 255])), "when": .date(Self.mayFirst),
             "nested": .dictionary(["list": .array([.int(1), .string("x")])]),
         ]
-        try UserDefaultsStore(suiteName: "source", directory: sandbox.config).replaceAll(values)
+        try SuiteFileStore(suiteName: "source", directory: sandbox.config).replaceAll(values)
 
         // XML to a file, as `defaults export DOMAIN PATH`: Foundation reads it.
         try sandbox.prefs("export", "source", sandbox.path("source.plist")).expectSuccess()
@@ -184,7 +184,7 @@ import Testing
         let foundation = try PropertyListSerialization.propertyList(from: xml, format: nil) as? [String: Any]
         #expect(foundation?["name"] as? String == "ünïcødé" && foundation?.count == values.count)
         try sandbox.prefs("import", "fromXML", sandbox.path("source.plist")).expectSuccess()
-        #expect(try UserDefaultsStore(suiteName: "fromXML", directory: sandbox.config).allValues() == values)
+        #expect(try SuiteFileStore(suiteName: "fromXML", directory: sandbox.config).allValues() == values)
 
         // XML and binary on standard output.
         let stdoutXML = try sandbox.prefs("export", "source", "-")
@@ -195,15 +195,15 @@ import Testing
         // The domain's own file imports as it is, and a float and a fraction of a second stay exact in binary.
         // (XML keeps 0.1 as a float, read back from its shorter text, but 0.5 reads back as a double.)
         try sandbox.prefs("write", "source", "single", "-array", "x")
-        try UserDefaultsStore(suiteName: "source", directory: sandbox.config).setValue(.float(0.5), forKey: "single")
-        try UserDefaultsStore(suiteName: "source", directory: sandbox.config)
+        try SuiteFileStore(suiteName: "source", directory: sandbox.config).setValue(.float(0.5), forKey: "single")
+        try SuiteFileStore(suiteName: "source", directory: sandbox.config)
             .setValue(.date(Self.mayFirst + 0.5), forKey: "when")
-        let exact = try UserDefaultsStore(suiteName: "source", directory: sandbox.config).allValues()
+        let exact = try SuiteFileStore(suiteName: "source", directory: sandbox.config).allValues()
         try sandbox.prefs("import", "copy", sandbox.plist("source").path).expectSuccess()
-        #expect(try UserDefaultsStore(suiteName: "copy", directory: sandbox.config).allValues() == exact)
+        #expect(try SuiteFileStore(suiteName: "copy", directory: sandbox.config).allValues() == exact)
         try sandbox.prefs("export", "source", sandbox.path("s.bin"), "--format", "binary").expectSuccess()
         try sandbox.prefs("import", "fromBinary", sandbox.path("s.bin")).expectSuccess()
-        #expect(try UserDefaultsStore(suiteName: "fromBinary", directory: sandbox.config).allValues() == exact)
+        #expect(try SuiteFileStore(suiteName: "fromBinary", directory: sandbox.config).allValues() == exact)
 
         // XML cannot hold them: `defaults export`'s form writes a binary property list instead, says so and names
         // the values; the file imports back exactly.
@@ -212,7 +212,7 @@ import Testing
         #expect(fallback.error.contains(#""single", "when""#), "the values XML cannot hold are named: \(fallback)")
         #expect(try Data(contentsOf: sandbox.file("lossy.plist")).starts(with: Data("bplist00".utf8)))
         try sandbox.prefs("import", "fromFallback", sandbox.path("lossy.plist")).expectSuccess()
-        #expect(try UserDefaultsStore(suiteName: "fromFallback", directory: sandbox.config).allValues() == exact)
+        #expect(try SuiteFileStore(suiteName: "fromFallback", directory: sandbox.config).allValues() == exact)
         // Strict XML only when asked: refused, nothing written, and the message says what to use.
         let refused = try sandbox.prefs("export", "source", sandbox.path("strict.plist"), "--format", "xml")
         #expect(refused.status == 2 && refused.isOneLineFailure && refused.error.contains("--format binary"))

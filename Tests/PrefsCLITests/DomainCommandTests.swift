@@ -7,7 +7,7 @@ import Testing
 @Suite(.ownThreads) struct DomainCommandTests {
     /// The stored value, read back through the library from the suite file `prefs` wrote.
     func stored(_ sandbox: Sandbox, _ domain: String, _ key: String) throws -> PrefValue? {
-        try UserDefaultsStore(suiteName: domain, directory: sandbox.config).value(forKey: key)
+        try SuiteFileStore(suiteName: domain, directory: sandbox.config).value(forKey: key)
     }
 
     @Test func domainsListsSuitesOnly() throws {
@@ -192,7 +192,7 @@ import Testing
             "when": .date(Date(timeIntervalSinceReferenceDate: 123_456.789)),
             "nested": .dictionary(["list": .array([.int(1), .dictionary(["$odd": .bool(false)])])]),
         ]
-        try UserDefaultsStore(suiteName: "source", directory: sandbox.config).replaceAll(values)
+        try SuiteFileStore(suiteName: "source", directory: sandbox.config).replaceAll(values)
         let export = try sandbox.prefs("export", "source")
         #expect(export.status == 0 && export.error.isEmpty)
         let file = sandbox.file("source.json")
@@ -201,7 +201,7 @@ import Testing
         let result = try sandbox.prefs("import", "target", file.path)
         #expect(result.status == 0 && result.output.isEmpty && result.error.isEmpty, "\(result)")
         // Import replaces: the stale key is gone, every value is exact.
-        #expect(try UserDefaultsStore(suiteName: "target", directory: sandbox.config).allValues() == values)
+        #expect(try SuiteFileStore(suiteName: "target", directory: sandbox.config).allValues() == values)
         #expect(try sandbox.prefs("export", "target").output == export.output)
         // Standard input works too.
         try sandbox.prefs("import", "piped", "-", stdin: export.output).expectSuccess()

@@ -54,7 +54,7 @@ import Testing
         try sandbox.prefs("write", "app", "a", "5", "--type", "integer").expectSuccess()
         try sandbox.prefs("write", "app", "b", "-integer", "5").expectSuccess()
         try sandbox.prefs("write", "app", "c", "YES", "--type", "boolean").expectSuccess()
-        let store = try UserDefaultsStore(suiteName: "app", directory: sandbox.config)
+        let store = try SuiteFileStore(suiteName: "app", directory: sandbox.config)
         #expect(try store.value(forKey: "a") == .int(5) && store.value(forKey: "b") == .int(5))
         #expect(try store.value(forKey: "c") == .bool(true))
         let unknown = try sandbox.prefs("write", "app", "d", "5", "--type", "number")

@@ -46,7 +46,7 @@ import Testing
         let sandbox = try Sandbox()
         defer { sandbox.cleanup() }
         let extremes: [Double] = [1e300, -1e300, .greatestFiniteMagnitude, 1e19, -9.3e18, .nan, -.infinity, 0.25]
-        let store = try UserDefaultsStore(suiteName: "app", directory: sandbox.config)
+        let store = try SuiteFileStore(suiteName: "app", directory: sandbox.config)
         for (index, seconds) in extremes.enumerated() {
             try store.setValue(.date(Date(timeIntervalSinceReferenceDate: seconds)), forKey: "d\(index)")
         }
@@ -57,7 +57,7 @@ import Testing
             let written = try sandbox.prefs("write", "app", "d\(index)", printed)
             #expect(written.status == 0, "\(extremes[index]) printed as \(printed): \(written)")
         }
-        let back = try UserDefaultsStore(suiteName: "app", directory: sandbox.config).allValues()
+        let back = try SuiteFileStore(suiteName: "app", directory: sandbox.config).allValues()
         for (index, seconds) in extremes.enumerated() {
             #expect(Self.same(back["d\(index)"], seconds), "\(seconds)")
         }
@@ -68,7 +68,7 @@ import Testing
     func anExportIsCreatedPrivateWhateverTheUmask(umask: String) throws {
         let sandbox = try Sandbox()
         defer { sandbox.cleanup() }
-        try UserDefaultsStore(suiteName: "app", directory: sandbox.config).setValue(.string("secret"), forKey: "k")
+        try SuiteFileStore(suiteName: "app", directory: sandbox.config).setValue(.string("secret"), forKey: "k")
         for (name, format) in [("app.json", "json"), ("app.plist", "xml"), ("app.bin", "binary")] {
             let path = sandbox.path(name)
             let child = try ChildProcess(

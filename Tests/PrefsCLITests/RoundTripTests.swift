@@ -33,12 +33,12 @@ import Testing
         let sandbox = try Sandbox()
         defer { sandbox.cleanup() }
         // Written as a file from another tool would have them: keys an app cannot write, dates that are no number.
-        try UserDefaultsStore(suiteName: "source", directory: sandbox.config).replaceAllAsImported(Self.odd)
+        try SuiteFileStore(suiteName: "source", directory: sandbox.config).replaceAllAsImported(Self.odd)
         let export = try sandbox.prefs(["export", "source", sandbox.path("export")] + format)
         #expect(export.status == 0 && export.error.isEmpty, "one odd value does not fail the export: \(export)")
         let result = try sandbox.prefs("import", "target", sandbox.path("export"))
         #expect(result.status == 0 && result.error.isEmpty, "\(result)")
-        let back = try UserDefaultsStore(suiteName: "target", directory: sandbox.config).allValues()
+        let back = try SuiteFileStore(suiteName: "target", directory: sandbox.config).allValues()
         // Compared as Booleans: Swift Testing would print the values, and printing a NaN date traps in Foundation.
         let identical = Self.identical(.dictionary(back), .dictionary(Self.odd))
         let shown = try sandbox.prefs("export", "target").output
@@ -48,7 +48,7 @@ import Testing
     @Test func aDateThatIsNotANumberIsTaggedInJSON() throws {
         let sandbox = try Sandbox()
         defer { sandbox.cleanup() }
-        try UserDefaultsStore(suiteName: "app", directory: sandbox.config).replaceAll([
+        try SuiteFileStore(suiteName: "app", directory: sandbox.config).replaceAll([
             "bad": .date(Date(timeIntervalSinceReferenceDate: .nan)), "good": .string("kept"),
         ])
         let export = try sandbox.prefs("export", "app")

@@ -67,7 +67,7 @@ enum TypedKeys {
 
         init(prefValue: PrefValue) throws {
             guard case .string(let text) = prefValue else {
-                throw PrefsError.typeMismatch(key: "", expected: "version string", found: prefValue.typeName)
+                throw PrefsError.typeMismatch(key: "", expected: "version string", found: "\(prefValue)")
             }
             let parts = text.split(separator: ".").compactMap { Int($0) }
             guard parts.count == 2 else {
@@ -262,7 +262,7 @@ enum LayeredPreferences {
 
     /// Compiled, not run here: the prefix is process-wide (LayerProcessTests runs it in a child process).
     static func configureEnvironment() {
-        PrefsConfig.environmentPrefix = "MYAPP_"
+        PrefsConfig.configure(PrefsConfiguration(environmentPrefix: "MYAPP_"))
     }
 
     static func userValues(settings: Settings) {
@@ -339,9 +339,9 @@ struct DocumentationExamplesTests {
         #expect(prefs.favoriteTags == ["swift"])
 
         // The default store is the standard UserDefaults domain, in Foundation's folder and format.
-        let standard = try #require(prefs.$currentTheme.store as? UserDefaultsStore)
-        #expect(standard === UserDefaultsStore.standard)
-        #expect(standard.url.deletingLastPathComponent() == UserDefaultsStore.preferencesDirectory())
+        let standard = try #require(prefs.$currentTheme.store as? SuiteFileStore)
+        #expect(standard === SuiteFileStore.standard)
+        #expect(standard.url.deletingLastPathComponent() == SuiteFileStore.preferencesDirectory())
         #expect(FileManager.default.fileExists(atPath: standard.url.path(percentEncoded: false)))
         #expect(try standard.value(forKey: "currentTheme") == .string("dark"))
 
@@ -353,12 +353,12 @@ struct DocumentationExamplesTests {
         let session = GettingStarted.Session()
         try session.$authToken.set("eyJhbGciOiJIUzI1NiJ9")
         #expect(session.authToken == "eyJhbGciOiJIUzI1NiJ9")
-        let location = EncryptedFileStore.defaultLocation(appIdentifier: PrefsConfig.appIdentifier)
+        let location = EncryptedFileStore.defaultLocation(appIdentifier: PrefsConfig.configuration.appIdentifier)
         let vaultBytes = try Data(contentsOf: location.vault)
         #expect(vaultBytes.range(of: Data("eyJhbGciOiJIUzI1NiJ9".utf8)) == nil)
         #expect(vaultBytes.range(of: Data("authToken".utf8)) == nil)
         #expect(FileManager.default.fileExists(atPath: location.keyFile.path(percentEncoded: false)))
-        try session.$authToken.remove()
+        try session.$authToken.reset()
         #expect(session.authToken == nil)
     }
 
@@ -558,7 +558,7 @@ struct DocumentationExamplesTests {
         defer { folder.cleanup() }
         // What the old persistor left in the UserDefaults suite it used.
         let suite = "group.example.migration"
-        let store = try UserDefaultsStore(suiteName: suite, directory: folder.url)
+        let store = try SuiteFileStore(suiteName: suite, directory: folder.url)
         try store.replaceAll([
             "new-tab-page.omnibar.is-visible": .bool(false),
             "user.preferences": .dictionary(["layout": .string("compact")]),

@@ -71,7 +71,7 @@ import Testing
     @Test func theVaultKeyConfigurationCompilesAsWritten() throws {
         try Self.typecheck(
             blocks(
-                in: "Sources/Prefs/Prefs.docc/SecureValues.md", containing: ["PrefsConfig.secureStoreKey = .keyring()"])
+                in: "Sources/Prefs/Prefs.docc/SecureValues.md", containing: ["secureStoreKey: .keyring()"])
         )
     }
 
@@ -146,7 +146,21 @@ import Testing
     }
 
     /// Type-checks `source` as a program that imports the library products; returns the compiler's status and output.
-    static func compile(_ source: String) throws -> (status: Int32, output: String) {
+    /// An app written against 0.x, with the names 1.0 renamed (`Tests/Fixtures/AppWrittenFor0x.swift`), builds, and
+    /// every warning it gets is a deprecation that names what to write instead.
+    @Test func anAppWrittenFor0xBuildsWithDeprecationWarningsOnly() throws {
+        let source = try String(
+            contentsOf: Self.root.appending(path: "Tests/Fixtures/AppWrittenFor0x.swift"), encoding: .utf8)
+        let (status, output) = try Self.compile(source, warningsAsErrors: false)
+        #expect(status == 0, "\(output)")
+        let warnings = output.split(separator: "\n").filter { $0.contains("warning:") && !$0.hasPrefix(" ") }
+        #expect(warnings.count >= 10, "\(output)")
+        for warning in warnings {
+            #expect(warning.contains("deprecated"), "\(warning)")
+        }
+    }
+
+    static func compile(_ source: String, warningsAsErrors: Bool = true) throws -> (status: Int32, output: String) {
         let folder = try TempDir("prefs-snippet")
         defer { folder.cleanup() }
         try source.write(to: folder.file("main.swift"), atomically: true, encoding: .utf8)
@@ -158,7 +172,8 @@ import Testing
             ["-Xcc", "-fmodule-map-file=" + root.appending(path: "Sources/\($0)/module.modulemap").path()]
         }
         return try run(
-            ["swiftc", "-typecheck", "-swift-version", "6", "-warnings-as-errors", "-I", modules] + maps + includes
+            ["swiftc", "-typecheck", "-swift-version", "6"] + (warningsAsErrors ? ["-warnings-as-errors"] : [])
+                + ["-I", modules] + maps + includes
                 + [folder.path("main.swift")])
     }
 

@@ -67,16 +67,14 @@ PrefsConfig.errorHandler = { report in emit("reported \(caseName(report.error)):
 
 switch arguments.first {
 case "default-set":
-    PrefsConfig.appIdentifier = arguments[1]
-    PrefsConfig.secureStoreKey = keyring(arguments[1])
+    PrefsConfig.configure(PrefsConfiguration(appIdentifier: arguments[1], secureStoreKey: keyring(arguments[1])))
     let secret = SecureStoredValue<String>(key: arguments[2])
     attempt {
         try secret.set(arguments[3])
         emit("ok")
     }
 case "default-get":
-    PrefsConfig.appIdentifier = arguments[1]
-    PrefsConfig.secureStoreKey = keyring(arguments[1])
+    PrefsConfig.configure(PrefsConfiguration(appIdentifier: arguments[1], secureStoreKey: keyring(arguments[1])))
     emit(SecureStoredValue<String>(key: arguments[2]).wrappedValue ?? "nil")
 case "set":
     attempt {

@@ -79,12 +79,12 @@ import Testing
         try eventually("the writer to stop inside its commit", within: .seconds(60)) { Self.isStopped(child.processID) }
 
         try PrefsConfig.withLockTimeout(.seconds(2)) { () throws in
-            let suite = try UserDefaultsStore(suiteName: "other.app", directory: directory.url)
+            let suite = try SuiteFileStore(suiteName: "other.app", directory: directory.url)
             try suite.setValue(.string("saved"), forKey: "theme")
             let other = try FileStore(url: directory.file("other.json"))
             try other.setValue(.int(7), forKey: "n")
             #expect(
-                try UserDefaultsStore(suiteName: "other.app", directory: directory.url).value(forKey: "theme")
+                try SuiteFileStore(suiteName: "other.app", directory: directory.url).value(forKey: "theme")
                     == .string("saved"))
 
             let sameFile = try StoreSpec.open(stoppedSpec)

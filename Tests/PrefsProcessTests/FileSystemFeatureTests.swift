@@ -44,7 +44,7 @@ struct FileSystemFeatureTests {
         let folder = URL(filePath: point, directoryHint: .isDirectory)
         let stores: [any KeyValueStore] = [
             try FileStore(url: folder.appending(path: "settings.json"), onDamage: .keepAside),
-            try UserDefaultsStore(suiteName: "suite", directory: folder, onDamage: .keepAside),
+            try SuiteFileStore(suiteName: "suite", directory: folder, onDamage: .keepAside),
             try EncryptedFileStore(
                 url: folder.appending(path: "secrets.vault"), key: .keyFile(folder.appending(path: "secrets.key"))),
         ]
@@ -57,7 +57,7 @@ struct FileSystemFeatureTests {
             #expect(try store.value(forKey: "count") == .int(2), "\(store)")
         }
         #expect(try FileStore(url: folder.appending(path: "settings.json")).value(forKey: "count") == .int(2))
-        #expect(try UserDefaultsStore(suiteName: "suite", directory: folder).value(forKey: "count") == .int(2))
+        #expect(try SuiteFileStore(suiteName: "suite", directory: folder).value(forKey: "count") == .int(2))
         let names = try FileManager.default.contentsOfDirectory(atPath: point)
         #expect(!names.contains { $0.contains(".damaged-") || $0.contains(".tmp-") }, "\(names)")
     }

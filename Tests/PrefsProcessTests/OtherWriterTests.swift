@@ -14,7 +14,7 @@ struct OtherWriterTests {
         Reports.install()
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let store = try UserDefaultsStore(suiteName: "shared", directory: directory.url)
+        let store = try SuiteFileStore(suiteName: "shared", directory: directory.url)
         try store.setValue(.int(0), forKey: "theirs")
         let theirs = StoredValue(key: "theirs", default: -1, store: store)
         let stream = theirs.values
@@ -58,7 +58,7 @@ struct OtherWriterTests {
         Reports.install()
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let store = try UserDefaultsStore(suiteName: "shared", directory: directory.url)
+        let store = try SuiteFileStore(suiteName: "shared", directory: directory.url)
         try store.setValue(.string("kept"), forKey: "ours")
         let counter = StoredValue(key: "count", default: -1, store: store)
         let stream = counter.values

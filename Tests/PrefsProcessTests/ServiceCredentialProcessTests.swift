@@ -65,7 +65,7 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: folder.path("config/com.example.helper/secrets.key")))
     }
 
-    @Test func settingTheVaultKeyAfterTheDefaultVaultOpenedIsRefusedAndReported() throws {
+    @Test func configuringTheVaultKeyAfterTheDefaultVaultOpenedIsRefusedAndReported() throws {
         let folder = try TempDir()
         defer { folder.cleanup() }
         let environment = try Self.environment(folder, key: nil)
@@ -74,7 +74,8 @@ import Testing
         #expect(late.lines.first == "nil")
         #expect(
             late.lines.dropFirst().first?.contains(
-                "PrefsConfig.secureStoreKey was set after the default vault was opened") == true)
+                "PrefsConfig.configure was called after the default stores had opened; secureStoreKey left") == true,
+            "\(late)")
         #expect(late.lines.last == "unchanged")
     }
 }

@@ -24,7 +24,7 @@ struct BadInputTests {
         defer { directory.cleanup() }
         for name in Self.badSuiteNames {
             #expect {
-                _ = try UserDefaultsStore(suiteName: name, directory: directory.url)
+                _ = try SuiteFileStore(suiteName: name, directory: directory.url)
             } throws: { error in
                 guard case PrefsError.invalidSuiteName(name, _) = error else { return false }
                 return true
@@ -33,7 +33,7 @@ struct BadInputTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == [])
         // Odd but valid names work and round-trip.
         for name in [" ", "ünïcødé 🚀", "a.b", "-", String(repeating: "s", count: 249)] {
-            let store = try UserDefaultsStore(suiteName: name, directory: directory.url)
+            let store = try SuiteFileStore(suiteName: name, directory: directory.url)
             try store.set(name, for: PrefKey("name", default: ""))
             #expect(try store.value(for: PrefKey("name", default: "")) == name)
         }
@@ -42,7 +42,7 @@ struct BadInputTests {
 
     static let cases: [(name: String, open: @Sendable (TempDir) throws -> any KeyValueStore)] = [
         ("InMemoryStore", { _ in InMemoryStore() }),
-        ("UserDefaultsStore", { try StoreSpec.open($0.specs[0].spec) }),
+        ("SuiteFileStore", { try StoreSpec.open($0.specs[0].spec) }),
         ("FileStore", { try StoreSpec.open($0.specs[1].spec) }),
         ("EncryptedFileStore", { try StoreSpec.open($0.specs[2].spec) }),
     ]
@@ -108,7 +108,7 @@ struct BadInputTests {
     }
 
     /// Stored deep values must open again in a fresh process: a store may refuse a value, never write a file it
-    /// cannot read back (UserDefaultsStore once did, at depth 511).
+    /// cannot read back (SuiteFileStore once did, at depth 511).
     @Test func deepValuesNeverMakeAFileUnreadable() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
@@ -151,7 +151,7 @@ struct BadInputTests {
         for place in places {
             let opens: [(String, () throws -> any KeyValueStore)] = [
                 ("json", { try FileStore(url: URL(filePath: place + "/store.json")) }),
-                ("plist", { try UserDefaultsStore(suiteName: "suite", directory: URL(filePath: place)) }),
+                ("plist", { try SuiteFileStore(suiteName: "suite", directory: URL(filePath: place)) }),
                 (
                     "vault",
                     { try EncryptedFileStore(url: URL(filePath: place + "/store.vault"), key: .raw(Data(count: 32))) }

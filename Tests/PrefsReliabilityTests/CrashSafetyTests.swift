@@ -25,7 +25,7 @@ struct CrashSafetyTests {
         }
     }
 
-    @Test(arguments: ["UserDefaultsStore", "FileStore", "EncryptedFileStore"])
+    @Test(arguments: ["SuiteFileStore", "FileStore", "EncryptedFileStore"])
     func killedWritersLoseNothing(store name: String) async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }

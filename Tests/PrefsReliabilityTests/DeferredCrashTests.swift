@@ -53,7 +53,7 @@ struct DeferredCrashTests {
         return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
     }
 
-    @Test(arguments: ["UserDefaultsStore", "FileStore", "EncryptedFileStore"])
+    @Test(arguments: ["SuiteFileStore", "FileStore", "EncryptedFileStore"])
     func killedDeferredWritersLoseAtMostTheLastWindow(store name: String) async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }

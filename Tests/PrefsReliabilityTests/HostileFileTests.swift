@@ -9,7 +9,7 @@ import Testing
 /// failed open leaves the file byte-for-byte as it was.
 @Suite(.enabled(if: Reliability.enabled), .ownThreads)
 struct HostileFileTests {
-    @Test(arguments: [("UserDefaultsStore", "plist"), ("FileStore", "json"), ("EncryptedFileStore", "vault")])
+    @Test(arguments: [("SuiteFileStore", "plist"), ("FileStore", "json"), ("EncryptedFileStore", "vault")])
     func mutatedFilesAreRefusedWithTypedErrors(store name: String, kind: String) async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }

@@ -7,7 +7,7 @@ import Testing
 /// must stay flat.
 @Suite(.enabled(if: Reliability.enabled), .ownThreads)
 struct LeakTests {
-    @Test(arguments: ["UserDefaultsStore", "FileStore", "EncryptedFileStore"])
+    @Test(arguments: ["SuiteFileStore", "FileStore", "EncryptedFileStore"])
     func openCloseSubscribeCancelStaysFlat(store name: String) async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }

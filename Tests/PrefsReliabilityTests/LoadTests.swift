@@ -56,7 +56,7 @@ struct LoadTests {
 
     /// 8 tasks share the same wrappers: each appends, sets and reads its own key, bumps a shared counter and
     /// subscribes, while an observer waits for the final list. Runs on every kind of store.
-    @Test(arguments: ["InMemoryStore", "UserDefaultsStore", "FileStore", "EncryptedFileStore"])
+    @Test(arguments: ["InMemoryStore", "SuiteFileStore", "FileStore", "EncryptedFileStore"])
     func tasksShareWrappers(store name: String) async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }

@@ -34,7 +34,7 @@ extension TempDir {
     /// The specs of one store of each file-backed kind inside this folder.
     var specs: [(name: String, spec: String, file: String)] {
         [
-            ("UserDefaultsStore", "plist:\(path):suite", path("suite.plist")),
+            ("SuiteFileStore", "plist:\(path):suite", path("suite.plist")),
             ("FileStore", "json:\(path("store.json"))", path("store.json")),
             ("EncryptedFileStore", "vault:\(path("secrets.vault")):\(path("secrets.key"))", path("secrets.vault")),
         ]

@@ -24,35 +24,36 @@ enum DefaultStoreCommands {
             // launch [APP]: starts like an app (appIdentifier first when given), reads and writes through the
             // default stores, then prints each value and every report.
             installCountingHandler()
-            if arguments.count > 1 { PrefsConfig.appIdentifier = arguments[1] }
             // PREFS_TEST_DAMAGE=refuse: the app chose to leave a damaged standard domain where it is.
-            if ProcessInfo.processInfo.environment["PREFS_TEST_DAMAGE"] == "refuse" {
-                PrefsConfig.damagedStandardDomain = .refuse
-            }
+            let refuse = ProcessInfo.processInfo.environment["PREFS_TEST_DAMAGE"] == "refuse"
+            PrefsConfig.configure(
+                PrefsConfiguration(
+                    appIdentifier: arguments.count > 1 ? arguments[1] : nil,
+                    damagedStandardDomain: refuse ? .refuse : .keepAside))
             let settings = AppSettings()
             print("zoom=\(settings.zoom) theme=\(settings.theme) lastExport=\(String(describing: settings.lastExport))")
             print("token=\(settings.token ?? "nil")")
             settings.zoom = 2
             print("after-set zoom=\(settings.zoom)")
-            print("standard=\(UserDefaultsStore.standard.url.path)")
+            print("standard=\(SuiteFileStore.standard.url.path)")
             finish()
         case "rename-late":
             // rename-late APP: opens the standard domain, then tries to rename the app.
             installCountingHandler()
-            let before = UserDefaultsStore.standard.url.lastPathComponent
-            PrefsConfig.appIdentifier = arguments[1]
-            print("before=\(before) identifier=\(PrefsConfig.appIdentifier)")
-            print("standard=\(UserDefaultsStore.standard.url.lastPathComponent)")
+            let before = SuiteFileStore.standard.url.lastPathComponent
+            PrefsConfig.configure(PrefsConfiguration(appIdentifier: arguments[1]))
+            print("before=\(before) identifier=\(PrefsConfig.configuration.appIdentifier)")
+            print("standard=\(SuiteFileStore.standard.url.lastPathComponent)")
             finish()
         case "move-xdg":
             // move-xdg DIR: opens the standard domain, then points the XDG variables elsewhere and opens a suite
             // and the default vault: every default store must stay where the first one was resolved.
             installCountingHandler()
-            let standard = UserDefaultsStore.standard.url.deletingLastPathComponent().path
+            let standard = SuiteFileStore.standard.url.deletingLastPathComponent().path
             setenv("XDG_CONFIG_HOME", arguments[1], 1)
             setenv("XDG_DATA_HOME", arguments[1], 1)
             do {
-                let suite = try UserDefaultsStore(suiteName: "moved.suite")
+                let suite = try SuiteFileStore(suiteName: "moved.suite")
                 try SecureStoredValue<String>(key: "secret").set("s")
                 print("standard=\(standard)")
                 print("suite=\(suite.url.deletingLastPathComponent().path)")

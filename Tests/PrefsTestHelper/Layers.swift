@@ -27,7 +27,7 @@ enum LayerCommands {
         }
         switch arguments.first {
         case "layers-app":
-            // layers-app APP [-key value …]: LAYERS_PREFIX sets PrefsConfig.environmentPrefix, LAYERS_ACTION is
+            // layers-app APP [-key value …]: LAYERS_PREFIX is the environment prefix configured, LAYERS_ACTION is
             // "set" (volume = 7 through the wrapper, then through the typed store API) or "reset".
             app(arguments[1])
         case "argument-forms":
@@ -36,7 +36,7 @@ enum LayerCommands {
             argumentForms(arguments[1])
         case "layers-watch":
             // layers-watch APP COUNT: prints the volume (current value first) for COUNT values.
-            PrefsConfig.appIdentifier = arguments[1]
+            PrefsConfig.configure(PrefsConfiguration(appIdentifier: arguments[1]))
             let settings = LayeredSettings()
             emit("ready")
             var seen = 0
@@ -53,10 +53,11 @@ enum LayerCommands {
 
     private static func app(_ identifier: String) {
         PrefsConfig.errorHandler = { report in reports.withLock { $0.append("\(report)") } }
-        PrefsConfig.appIdentifier = identifier
-        if let prefix = ProcessInfo.processInfo.environment["LAYERS_PREFIX"] { PrefsConfig.environmentPrefix = prefix }
+        PrefsConfig.configure(
+            PrefsConfiguration(
+                appIdentifier: identifier, environmentPrefix: ProcessInfo.processInfo.environment["LAYERS_PREFIX"]))
         let settings = LayeredSettings()
-        let store = UserDefaultsStore.standard
+        let store = SuiteFileStore.standard
         switch ProcessInfo.processInfo.environment["LAYERS_ACTION"] {
         case "set":
             settings.volume = 7
@@ -89,8 +90,8 @@ enum LayerCommands {
     }
 
     private static func argumentForms(_ identifier: String) {
-        PrefsConfig.appIdentifier = identifier
-        let store = UserDefaultsStore.standard
+        PrefsConfig.configure(PrefsConfiguration(appIdentifier: identifier))
+        let store = SuiteFileStore.standard
         let defaults = UserDefaults.standard
         func prefs(_ read: () throws -> String) -> String { (try? read()) ?? "unreadable" }
         let words = CommandLine.arguments

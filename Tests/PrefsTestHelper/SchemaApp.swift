@@ -52,7 +52,7 @@ enum SchemaAppCommands {
         case "write":
             // The throwing API refuses a value outside the range; the wrapper's setter reports it and keeps the value.
             do {
-                try UserDefaultsStore.standard.set(300, for: .schemaFontSize)
+                try SuiteFileStore.standard.set(300, for: .schemaFontSize)
                 emit("stored 300")
             } catch {
                 emit("thrown: \(error)")
@@ -79,8 +79,7 @@ enum SchemaAppCommands {
         }
         let reports = AppReports()
         PrefsConfig.errorHandler = { report in reports.list.withLock { $0.append("\(report)") } }
-        PrefsConfig.appIdentifier = app
-        if let prefix = environment["SCHEMA_PREFIX"] { PrefsConfig.environmentPrefix = prefix }
+        PrefsConfig.configure(PrefsConfiguration(appIdentifier: app, environmentPrefix: environment["SCHEMA_PREFIX"]))
         return reports
     }
 }
@@ -98,7 +97,7 @@ enum SchemaCostCommand {
         guard arguments.first == "schema-cost", arguments.count == 3, let count = Int(arguments[2]) else {
             return false
         }
-        PrefsConfig.appIdentifier = arguments[1]
+        PrefsConfig.configure(PrefsConfiguration(appIdentifier: arguments[1]))
         func milliseconds(_ body: () -> Void) -> String {
             let start = ContinuousClock.now
             body()
@@ -118,7 +117,7 @@ enum SchemaCostCommand {
         }
         // The same declarations on a suite outside the preferences folder, whose keys no schema records.
         let scratch = FileManager.default.temporaryDirectory.appending(path: "\(arguments[1])-\(getpid())")
-        let elsewhere = try! UserDefaultsStore(suiteName: "cost", directory: scratch)
+        let elsewhere = try! SuiteFileStore(suiteName: "cost", directory: scratch)
         var others: [StoredValue<Int>] = []
         let declareUnrecorded = milliseconds {
             for index in 0..<count {

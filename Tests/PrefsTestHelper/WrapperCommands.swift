@@ -17,9 +17,8 @@ enum WrapperCommands {
         }
         guard arguments.first == "promise-vault-layers" else { return false }
         // promise-vault-layers APP [-key value …]: the standard domain and the default vault of APP, with
-        // PrefsConfig.environmentPrefix = "PROMISE_", each read through a wrapper of the key "authToken".
-        PrefsConfig.appIdentifier = arguments[1]
-        PrefsConfig.environmentPrefix = "PROMISE_"
+        // the environment prefix "PROMISE_", each read through a wrapper of the key "authToken".
+        PrefsConfig.configure(PrefsConfiguration(appIdentifier: arguments[1], environmentPrefix: "PROMISE_"))
         let setting = StoredValue(key: "authToken", default: "none")
         let secret = SecureStoredValue<String>(key: "authToken")
         emit("setting=\(setting.wrappedValue) layer=\(setting.layer?.rawValue ?? "none")")

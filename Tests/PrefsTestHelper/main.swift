@@ -47,8 +47,8 @@ if arguments.first == "foundation-write" {
     exit(0)
 }
 if arguments.first == "instance-read" {
-    // instance-read SUITE KEY: the value a FoundationUserDefaultsStore over the suite reads, with its kind.
-    let store = FoundationUserDefaultsStore(UserDefaults(suiteName: arguments[1])!)
+    // instance-read SUITE KEY: the value a UserDefaultsBridgeStore over the suite reads, with its kind.
+    let store = UserDefaultsBridgeStore(UserDefaults(suiteName: arguments[1])!)
     do {
         emit(try store.value(forKey: arguments[2]).map { "\($0.typeName) \($0)" } ?? "nil")
     } catch {
@@ -60,13 +60,13 @@ if arguments.first == "standard-moved" {
     // standard-moved APP KEY: the standard domain under another app identifier: its reports, then the value of KEY
     // before and after importing the domain UserDefaults.standard uses.
     PrefsConfig.errorHandler = { report in emit("report: \(report.error)") }
-    PrefsConfig.appIdentifier = arguments[1]
+    PrefsConfig.configure(PrefsConfiguration(appIdentifier: arguments[1]))
     let key = PrefKey(arguments[2], default: 0)
     do {
-        emit("before \(try UserDefaultsStore.standard.value(for: key))")
-        let old = try UserDefaultsStore(suiteName: ProcessInfo.processInfo.processName)
-        emit("copied \(try UserDefaultsStore.standard.importValues(from: old))")
-        emit("after \(try UserDefaultsStore.standard.value(for: key))")
+        emit("before \(try SuiteFileStore.standard.value(for: key))")
+        let old = try SuiteFileStore(suiteName: ProcessInfo.processInfo.processName)
+        emit("copied \(try SuiteFileStore.standard.importValues(from: old))")
+        emit("after \(try SuiteFileStore.standard.value(for: key))")
     } catch {
         fail("\(error)")
     }
@@ -81,7 +81,7 @@ if arguments.first == "standard-set" || arguments.first == "standard-get" {
             UserDefaults.standard.synchronize()
             emit("ok")
         } else {
-            emit(String(try UserDefaultsStore.standard.value(for: key)))
+            emit(String(try SuiteFileStore.standard.value(for: key)))
         }
     } catch {
         fail("\(error)")
@@ -90,7 +90,7 @@ if arguments.first == "standard-set" || arguments.first == "standard-get" {
 }
 if arguments.first == "default-secure-set" {
     // default-secure-set KEY VALUE: stores a secret in the default vault (located through XDG variables).
-    PrefsConfig.appIdentifier = "com.example.helper"
+    PrefsConfig.configure(PrefsConfiguration(appIdentifier: "com.example.helper"))
     let secret = SecureStoredValue<String>(key: arguments[1])
     do { try secret.set(arguments[2]) } catch { fail("set: \(error)") }
     emit(SecureStoredValue<String>(key: arguments[1]).wrappedValue ?? "nil")
@@ -98,7 +98,7 @@ if arguments.first == "default-secure-set" {
 }
 if arguments.first == "default-secure-get" {
     // default-secure-get KEY: reads a secret from the default vault, as a wrapper declared without `store:` does.
-    PrefsConfig.appIdentifier = "com.example.helper"
+    PrefsConfig.configure(PrefsConfiguration(appIdentifier: "com.example.helper"))
     emit(SecureStoredValue<String>(key: arguments[1]).wrappedValue ?? "nil")
     exit(0)
 }

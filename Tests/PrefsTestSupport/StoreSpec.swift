@@ -11,7 +11,7 @@ public enum StoreSpec {
         case "json" where parts.count == 2:
             return try FileStore(url: URL(filePath: parts[1]))
         case "plist" where parts.count == 3:
-            return try UserDefaultsStore(suiteName: parts[2], directory: URL(filePath: parts[1]))
+            return try SuiteFileStore(suiteName: parts[2], directory: URL(filePath: parts[1]))
         case "vault" where parts.count == 3:
             return try EncryptedFileStore(url: URL(filePath: parts[1]), key: .keyFile(URL(filePath: parts[2])))
         case "memory":

@@ -56,7 +56,7 @@ struct GlobalWrapperTests {
         let isolation = try #require(PrefsIsolation.current)
         #expect(try isolation.defaultStore.value(forKey: "accentColor") == .string(color))
         #expect(try isolation.secureStore.value(forKey: "globalToken") == .string("token-\(color)"))
-        try AppSettings.token.remove()
+        try AppSettings.token.reset()
         #expect(AppSettings.token.wrappedValue == nil)
     }
 

@@ -72,7 +72,7 @@ struct IsolatedPreferencesTests {
 
 @Test(.ownThreads) func outsideTheTraitTheProcessDefaultsApply() {
     #expect(PrefsIsolation.current == nil)
-    #expect(PrefsConfig.defaultStore === UserDefaultsStore.standard)
+    #expect(PrefsConfig.defaultStore === SuiteFileStore.standard)
 }
 
 /// A model with the `storage:` form, as Boutique and `@AppStorage` users declare it.

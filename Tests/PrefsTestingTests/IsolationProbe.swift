@@ -34,7 +34,7 @@ struct IsolationProbe {
         #expect(fontSize.wrappedValue == 13)
         _ = StoredValue(
             key: "shared", default: 1, schema: "Declared on a real suite",
-            store: try UserDefaultsStore(suiteName: "probe"))
+            store: try SuiteFileStore(suiteName: "probe"))
         #expect(PrefsConfig.publishSchema().isEmpty)
     }
 

@@ -21,7 +21,7 @@ struct KeyValueStoreConformanceTests {
 
     @Test func userDefaultsStore() async throws {
         try await verifyInFolder { folder, name in
-            try UserDefaultsStore(suiteName: "group.\(name.prefix(8))", directory: folder.url)
+            try SuiteFileStore(suiteName: "group.\(name.prefix(8))", directory: folder.url)
         }
     }
 
@@ -53,7 +53,7 @@ struct KeyValueStoreConformanceTests {
             for name in suites.withLock({ $0 }) {
                 UserDefaults(suiteName: name)?.removePersistentDomain(forName: name)
                 try? FileManager.default.removeItem(
-                    at: UserDefaultsStore.preferencesDirectory().appending(path: name + ".plist"))
+                    at: SuiteFileStore.preferencesDirectory().appending(path: name + ".plist"))
             }
         }
         // Foundation keeps a Float NaN as a Double, a date with a fraction of a second as text, and hands out -0 as 0
@@ -61,7 +61,7 @@ struct KeyValueStoreConformanceTests {
         let report = try await KeyValueStoreConformance.verify(unsupported: [.exactValues]) {
             let name = "conformance.\(UUID().uuidString.prefix(8))"
             suites.withLock { $0.append(name) }
-            return FoundationUserDefaultsStore(try #require(UserDefaults(suiteName: name)))
+            return UserDefaultsBridgeStore(try #require(UserDefaults(suiteName: name)))
         }
         #expect(Set(report.skipped.keys) == [.valueRoundTrip, .closedStoreThrows])
     }

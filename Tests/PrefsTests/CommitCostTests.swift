@@ -21,7 +21,7 @@ struct CommitCostTests {
         case "json":
             return try FileStore(url: directory.file("settings.json"), fileSystem: fileSystem, clock: .system)
         case "plist":
-            return try UserDefaultsStore(
+            return try SuiteFileStore(
                 suiteName: "settings", directory: directory.url, fileSystem: fileSystem, clock: .system)
         default:
             let key = directory.file("vault.key")

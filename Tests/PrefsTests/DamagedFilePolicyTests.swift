@@ -123,7 +123,7 @@ import Testing
                 now.withLock { $0 += step }
             },
             schedule: { _, _, _ in })
-        let store = try UserDefaultsStore(
+        let store = try SuiteFileStore(
             suiteName: "suite", directory: directory.url, fileSystem: SteppingFileSystem(watching: false),
             clock: clock, onDamage: .keepAside)
         try store.setValue(.int(1), forKey: "k")
@@ -137,7 +137,7 @@ import Testing
             #expect(aside.isEmpty, "a rewrite that finished within the grace was moved")
             #expect(try store.value(forKey: "theirs") == .int(5))
         } else {
-            #expect(now.withLock { $0 } >= UserDefaultsStore.inPlaceRewriteGrace, "moved within the grace")
+            #expect(now.withLock { $0 } >= SuiteFileStore.inPlaceRewriteGrace, "moved within the grace")
             try #require(aside.count == 1)
             #expect(FileManager.default.contents(atPath: directory.path(aside[0])) == half)
             #expect(try store.value(forKey: "theirs") == nil)

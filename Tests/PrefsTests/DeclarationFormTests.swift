@@ -40,7 +40,7 @@ import Testing
             StoredValue(wrappedValue: nil, key: "maybeTheme", storage: defaults),
             StoredValue(PrefKey<Theme?>("optionalTheme"), storage: defaults),
             StoredValue(key: "optionalDate", storage: defaults))
-        let store = FoundationUserDefaultsStore(defaults)
+        let store = UserDefaultsBridgeStore(defaults)
         for (key, form) in forms { #expect(try store.value(forKey: key) == form, "\(key)") }
         #expect(defaults.object(forKey: "flag") as? Bool == true)
         #expect(defaults.object(forKey: "theme") as? String == "dark")

@@ -50,7 +50,7 @@ import Testing
     @Test func theFrequentWritesExampleWorksAsWritten() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let settings = try UserDefaultsStore(suiteName: "com.example.app", directory: directory.url)
+        let settings = try SuiteFileStore(suiteName: "com.example.app", directory: directory.url)
         let quick = settings.deferringWrites()
         let volume = StoredValue(key: "volume", default: 0.5, store: quick)
         let sameKey = StoredValue(key: "volume", default: 0.5, store: settings)
@@ -358,7 +358,7 @@ import Testing
         let url = directory.file("domain.plist")
         let damaged = Data("not a property list".utf8)
         try damaged.write(to: url)
-        let (store, error) = UserDefaultsStore.openDomain(url: url)
+        let (store, error) = SuiteFileStore.openDomain(url: url)
         #expect(error != nil)
         let quick = store.deferringWrites(window: Self.hour)
 

@@ -18,10 +18,10 @@ struct EmptyFileTests {
         defer { directory.cleanup() }
         let url = directory.file("s.plist")
         #expect(FileManager.default.createFile(atPath: url.path(percentEncoded: false), contents: Data()))
-        let store = try UserDefaultsStore(suiteName: "s", directory: directory.url, onDamage: policy)
+        let store = try SuiteFileStore(suiteName: "s", directory: directory.url, onDamage: policy)
         #expect(try store.allValues().isEmpty)
         try store.setValue(.int(1), forKey: "k")
-        #expect(try UserDefaultsStore(suiteName: "s", directory: directory.url).value(forKey: "k") == .int(1))
+        #expect(try SuiteFileStore(suiteName: "s", directory: directory.url).value(forKey: "k") == .int(1))
         #expect(try directory.contents().filter { $0.contains(".damaged-") }.isEmpty, "nothing was kept aside")
     }
 
@@ -58,7 +58,7 @@ struct EmptyFileTests {
         let directory = try TempDir()
         defer { directory.cleanup() }
         let now = Mutex(Duration.zero)
-        let store = Mutex<UserDefaultsStore?>(nil)
+        let store = Mutex<SuiteFileStore?>(nil)
         let seenDuringTheGrace = Mutex<[PrefValue?]>([])
         let clock = EngineClock(
             now: { now.withLock { $0 } },
@@ -69,7 +69,7 @@ struct EmptyFileTests {
                 now.withLock { $0 += step }
             },
             schedule: { _, _, _ in })
-        let opened = try UserDefaultsStore(
+        let opened = try SuiteFileStore(
             suiteName: "s", directory: directory.url, fileSystem: SteppingFileSystem(watching: false), clock: clock)
         try opened.setValue(.int(1), forKey: "k")
         store.withLock { $0 = opened }
@@ -77,7 +77,7 @@ struct EmptyFileTests {
         try handle.truncate(atOffset: 0)
         try handle.close()
         opened.engine.lookAtFile()
-        #expect(now.withLock { $0 } >= UserDefaultsStore.inPlaceRewriteGrace, "read again through the grace")
+        #expect(now.withLock { $0 } >= SuiteFileStore.inPlaceRewriteGrace, "read again through the grace")
         let seen = seenDuringTheGrace.withLock { $0 }
         #expect(!seen.isEmpty && seen.allSatisfy { $0 == .int(1) }, "\(seen)")
         #expect(try opened.value(forKey: "k") == nil, "empty past the grace: no values")
@@ -92,7 +92,7 @@ struct EmptyFileTests {
         let directory = try TempDir()
         defer { directory.cleanup() }
         let url = directory.file("s.plist")
-        try UserDefaultsStore(suiteName: "s", directory: directory.url).setValue(.int(1), forKey: "k")
+        try SuiteFileStore(suiteName: "s", directory: directory.url).setValue(.int(1), forKey: "k")
         let full = try Data(contentsOf: url)
         let handle = try FileHandle(forWritingTo: url)
         try handle.truncate(atOffset: 0)
@@ -109,7 +109,7 @@ struct EmptyFileTests {
                 now.withLock { $0 += step }
             },
             schedule: { _, _, _ in })
-        let store = try UserDefaultsStore(
+        let store = try SuiteFileStore(
             suiteName: "s", directory: directory.url, fileSystem: SteppingFileSystem(watching: false), clock: clock)
         #expect(try store.value(forKey: "k") == .int(1))
         #expect(pauses.load(ordering: .relaxed) >= 1, "the open waited")

@@ -100,7 +100,7 @@ private enum Version2 {
         #expect(try store.value(forKey: oldKey) == nil, "the old key is removed")
         let migrations = Reports.for(key).filter { $0.operation == .migration }
         #expect(migrations.count == 1)
-        #expect(migrations.first?.error is PrefsMigrated)
+        #expect(migrations.first?.error is PrefsMigrationNotice)
         #expect("\(migrations.first.map(String.init(describing:)) ?? "")".contains(oldKey))
 
         // Runs once: the next launch (another store on the file) finds nothing to migrate, even if the old key
@@ -140,7 +140,7 @@ private enum Version2 {
         #expect(editor.wrappedValue == Version2.EditorSettings())
         #expect(try store.value(forKey: oldKey) == .string("big"))
         let reports = Reports.for(key).filter { $0.operation == .migration }
-        #expect(reports.count == 1 && !(reports.first?.error is PrefsMigrated))
+        #expect(reports.count == 1 && !(reports.first?.error is PrefsMigrationNotice))
     }
 }
 

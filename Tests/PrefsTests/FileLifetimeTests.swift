@@ -67,7 +67,7 @@ struct FileLifetimeTests {
         let folder = directory.file("app")
         let stores: [any KeyValueStore] = [
             try FileStore(url: folder.appending(path: "settings.json")),
-            try UserDefaultsStore(suiteName: "suite", directory: folder),
+            try SuiteFileStore(suiteName: "suite", directory: folder),
             try EncryptedFileStore(url: folder.appending(path: "secrets.vault"), key: .raw(Data(count: 32))),
         ]
         for store in stores { #expect(try store.value(forKey: "k") == nil) }
@@ -107,7 +107,7 @@ struct FileLifetimeTests {
             let store: FileBackedStore =
                 index.isMultiple(of: 2)
                 ? try FileStore(url: folder.appending(path: "settings.json"))
-                : try UserDefaultsStore(suiteName: "suite\(index)", directory: folder)
+                : try SuiteFileStore(suiteName: "suite\(index)", directory: folder)
             try store.setValue(.int(Int64(index)), forKey: "k")
             stores.append(store)
         }
@@ -247,21 +247,21 @@ struct FileLifetimeTests {
         let garbage = Data("not a property list at all".utf8)
         try garbage.write(to: file)
         let error = #expect(throws: PrefsError.self) {
-            try UserDefaultsStore(suiteName: "damaged.suite", directory: directory.url)
+            try SuiteFileStore(suiteName: "damaged.suite", directory: directory.url)
         }
         #expect(error?.description.contains("moveDamagedFileAside") == true, "the report names the way out")
 
         let moved = try #require(
-            try UserDefaultsStore.moveDamagedFileAside(suiteName: "damaged.suite", directory: directory.url))
+            try SuiteFileStore.moveDamagedFileAside(suiteName: "damaged.suite", directory: directory.url))
         #expect(moved.lastPathComponent.hasPrefix("damaged.suite.plist.damaged-"))
         #expect(try Data(contentsOf: moved) == garbage, "the damaged file is kept as it was")
-        let store = try UserDefaultsStore(suiteName: "damaged.suite", directory: directory.url)
+        let store = try SuiteFileStore(suiteName: "damaged.suite", directory: directory.url)
         try store.setValue(.int(3), forKey: "launches")
         #expect(
-            try UserDefaultsStore(suiteName: "damaged.suite", directory: directory.url).value(forKey: "launches")
+            try SuiteFileStore(suiteName: "damaged.suite", directory: directory.url).value(forKey: "launches")
                 == .int(3))
         // A file that reads fine is not moved.
-        #expect(try UserDefaultsStore.moveDamagedFileAside(suiteName: "damaged.suite", directory: directory.url) == nil)
+        #expect(try SuiteFileStore.moveDamagedFileAside(suiteName: "damaged.suite", directory: directory.url) == nil)
     }
 
     @Test func aStoreWhoseFileIsDamagedLaterRecoversInPlace() throws {
@@ -281,7 +281,7 @@ struct FileLifetimeTests {
     }
 
     /// An app can tell that it reads defaults because its file is damaged: `damage` says so, and
-    /// `damageUpdates()` yields nil, the damage once however often it is met again, then nil once the file is
+    /// `damageValues` yields nil, the damage once however often it is met again, then nil once the file is
     /// moved aside; and again when another process (here, the test) repairs the file.
     @Test(arguments: Backend.persistent)
     func aStoreSaysWhenItsFileIsDamagedAndWhenItReadsAgain(_ backend: Backend) async throws {
@@ -290,7 +290,7 @@ struct FileLifetimeTests {
         let store = try #require(try backend.open(in: directory) as? FileBackedStore)
         try store.setValue(.string("before"), forKey: "k")
         let good = try Data(contentsOf: store.url)
-        var updates = store.damageUpdates().makeAsyncIterator()
+        var updates = store.damageValues.makeAsyncIterator()
         #expect(await updates.next().map { $0 == nil } == true, "a readable file: no damage")
         #expect(store.damage == nil)
 

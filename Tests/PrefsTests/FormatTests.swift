@@ -521,7 +521,7 @@ private func randomValue(_ random: inout SplitMix64, depth: Int, ascii: Bool = f
     case 1:
         let raw = random.next()
         return .int(Int64(bitPattern: raw) >> Int64(random.below(64)))
-    case 2: return .integer(random.next() | (random.below(2) == 0 ? 1 << 63 : 0))
+    case 2: return .exactInteger(random.next() | (random.below(2) == 0 ? 1 << 63 : 0))
     // Finite only: Foundation turns every non-finite number into a canonical double (see the test below).
     case 3: return .float(Float(bitPattern: UInt32(truncatingIfNeeded: random.next()) & 0xBF7F_FFFF))
     case 4: return .double(Double(bitPattern: random.next() & 0xBFEF_FFFF_FFFF_FFFF))

@@ -17,11 +17,11 @@ enum DefaultsKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         case .hardened:
             let directory = try TempDir()
             defer { directory.cleanup() }
-            try body(try UserDefaultsStore(suiteName: "conversions", directory: directory.url))
+            try body(try SuiteFileStore(suiteName: "conversions", directory: directory.url))
         case .foundation:
             let suite = FoundationSuite("conversions")
             defer { suite.cleanup() }
-            try body(FoundationUserDefaultsStore(suite.defaults))
+            try body(UserDefaultsBridgeStore(suite.defaults))
         }
     }
 }
@@ -251,8 +251,8 @@ enum DefaultsKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
             #expect(try store.value(for: PrefKey("An Array", default: [Int]())) == [1, 2, 3])
             #expect(try store.value(for: PrefKey("Some Data", default: Data())) == Data("The Data".utf8))
             #expect(try store.value(for: PrefKey("A Bool", default: false)))
-            let dictionary = try store.value(for: PrefKey("A Dictionary", default: [String: PrefValue]()))
-            #expect(dictionary == ["Swift": .string("Imperative"), "Today": .date(now)])
+            let dictionary = try store.value(forKey: "A Dictionary")
+            #expect(dictionary == .dictionary(["Swift": .string("Imperative"), "Today": .date(now)]))
         }
     }
 
@@ -269,8 +269,8 @@ enum DefaultsKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         defer { suite.cleanup() }
         func open() throws -> any KeyValueStore {
             switch kind {
-            case .hardened: try UserDefaultsStore(suiteName: "persistent", directory: directory.url)
-            case .foundation: FoundationUserDefaultsStore(UserDefaults(suiteName: suite.name)!)
+            case .hardened: try SuiteFileStore(suiteName: "persistent", directory: directory.url)
+            case .foundation: UserDefaultsBridgeStore(UserDefaults(suiteName: suite.name)!)
             }
         }
         let writer = try open()
@@ -330,7 +330,7 @@ enum DefaultsKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         defer { suite.cleanup() }
         let key = uniqueKey("foundation-registered")
         suite.defaults.register(defaults: [key: "42"])
-        let store = FoundationUserDefaultsStore(suite.defaults)
+        let store = UserDefaultsBridgeStore(suite.defaults)
         #expect(StoredValue(key: key, default: 0, store: store).wrappedValue == 42)
     }
 

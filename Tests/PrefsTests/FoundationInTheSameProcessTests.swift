@@ -11,7 +11,7 @@ struct FoundationInTheSameProcessTests {
     @Test func eachSeesTheOthersWritesOnlyAfterFoundationsSynchronize() async throws {
         let suite = "prefs-mixing-\(UUID().uuidString.prefix(8))"
         let defaults = try #require(UserDefaults(suiteName: suite))
-        let store = try UserDefaultsStore(suiteName: suite)
+        let store = try SuiteFileStore(suiteName: suite)
         defer { try? FileManager.default.removeItem(at: store.url) }
         #expect(defaults.object(forKey: "fromPrefs") == nil)
         try store.setValue(.int(1), forKey: "fromPrefs")

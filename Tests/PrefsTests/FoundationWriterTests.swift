@@ -51,7 +51,7 @@ struct FoundationWriterTests {
         Reports.install()
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let store = try UserDefaultsStore(suiteName: "stress", directory: directory.url)
+        let store = try SuiteFileStore(suiteName: "stress", directory: directory.url)
         let writes: any KeyValueStore = deferring ? store.deferringWrites(window: .milliseconds(2)) : store
         let counter = StoredValue(key: "pc", default: 0, store: writes)
         let child = try FoundationChild(suite: "stress", key: "fk", pauseMicroseconds: 200, directory: directory)
@@ -80,7 +80,7 @@ struct FoundationWriterTests {
             opens += 1
             do {
                 // A new store each time (the last one is gone), so each open reads the file.
-                let store = try UserDefaultsStore(suiteName: "busy", directory: directory.url)
+                let store = try SuiteFileStore(suiteName: "busy", directory: directory.url)
                 if try store.value(forKey: "key2999") != .string("value 2999") { failures.append("key2999 missing") }
             } catch {
                 failures.append("\(error)")
@@ -91,7 +91,7 @@ struct FoundationWriterTests {
 
     /// Fills the suite `busy` with 3 000 keys, so each in-place rewrite takes a while.
     private static func fillBusySuite(in directory: TempDir) throws {
-        let store = try UserDefaultsStore(suiteName: "busy", directory: directory.url)
+        let store = try SuiteFileStore(suiteName: "busy", directory: directory.url)
         try store.batch {
             for index in 0..<3000 { try store.setValue(.string("value \(index)"), forKey: "key\(index)") }
         }
@@ -112,15 +112,15 @@ struct FoundationWriterTests {
     }
 
     /// Waits until `store` reads `expected` for `key`.
-    private static func waitFor(_ expected: PrefValue?, forKey key: String, in store: UserDefaultsStore) async throws {
+    private static func waitFor(_ expected: PrefValue?, forKey key: String, in store: SuiteFileStore) async throws {
         try await eventually("the store to read \(String(describing: expected)) for \(key)") {
             try store.value(forKey: key) == expected
         }
     }
 
     /// The suite `shared` in `directory`, where Prefs set `mode` to 1, then 2.
-    private static func suiteWithModeSetTwice(in directory: TempDir) throws -> UserDefaultsStore {
-        let store = try UserDefaultsStore(suiteName: "shared", directory: directory.url)
+    private static func suiteWithModeSetTwice(in directory: TempDir) throws -> SuiteFileStore {
+        let store = try SuiteFileStore(suiteName: "shared", directory: directory.url)
         try store.setValue(.int(1), forKey: "mode")
         try store.setValue(.int(2), forKey: "mode")
         return store
@@ -179,7 +179,7 @@ struct FoundationWriterTests {
         try Self.foundationSetsMode(1, in: directory)
         let url = directory.file("shared.plist")
         let written = try Data(contentsOf: url)
-        let reader = try UserDefaultsStore(suiteName: "shared", directory: directory.url)
+        let reader = try SuiteFileStore(suiteName: "shared", directory: directory.url)
         #expect(try reader.value(forKey: "mode") == .int(1))
         _ = try reader.allValues()
         reader.engine.lookAtFile()

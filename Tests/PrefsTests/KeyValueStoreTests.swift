@@ -43,7 +43,7 @@ extension PrefKey where Value == Int {
         [
             ("memory", InMemoryStore()), ("custom", MinimalStore()),
             ("json", try FileStore(url: directory.file("c.json"))),
-            ("plist", try UserDefaultsStore(suiteName: "conv", directory: directory.url)),
+            ("plist", try SuiteFileStore(suiteName: "conv", directory: directory.url)),
             ("vault", try EncryptedFileStore(url: directory.file("c.vault"), key: .keyFile(directory.file("c.key")))),
         ]
     }

@@ -142,7 +142,7 @@ struct MigrationFormTests {
         let plist = try PropertyListSerialization.data(
             fromPropertyList: ["value": cell.stored()], format: .xml, options: 0)
         try plist.write(to: directory.file("migrated.plist"))
-        let store = try UserDefaultsStore(suiteName: "migrated", directory: directory.url)
+        let store = try SuiteFileStore(suiteName: "migrated", directory: directory.url)
         let foreign = try store.value(forKey: "value")
         let result = try cell.check(store, "value")
         #expect(result.matches)

@@ -115,7 +115,7 @@ struct PropertyListFidelityTests {
         let values: [String: PrefValue] = [
             "inf": .float(.infinity), "minus": .float(-.infinity), "nan": .float(Float(bitPattern: 0x7FC0_0001)),
         ]
-        let store = try UserDefaultsStore(suiteName: "floats", directory: folder.url)
+        let store = try SuiteFileStore(suiteName: "floats", directory: folder.url)
         try store.replaceAll(values)
         let decoded = try PropertyListFormat.decode(Data(contentsOf: store.url), path: "floats.plist")
         #expect(decoded["inf"] == .float(.infinity))
@@ -258,7 +258,7 @@ struct DamagedXMLPropertyListTests {
         defer { folder.cleanup() }
         let file = folder.file("damaged.plist")
         try Self.xml(element).write(to: file)
-        #expect(throws: PrefsError.self) { try UserDefaultsStore(suiteName: "damaged", directory: folder.url) }
+        #expect(throws: PrefsError.self) { try SuiteFileStore(suiteName: "damaged", directory: folder.url) }
         #expect(try Data(contentsOf: file) == Self.xml(element), "left untouched")
     }
 

@@ -111,7 +111,7 @@ extension ReportTests {
         #expect(separate.description.hasPrefix("notice: the standard domain is com.example.app.plist"))
         let real = PrefsReport(
             key: "", operation: .read,
-            error: PrefsNotIsolated(
+            error: PrefsIsolationWarning(
                 path: "/h/.config/T.xctest.plist", what: "the standard domain", insideIsolatedTest: false))
         #expect(
             real.description.hasPrefix("notice about /h/.config/T.xctest.plist: the standard domain is the real file"))
@@ -126,15 +126,15 @@ extension ReportTests {
         defer { folder.cleanup() }
         // What `.isolatedPreferences` sets around each test.
         await PrefsConfig.withIsolatedTest(stateFolder: folder.path) {
-            _ = UserDefaultsStore.standard
-            _ = UserDefaultsStore.standard
+            _ = SuiteFileStore.standard
+            _ = SuiteFileStore.standard
         }
         // Other tests of this process (a test process) may use the standard domain outside the trait: another notice.
-        let reports = Reports.everything().filter { ($0.error as? PrefsNotIsolated)?.insideIsolatedTest == true }
+        let reports = Reports.everything().filter { ($0.error as? PrefsIsolationWarning)?.insideIsolatedTest == true }
         #expect(reports.count == 1)
         #expect(reports.first?.file?.hasSuffix(".plist") == true)
         #expect(reports.first?.description.hasPrefix("notice about ") == true)
-        #expect(reports.first?.description.contains("UserDefaultsStore.standard is the real file") == true)
+        #expect(reports.first?.description.contains("SuiteFileStore.standard is the real file") == true)
     }
 }
 

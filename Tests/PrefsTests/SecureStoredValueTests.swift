@@ -34,7 +34,7 @@ struct SecureStoredValueTests {
         #expect(authToken == nil)
         try $authToken.set("eyJhbGciOi")
         #expect(authToken == "eyJhbGciOi")
-        try $authToken.remove()
+        try $authToken.reset()
         #expect(authToken == nil)
         try $authToken.set("again")
         try $authToken.set(nil)
@@ -125,7 +125,7 @@ struct SecureStoredValueTests {
         let token = SecureStoredValue<String>(key: "authToken", store: vault.store)
         let stream = token.values
         try token.set("a")
-        try token.remove()
+        try token.reset()
         #expect(try await first(3, of: stream) == [nil, "a", nil])
     }
 
@@ -237,7 +237,7 @@ struct SecureStoredValueTests {
         let token = SecureStoredValue<String>(key: "token", store: vault)
         let changes = token.changes
         try token.set("a")
-        try token.remove()
+        try token.reset()
         let pairs = try await first(2, of: changes)
         #expect(pairs.map(\.old) == [nil, "a"])
         #expect(pairs.map(\.new) == ["a", nil])

@@ -163,8 +163,8 @@ struct StoreTests {
         #expect(try await first(1, of: announced) == [key])
 
         let suite = "promises.\(UUID().uuidString.prefix(8))"
-        let suiteOne = try UserDefaultsStore(suiteName: suite, directory: directory.url)
-        let suiteOther = try UserDefaultsStore(suiteName: suite, directory: directory.url)
+        let suiteOne = try SuiteFileStore(suiteName: suite, directory: directory.url)
+        let suiteOther = try SuiteFileStore(suiteName: suite, directory: directory.url)
         try suiteOne.setValue(.int(3), forKey: key)
         #expect(try suiteOther.value(forKey: key) == .int(3))
     }
@@ -186,7 +186,7 @@ struct StoreTests {
 }
 
 @Suite(.ownThreads)
-struct UserDefaultsStoreTests {
+struct SuiteFileStoreTests {
     @Test(arguments: [
         ("", "a suite name cannot be empty"),
         ("../escape", "a suite name cannot contain '/'"),
@@ -199,7 +199,7 @@ struct UserDefaultsStoreTests {
         let directory = try TempDir()
         defer { directory.cleanup() }
         #expect(throws: PrefsError.invalidSuiteName(name, reason: reason)) {
-            try UserDefaultsStore(suiteName: name, directory: directory.url)
+            try SuiteFileStore(suiteName: name, directory: directory.url)
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.url.path) == [])
     }
@@ -207,7 +207,7 @@ struct UserDefaultsStoreTests {
     @Test func theLongestValidSuiteNameWorks() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let store = try UserDefaultsStore(suiteName: String(repeating: "x", count: 249), directory: directory.url)
+        let store = try SuiteFileStore(suiteName: String(repeating: "x", count: 249), directory: directory.url)
         try store.setValue(.bool(true), forKey: "k")
         #expect(try store.value(forKey: "k") == .bool(true))
     }
@@ -224,7 +224,7 @@ struct UserDefaultsStoreTests {
         defaults.removeObject(forKey: "sharedSetting")
         defaults.synchronize()
         try? FileManager.default.removeItem(
-            at: UserDefaultsStore.preferencesDirectory().appending(path: name + ".plist"))
+            at: SuiteFileStore.preferencesDirectory().appending(path: name + ".plist"))
     }
 
     /// A suite is `<suite>.plist` beside the standard domain: in `$XDG_CONFIG_HOME` (else `~/.config`), the folder
@@ -237,7 +237,7 @@ struct UserDefaultsStoreTests {
             ?? URL(filePath: environment["HOME"] ?? NSHomeDirectory()).appending(path: ".config")
         let file = configHome.appending(path: name + ".plist")
         defer { try? FileManager.default.removeItem(at: file) }
-        let suite = try UserDefaultsStore(suiteName: name)
+        let suite = try SuiteFileStore(suiteName: name)
         defer { suite.close() }
         @StoredValue(key: "fontScale", store: suite) var fontScale: Double = 1.0
         #expect($fontScale.defaultValue == 1.0)
@@ -250,11 +250,11 @@ struct UserDefaultsStoreTests {
 
     @Test func userDefaultsInstancesMapToOneStoreEach() {
         let suite = UserDefaults(suiteName: "conv.instance")!
-        let store = UserDefaultsStore.store(for: suite)
-        #expect(store is FoundationUserDefaultsStore)
-        #expect(UserDefaultsStore.store(for: suite) === store, "wrappers given one instance share its store")
-        #expect(UserDefaultsStore.store(for: CustomDefaults(suiteName: "conv.instance")!) !== store)
-        #expect(UserDefaultsStore.store(for: .standard) is FoundationUserDefaultsStore)
+        let store = SuiteFileStore.store(for: suite)
+        #expect(store is UserDefaultsBridgeStore)
+        #expect(SuiteFileStore.store(for: suite) === store, "wrappers given one instance share its store")
+        #expect(SuiteFileStore.store(for: CustomDefaults(suiteName: "conv.instance")!) !== store)
+        #expect(SuiteFileStore.store(for: .standard) is UserDefaultsBridgeStore)
     }
 }
 

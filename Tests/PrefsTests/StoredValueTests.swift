@@ -476,7 +476,6 @@ struct CustomRepresentationTests {
         #expect(throws: PrefsError.self) { try Float(prefValue: .int((1 << 24) + 1)) }
         #expect(try Float(prefValue: .int(1 << 24)) == 16_777_216)
         #expect(throws: PrefsError.self) { try URL(prefValue: .int(1)) }
-        #expect(PrefValue(prefValue: .bool(true)).prefValue == .bool(true))
         #expect(PrefsError.invalidKey("", reason: "empty").localizedDescription.contains("invalid key"))
     }
 }

@@ -7,7 +7,7 @@ import Testing
 
 /// A key's published shape and route read a stored value as the app's own declaration reads it in a UserDefaults
 /// domain: for every stored value tried, `prefs`'s reading (``KeyDescription/read(_:)``) accepts it exactly when the
-/// typed read of a real `UserDefaultsStore` does.
+/// typed read of a real `SuiteFileStore` does.
 @Suite(.ownThreads) struct ValueShapeTests {
     enum Mode: String, Codable, CaseIterable, Sendable {
         case fast, slow
@@ -37,7 +37,7 @@ import Testing
     ) throws {
         let folder = try TempDir("prefs-shapes")
         defer { folder.cleanup() }
-        let store = try UserDefaultsStore(suiteName: "shapes", directory: folder.url)
+        let store = try SuiteFileStore(suiteName: "shapes", directory: folder.url)
         defer { store.close() }
         let description = key.describe()
         #expect(description.shape?.unknownReason == nil, "\(String(describing: description.shape))")

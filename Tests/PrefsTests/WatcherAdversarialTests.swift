@@ -55,7 +55,7 @@ struct WatcherAdversarialTests {
     @Test func foundationInAnotherProcessWritingWhileThisOneWritesEndsAtWhatTheFileHolds() async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let store = try UserDefaultsStore(suiteName: "race", directory: directory.url)
+        let store = try SuiteFileStore(suiteName: "race", directory: directory.url)
         defer { store.close() }
         let counter = StoredValue(key: "b", default: 0, store: store)
         let stream = counter.values
@@ -125,7 +125,7 @@ struct WatcherAdversarialTests {
     @Test func aFoundationWriteDuringAWriteOfASuiteIsSeenWithNoLaterWrite() async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let store = try UserDefaultsStore(suiteName: "during", directory: directory.url)
+        let store = try SuiteFileStore(suiteName: "during", directory: directory.url)
         defer { store.close() }
         try store.set(1, for: PrefKey("a", default: 0))
         let counter = StoredValue(key: "b", default: 0, store: store)

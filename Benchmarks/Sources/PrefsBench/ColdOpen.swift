@@ -13,7 +13,7 @@ func coldOpenScenarios(folders: Folders) -> [Scenario] {
     [
         Scenario(
             name: "cold_open_vs_userdefaults", target: 1,
-            ours: "fresh process: UserDefaultsStore(suiteName:) + first read, 1 000 keys",
+            ours: "fresh process: SuiteFileStore(suiteName:) + first read, 1 000 keys",
             baseline: "fresh process: UserDefaults(suiteName:) + first read, same suite"
         ) { budget in
             try await compareColdOpen(keyCount: 1_000, budget: budget)
@@ -25,7 +25,7 @@ func coldOpenScenarios(folders: Folders) -> [Scenario] {
 func compareColdOpen(keyCount: Int, budget: Budget) async throws -> Comparison {
     let suite = "bench-cold-\(keyCount)"
     let key = "key-\(keyCount / 2)"
-    try UserDefaultsStore(suiteName: suite).replaceAll(integerKeys(keyCount))
+    try SuiteFileStore(suiteName: suite).replaceAll(integerKeys(keyCount))
     // Both read the file Foundation itself would read.
     guard UserDefaults(suiteName: suite)?.object(forKey: key) as? Int == keyCount / 2 else {
         throw BenchError.failed("Foundation does not read the suite Prefs wrote")
@@ -68,7 +68,7 @@ func runColdOpenChild(side: String, suite: String, key: String) throws {
     let value: Int?
     switch side {
     case "ours":
-        let store = try UserDefaultsStore(suiteName: suite)
+        let store = try SuiteFileStore(suiteName: suite)
         value = StoredValue(key: key, default: -1, store: store).wrappedValue
     case "baseline":
         value = UserDefaults(suiteName: suite)?.object(forKey: key) as? Int

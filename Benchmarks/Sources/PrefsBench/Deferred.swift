@@ -11,7 +11,7 @@ func deferredScenarios(folders: Folders) -> [Scenario] {
             ours: "deferred set, \(keys)-key suite (commits in the background)",
             baseline: "UserDefaults set, no synchronize()"
         ) { budget in
-            let store = try UserDefaultsStore(suiteName: "bench-deferred-\(keys)", directory: folders.config)
+            let store = try SuiteFileStore(suiteName: "bench-deferred-\(keys)", directory: folders.config)
             try store.replaceAll(integerKeys(keys))
             let value = StoredValue(key: "counter", default: 0, store: store.deferringWrites())
             let defaults = try foundationSuite("bench-foundation-deferred-\(keys)", keys: keys, folders: folders)
@@ -37,7 +37,7 @@ func deferredScenarios(folders: Folders) -> [Scenario] {
             name: "deferred_flush_vs_durable_set", target: 1.1, ours: "deferred set + flush(), 100-key suite",
             baseline: "durable set, same suite"
         ) { budget in
-            let store = try UserDefaultsStore(suiteName: "bench-flush", directory: folders.config)
+            let store = try SuiteFileStore(suiteName: "bench-flush", directory: folders.config)
             try store.replaceAll(integerKeys(100))
             let quick = store.deferringWrites()
             let deferred = StoredValue(key: "counter", default: 0, store: quick)
@@ -75,7 +75,7 @@ func deferredFigures(folders: Folders, quick: Bool, includes: (String) -> Bool) 
     let window: Duration = .milliseconds(50)
     if includes("deferred_set_latency_1000") {
         log("running deferred_set_latency_1000")
-        let store = try UserDefaultsStore(suiteName: "bench-deferred-latency", directory: folders.config)
+        let store = try SuiteFileStore(suiteName: "bench-deferred-latency", directory: folders.config)
         try store.replaceAll(integerKeys(1_000))
         let value = StoredValue(key: "counter", default: 0, store: store.deferringWrites(window: window))
         var samples: [Double] = []
@@ -102,7 +102,7 @@ func deferredFigures(folders: Folders, quick: Bool, includes: (String) -> Bool) 
     }
     if includes("slider_60hz_file_writes") {
         log("running slider_60hz_file_writes")
-        let store = try UserDefaultsStore(suiteName: "bench-slider", directory: folders.config)
+        let store = try SuiteFileStore(suiteName: "bench-slider", directory: folders.config)
         try store.replaceAll(integerKeys(1_000))
         let slider = StoredValue(key: "volume", default: 0.0, store: store.deferringWrites(window: window))
         let writes = try FileReplacements(of: store.url)

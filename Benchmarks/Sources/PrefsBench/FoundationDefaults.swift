@@ -7,7 +7,7 @@ func foundationDefaultsScenarios(folders: Folders) -> [Scenario] {
     [
         Scenario(
             name: "foundation_store_read_vs_userdefaults", target: 3.0,
-            ours: "wrapper read through FoundationUserDefaultsStore, 10-key suite",
+            ours: "wrapper read through UserDefaultsBridgeStore, 10-key suite",
             baseline: "UserDefaults.object(forKey:) as? Int, same suite"
         ) { budget in
             let (defaults, store) = foundationSuite("bench-foundation-read")
@@ -18,7 +18,7 @@ func foundationDefaultsScenarios(folders: Folders) -> [Scenario] {
         },
         Scenario(
             name: "foundation_store_set_vs_userdefaults", target: 1.5,
-            ours: "wrapper set through FoundationUserDefaultsStore (set + synchronize), 10-key suite",
+            ours: "wrapper set through UserDefaultsBridgeStore (set + synchronize), 10-key suite",
             baseline: "UserDefaults.set + synchronize(), same suite"
         ) { budget in
             let (defaults, store) = foundationSuite("bench-foundation-set")
@@ -29,9 +29,9 @@ func foundationDefaultsScenarios(folders: Folders) -> [Scenario] {
 }
 
 /// A suite of ten integer keys in the scratch folder, and the store over its instance.
-private func foundationSuite(_ name: String) -> (UserDefaults, FoundationUserDefaultsStore) {
+private func foundationSuite(_ name: String) -> (UserDefaults, UserDefaultsBridgeStore) {
     let defaults = UserDefaults(suiteName: name)!
     for index in 0..<10 { defaults.set(index, forKey: "key-\(index)") }
     defaults.synchronize()
-    return (defaults, FoundationUserDefaultsStore(defaults))
+    return (defaults, UserDefaultsBridgeStore(defaults))
 }

@@ -63,7 +63,7 @@ private func writeInput(kind: String, bytes: Int, folder: URL) throws -> (spec: 
         data = try encode(mixedValues(try keyCount(encode)))
     case "binary_plist":
         func encode(_ values: [String: PrefValue]) throws -> Data {
-            try UserDefaultsStore(suiteName: suite, directory: folder).replaceAll(values)
+            try SuiteFileStore(suiteName: suite, directory: folder).replaceAll(values)
             return try Data(contentsOf: file)
         }
         data = try encode(mixedValues(try keyCount(encode)))
@@ -126,7 +126,7 @@ func runInputMemoryChild(spec: String) throws {
         let store: any KeyValueStore =
             parts[0] == "json"
             ? try FileStore(url: URL(filePath: parts[1]))
-            : try UserDefaultsStore(suiteName: parts[2], directory: URL(filePath: parts[1]))
+            : try SuiteFileStore(suiteName: parts[2], directory: URL(filePath: parts[1]))
         _ = try store.allValues()
     } catch {
         outcome = "refused: \(error)".replacingOccurrences(of: "\n", with: " ")

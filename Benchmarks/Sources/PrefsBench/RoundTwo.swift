@@ -12,7 +12,7 @@ func roundTwoScenarios(folders: Folders) -> [Scenario] {
         },
         Scenario(
             name: "filestore_data_write_vs_plist", target: 1.5, ours: "FileStore set, 100 keys of 10 KB Data",
-            baseline: "UserDefaultsStore set, same values"
+            baseline: "SuiteFileStore set, same values"
         ) { budget in
             // Incompressible bytes from a cheap generator (drawing each byte from the system's would take seconds).
             var state: UInt64 = 0x9E37_79B9_7F4A_7C15
@@ -28,7 +28,7 @@ func roundTwoScenarios(folders: Folders) -> [Scenario] {
                 })
             let json = try FileStore(url: folders.config.appending(path: "bench/blobs.json"))
             try json.replaceAll(blobs)
-            let plist = try UserDefaultsStore(suiteName: "bench-blobs", directory: folders.config)
+            let plist = try SuiteFileStore(suiteName: "bench-blobs", directory: folders.config)
             try plist.replaceAll(blobs)
             let inJSON = StoredValue(key: "counter", default: 0, store: json)
             let inPlist = StoredValue(key: "counter", default: 0, store: plist)
@@ -63,7 +63,7 @@ func roundTwoScenarios(folders: Folders) -> [Scenario] {
 /// holds every key declared before it: a cost that grew with the keys already registered would show as later
 /// operations taking longer (the spread of the runs) and as a ratio that grows with the run's length.
 func compareDeclaringKeys(_ count: Int, budget: Budget) async throws -> Comparison {
-    let store = try UserDefaultsStore(suiteName: "bench-declare")
+    let store = try SuiteFileStore(suiteName: "bench-declare")
     guard let defaults = UserDefaults(suiteName: "bench-register") else {
         throw BenchError.failed("UserDefaults(bench-register)")
     }

@@ -24,7 +24,7 @@ func measureScaling(folders: Folders, budget: Budget, sizes: [Int], log: (String
     var rows: [ScalingRow] = []
     for size in sizes {
         log("scaling: \(size) keys")
-        let store = try UserDefaultsStore(suiteName: "scaling-\(size)", directory: folders.config)
+        let store = try SuiteFileStore(suiteName: "scaling-\(size)", directory: folders.config)
         try store.replaceAll(integerKeys(size))
         let value = StoredValue(key: "key-1", default: 0, store: store)
         let read = try await measure(

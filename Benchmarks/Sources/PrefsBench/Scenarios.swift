@@ -34,7 +34,7 @@ func comparisonScenarios(folders: Folders) -> [Scenario] {
             name: "read_vs_userdefaults", target: 0.05, ours: "cached StoredValue<Int> read",
             baseline: "UserDefaults.object(forKey:) as? Int"
         ) { budget in
-            let store = try UserDefaultsStore(suiteName: "bench-read", directory: folders.config)
+            let store = try SuiteFileStore(suiteName: "bench-read", directory: folders.config)
             try store.replaceAll(integerKeys(10).merging(["answer": .int(42)]) { $1 })
             let answer = StoredValue(key: "answer", default: 0, store: store)
             let defaults = try foundationSuite("bench-foundation-read", keys: 10, folders: folders)
@@ -46,16 +46,16 @@ func comparisonScenarios(folders: Folders) -> [Scenario] {
         Scenario(
             name: "read_vs_mutex", target: 2, ours: "cached StoredValue<Int> read", baseline: "Mutex<Int> read"
         ) { budget in
-            let store = try UserDefaultsStore(suiteName: "bench-read", directory: folders.config)
+            let store = try SuiteFileStore(suiteName: "bench-read", directory: folders.config)
             return try await compareCachedReadWithMutex(StoredValue(key: "answer", default: 0, store: store), budget)
         },
         Scenario(
             name: "read_10k_keys_vs_10_keys", target: 1.5, ours: "read, 10 000 keys in the suite",
             baseline: "read, 10 keys in the suite"
         ) { budget in
-            let large = try UserDefaultsStore(suiteName: "bench-10000-keys", directory: folders.config)
+            let large = try SuiteFileStore(suiteName: "bench-10000-keys", directory: folders.config)
             try large.replaceAll(integerKeys(10_000))
-            let small = try UserDefaultsStore(suiteName: "bench-10-keys", directory: folders.config)
+            let small = try SuiteFileStore(suiteName: "bench-10-keys", directory: folders.config)
             try small.replaceAll(integerKeys(10))
             let inLarge = StoredValue(key: "key-7", default: 0, store: large)
             let inSmall = StoredValue(key: "key-7", default: 0, store: small)
@@ -67,7 +67,7 @@ func comparisonScenarios(folders: Folders) -> [Scenario] {
             name: "codable_read_vs_json_decode", target: 0.05, ours: "cached read of a Codable struct",
             baseline: "JSONDecoder on its stored Data"
         ) { budget in
-            let store = try UserDefaultsStore(suiteName: "bench-codable", directory: folders.config)
+            let store = try SuiteFileStore(suiteName: "bench-codable", directory: folders.config)
             let appearance = StoredValue(key: "appearance", default: Appearance.sample, store: store)
             var changed = Appearance.sample
             changed.fontSize = 16
@@ -82,7 +82,7 @@ func comparisonScenarios(folders: Folders) -> [Scenario] {
             name: "durable_write_vs_userdefaults_sync", target: 1.0, ours: "set on a 100-key suite",
             baseline: "UserDefaults set + synchronize()"
         ) { budget in
-            let store = try UserDefaultsStore(suiteName: "bench-write", directory: folders.config)
+            let store = try SuiteFileStore(suiteName: "bench-write", directory: folders.config)
             try store.replaceAll(integerKeys(100))
             let counter = StoredValue(key: "counter", default: 0, store: store)
             let defaults = try foundationSuite("bench-foundation-write", keys: 100, folders: folders)
@@ -199,7 +199,7 @@ enum RSSGrowth {
 /// Each cycle subscribes, receives the current value in a task, leaves the task waiting for the next one and
 /// cancels it, so the subscription ends through cancellation as it does in an app.
 func subscribeCancelGrowth(cycles: Int, folders: Folders) async throws -> Int {
-    let store = try UserDefaultsStore(suiteName: "bench-subscribe", directory: folders.config)
+    let store = try SuiteFileStore(suiteName: "bench-subscribe", directory: folders.config)
     let theme = StoredValue(key: "theme", default: "light", store: store)
     theme.set("dark")
     func cycle() async {

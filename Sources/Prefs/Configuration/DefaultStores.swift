@@ -11,9 +11,9 @@ enum DefaultStores {
         var appIdentifier = ProcessInfo.processInfo.processName
         /// Set once a default store has been opened under `appIdentifier`; later changes are refused.
         var appIdentifierInUse = false
-        var standard: UserDefaultsStore?
+        var standard: SuiteFileStore?
         var vault: (any KeyValueStore)?
-        /// The key of the default vault when it is not the key file (`PrefsConfig.secureStoreKey`).
+        /// The key of the default vault when it is not the key file (`PrefsConfiguration.secureStoreKey`).
         var secureStoreKey: VaultKey?
         var defaultStore: (any KeyValueStore)?
         var secureStore: (any KeyValueStore)?
@@ -21,12 +21,12 @@ enum DefaultStores {
         var environmentPrefix: String?
         /// Whether the standard domain has checked, once, that it is the domain `UserDefaults.standard` uses.
         var checkedFoundationDomain = false
-        /// What the standard domain does with a file that does not decode (`PrefsConfig.damagedStandardDomain`).
+        /// What the standard domain does with a file that does not decode (`PrefsConfiguration.damagedStandardDomain`).
         var damagedStandardDomain = DamagedFilePolicy.keepAside
         /// The notices of a test process using a real default store already given: each once per process.
         var noticesGiven: Set<TestNotice> = []
         /// The store over each `UserDefaults` instance given to wrappers, by instance.
-        var foundationStores: [ObjectIdentifier: FoundationUserDefaultsStore.Registered] = [:]
+        var foundationStores: [ObjectIdentifier: UserDefaultsBridgeStore.Registered] = [:]
     }
 
     enum TestNotice {
@@ -147,14 +147,14 @@ enum DefaultStores {
     /// `UserDefaults.standard`.
     static var standard: any KeyValueStore {
         #if canImport(Darwin)
-            return FoundationUserDefaultsStore.shared(over: UserDefaults.standard)
+            return UserDefaultsBridgeStore.shared(over: UserDefaults.standard)
         #else
             return standardFile
         #endif
     }
 
     /// The standard domain's file, `<app identifier>.plist` in the preferences folder, opened on first use.
-    static var standardFile: UserDefaultsStore {
+    static var standardFile: SuiteFileStore {
         if insideIsolatedTest {
             reportNotIsolated()
         } else if isTestProcess, firstTime(.unisolatedStandard) {
@@ -163,7 +163,7 @@ enum DefaultStores {
         if let standard = state.withLock({ $0.standard }) { return standard }
         let standard = openOnce(\.standard) { app in
             let url = Locations.current.configHome.appending(path: app + ".plist")
-            let opened = UserDefaultsStore.openDomain(
+            let opened = SuiteFileStore.openDomain(
                 url: url, onDamage: state.withLock { $0.damagedStandardDomain })
             return (opened.store, opened.error, url.path(percentEncoded: false))
         }
@@ -177,7 +177,7 @@ enum DefaultStores {
     private static func reportNotIsolated() {
         guard firstTime(.standardInsideIsolatedTest) else { return }
         ErrorReporter.report(
-            PrefsNotIsolated(path: standardPath(), what: "UserDefaultsStore.standard"), key: "", operation: .read)
+            PrefsIsolationWarning(path: standardPath(), what: "SuiteFileStore.standard"), key: "", operation: .read)
     }
 
     /// The standard domain's file under the app identifier.
@@ -202,7 +202,7 @@ enum DefaultStores {
         what: String, path: String, isolatedBy: String = "PrefsConfig.withDefaultStore(InMemoryStore())"
     ) {
         ErrorReporter.report(
-            PrefsNotIsolated(path: path, what: what, insideIsolatedTest: false, isolatedBy: isolatedBy), key: "",
+            PrefsIsolationWarning(path: path, what: what, insideIsolatedTest: false, isolatedBy: isolatedBy), key: "",
             operation: .read)
     }
 
@@ -225,9 +225,51 @@ enum DefaultStores {
 
     /// Sets the environment prefix and gives the standard domain its environment layer, now if it is open, else
     /// when it opens. The store is changed outside the lock.
+    /// The configuration the default stores are made from now.
+    static var configuration: PrefsConfiguration {
+        state.withLock { state in
+            PrefsConfiguration(
+                appIdentifier: state.appIdentifier, environmentPrefix: state.environmentPrefix,
+                secureStoreKey: state.secureStoreKey, damagedStandardDomain: state.damagedStandardDomain)
+        }
+    }
+
+    /// ``PrefsConfig/configure(_:)``: applies the whole configuration in one step while no default store is open;
+    /// after, changes nothing and reports the settings it would have changed.
+    static func configure(_ configuration: PrefsConfiguration) {
+        let identifier = configuration.appIdentifier
+        if let problem = Locations.fileNameProblem(identifier, what: "an app identifier", suffix: ".plist") {
+            ErrorReporter.report(
+                PrefsError.invalidAppIdentifier(identifier, reason: problem), key: "", operation: .write)
+            return
+        }
+        let prefix = configuration.environmentPrefix.flatMap { $0.isEmpty ? nil : $0 }
+        let left = state.withLock { state -> [String] in
+            guard state.appIdentifierInUse || state.standard != nil || state.vault != nil else {
+                state.appIdentifier = identifier
+                state.environmentPrefix = prefix
+                state.secureStoreKey = configuration.secureStoreKey
+                state.damagedStandardDomain = configuration.damagedStandardDomain
+                return []
+            }
+            var left: [String] = []
+            if state.appIdentifier != identifier { left.append("appIdentifier") }
+            if state.environmentPrefix != prefix { left.append("environmentPrefix") }
+            // Keys are not compared: any key given, or one taken away, is a change.
+            if state.secureStoreKey != nil || configuration.secureStoreKey != nil { left.append("secureStoreKey") }
+            if state.damagedStandardDomain != configuration.damagedStandardDomain {
+                left.append("damagedStandardDomain")
+            }
+            return left
+        }
+        if !left.isEmpty {
+            ErrorReporter.report(PrefsError.configuredAfterUse(settings: left), key: "", operation: .write)
+        }
+    }
+
     static func setEnvironmentPrefix(_ prefix: String) {
         guard !prefix.isEmpty else { return }
-        let open = state.withLock { state -> UserDefaultsStore? in
+        let open = state.withLock { state -> SuiteFileStore? in
             guard state.environmentPrefix == nil else { return nil }
             state.environmentPrefix = prefix
             return state.standard

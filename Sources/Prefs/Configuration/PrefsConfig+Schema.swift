@@ -24,7 +24,7 @@ extension PrefsConfig {
     public static func publishSchema(into folder: URL? = nil) -> [URL] {
         if DefaultStores.insideIsolatedTest { return [] }
         let standard = DefaultStores.state.withLock { $0.standard }?.schemaDomain
-        let prefix = environmentPrefix
+        let prefix = DefaultStores.state.withLock { $0.environmentPrefix }
         return DeclaredKeys.publish(into: folder ?? SchemaFiles.userFolder) { $0 == standard ? prefix : nil }
     }
 }

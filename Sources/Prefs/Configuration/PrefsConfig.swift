@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 
-/// `PrefsConfig.appIdentifier = "com.example.notes"` and the other settings here configure Prefs for the whole
+/// `PrefsConfig.configure(PrefsConfiguration(appIdentifier: "com.example.notes"))` configures Prefs for the whole
 /// process, once at startup; `PrefsConfig.withDefaultStore(_:operation:)` scopes the default store to one task.
 ///
 /// Property wrappers declared without a `store:` argument use ``defaultStore`` (secrets: ``secureStore``); errors
@@ -9,7 +9,7 @@ import Synchronization
 public enum PrefsConfig {
     /// `PrefsConfig.defaultStore = InMemoryStore()` sets the store used by wrappers without a `store:` argument.
     ///
-    /// Defaults to ``UserDefaultsStore/standard``. Outside a `withDefaultStore(_:operation:)` scope a wrapper keeps
+    /// Defaults to ``SuiteFileStore/standard``. Outside a `withDefaultStore(_:operation:)` scope a wrapper keeps
     /// the store it was created with, so set it before creating any wrapper. Inside such a scope the getter returns
     /// that scope's store, and wrappers declared without `store:` use it.
     public static var defaultStore: any KeyValueStore {
@@ -29,78 +29,24 @@ public enum PrefsConfig {
         set { DefaultStores.state.withLock { $0.secureStore = newValue } }
     }
 
-    /// `PrefsConfig.secureStoreKey = .keyring()` keeps the key of the default vault (``secureStore``) somewhere
-    /// other than its key file: the desktop keyring (PrefsKeyring's `.keyring()`), a systemd service credential
-    /// (``VaultKey/credential(_:)``), or any ``VaultKey``.
+    /// `PrefsConfig.configure(PrefsConfiguration(appIdentifier: "com.example.notes", secureStoreKey: .keyring()))`
+    /// sets, in one call at startup, what the default stores are made from: the app's identifier, the environment
+    /// prefix, the default vault's key and what the standard domain does with a damaged file (see
+    /// ``PrefsConfiguration``).
     ///
-    /// Nil (the default) keeps the key in the key file beside the vault, `$XDG_CONFIG_HOME/<app>/secrets.key`. Set
-    /// it at startup, before the first secret is read: the default vault is opened once, with the key set then; a
-    /// later change is refused and reported as ``VaultError/invalidKey(reason:)``. When the vault is still under its
-    /// key file it is moved to the new key as it opens, and the key file deleted
-    /// (``EncryptedFileStore/init(url:key:movingFrom:)``); if the new key cannot be had (a locked keyring, no
-    /// credential), that error is reported, secrets read as nil and writes throw it, and the key file is kept.
-    public static var secureStoreKey: VaultKey? {
-        get { DefaultStores.state.withLock { $0.secureStoreKey } }
-        set {
-            let opened = DefaultStores.state.withLock { state -> Bool in
-                if state.vault != nil { return true }
-                state.secureStoreKey = newValue
-                return false
-            }
-            if opened {
-                let reason =
-                    "PrefsConfig.secureStoreKey was set after the default vault was opened; set it at startup, "
-                    + "before the first secret is read"
-                ErrorReporter.report(VaultError.invalidKey(reason: reason), key: "", operation: .write)
-            }
-        }
+    /// Call it first thing, before any preference is read: ``SuiteFileStore/standard`` and the default vault are
+    /// made once, from the configuration of that moment, so every setting applies at once and their order does not
+    /// matter. A later call replaces an earlier one as long as no default store has opened; once one has, a call
+    /// that would change anything changes nothing and reports ``PrefsError/configuredAfterUse(settings:)`` naming
+    /// the settings it left. An identifier that cannot be a file name is refused and reported as
+    /// ``PrefsError/invalidAppIdentifier(_:reason:)``, and nothing is changed.
+    public static func configure(_ configuration: PrefsConfiguration) {
+        DefaultStores.configure(configuration)
     }
 
-    /// `PrefsConfig.appIdentifier = "com.example.notes"` names the app's standard domain
-    /// (`com.example.notes.plist`) and the folders of its default vault.
-    ///
-    /// Defaults to the process name, as Foundation's `UserDefaults.standard` does; setting it keeps settings when
-    /// the executable is renamed. Set it first thing at startup: once ``UserDefaultsStore/standard`` or the default
-    /// vault has been opened, a different identifier is refused and reported (the getter keeps returning the one in
-    /// use). An identifier that cannot be a file name (empty, containing `/`, `..` or NUL, too long) is refused and
-    /// reported too.
-    public static var appIdentifier: String {
-        get { DefaultStores.state.withLock { $0.appIdentifier } }
-        set {
-            if let problem = Locations.fileNameProblem(newValue, what: "an app identifier", suffix: ".plist") {
-                ErrorReporter.report(
-                    PrefsError.invalidAppIdentifier(newValue, reason: problem), key: "", operation: .write)
-                return
-            }
-            let refused = DefaultStores.state.withLock { state -> String? in
-                if state.appIdentifier == newValue { return nil }
-                if state.appIdentifierInUse { return state.appIdentifier }
-                state.appIdentifier = newValue
-                return nil
-            }
-            if let inUse = refused {
-                let reason = "the default stores are already open under \(String(reflecting: inUse))"
-                ErrorReporter.report(
-                    PrefsError.invalidAppIdentifier(newValue, reason: reason + "; set it before first use"),
-                    key: "", operation: .write)
-            }
-        }
-    }
-
-    /// `PrefsConfig.environmentPrefix = "MYAPP_"` lets environment variables set the preferences of the standard
-    /// domain for this run, as a twelve-factor server is configured.
-    ///
-    /// A key's variable is the prefix, then the key in upper case, with `_` between words of a camel-case key and in
-    /// place of any character other than an ASCII letter or digit: `fontSize` is read from `MYAPP_FONT_SIZE`. The
-    /// variables apply to the keys the store knows a default of: every key declared by a wrapper, and every key
-    /// given to ``KeyValueStore/register(defaults:)``. A variable that two keys map to (`fontSize` and `font_size`)
-    /// is refused for both and reported. Values are text, converted to the declared type as command-line arguments
-    /// are. Nil (the default) reads no variables; an empty prefix is ignored; the first prefix set is the one used.
-    /// Other stores opt in with `store.addLayer(.environment(prefix:))`.
-    public static var environmentPrefix: String? {
-        get { DefaultStores.state.withLock { $0.environmentPrefix } }
-        set { if let newValue { DefaultStores.setEnvironmentPrefix(newValue) } }
-    }
+    /// `PrefsConfig.configuration.appIdentifier` is the configuration the default stores are made from: the last
+    /// one given to ``configure(_:)``, with the app identifier in use (the process's name unless configured).
+    public static var configuration: PrefsConfiguration { DefaultStores.configuration }
 
     /// `PrefsConfig.errorHandler = { report in logger.error("\(report)") }` receives every error a wrapper
     /// could not throw.
@@ -114,17 +60,6 @@ public enum PrefsConfig {
     public static var errorHandler: @Sendable (PrefsReport) -> Void {
         get { ErrorReporter.current }
         set { ErrorReporter.current = newValue }
-    }
-
-    /// `PrefsConfig.damagedStandardDomain = .refuse`, set first thing at startup, says what the standard domain does
-    /// when its file does not decode. By default it keeps the file aside and starts afresh
-    /// (``DamagedFilePolicy/keepAside``), reporting where the file went, so an app that wrote no code for a damaged
-    /// file can still save its settings; ``DamagedFilePolicy/refuse`` leaves the file and refuses writes until it is
-    /// repaired or moved aside (``FileBackedStore/moveDamagedFileAside()``). Set after the standard domain opened,
-    /// it changes nothing for it. The default vault never moves its file (a wrong key looks the same as damage).
-    public static var damagedStandardDomain: DamagedFilePolicy {
-        get { DefaultStores.state.withLock { $0.damagedStandardDomain } }
-        set { DefaultStores.state.withLock { $0.damagedStandardDomain = newValue } }
     }
 
     /// `PrefsConfig.lockTimeout = .seconds(2)` bounds how long a write to a file store waits for the file's lock

@@ -216,7 +216,7 @@ enum BinaryPropertyList {
                     guard Self.bigEndian(bytes, at: start + 1, size: 8) == 0 else {
                         throw BinaryFormatFailure("integer at offset \(start) does not fit in 64 bits")
                     }
-                    return .integer(Self.bigEndian(bytes, at: start + 9, size: 8))
+                    return .exactInteger(Self.bigEndian(bytes, at: start + 9, size: 8))
                 default: return .int(Int64(Self.bigEndian(bytes, at: start + 1, size: size)))
                 }
             case 0x22:

@@ -3,7 +3,7 @@ import Foundation
 /// The one bridge between `PrefValue` and Foundation: property-list objects both ways, an argument's text as
 /// Foundation's argument domain reads it, and how Foundation's typed getters (`integer(forKey:)`, `bool(forKey:)`,
 /// `string(forKey:)`, …) read a value of another kind. Used by the suite reader for text in another encoding than
-/// UTF-8, the argument and environment layers, ``FoundationUserDefaultsStore``, typed reads in UserDefaults domains
+/// UTF-8, the argument and environment layers, ``UserDefaultsBridgeStore``, typed reads in UserDefaults domains
 /// and the `prefs` tool.
 enum FoundationBridge {
     // MARK: To Foundation
@@ -11,7 +11,7 @@ enum FoundationBridge {
     /// The property-list object for a value: `Bool`, `Int` (the only integer `integer(forKey:)` reads), `UInt64`,
     /// `Float`, `Double`, `String`, `Data`, `Date`, `[Any]` or `[String: Any]`.
     ///
-    /// With `fractionalDatesAsText`, as ``FoundationUserDefaultsStore`` stores values, a date with a sub-second part
+    /// With `fractionalDatesAsText`, as ``UserDefaultsBridgeStore`` stores values, a date with a sub-second part
     /// is ISO 8601 text with every digit of that part (`2001-01-02T10:17:36.789000000004307Z`), which a typed read
     /// turns back into exactly that date: Foundation's suite file keeps whole seconds only.
     static func object(_ value: PrefValue, fractionalDatesAsText: Bool = false) -> Any {
@@ -102,7 +102,7 @@ enum FoundationBridge {
     private static func numberValue(_ number: NSNumber) -> PrefValue? {
         switch String(cString: number.objCType).first {
         case "c", "s", "i", "l", "q": .int(number.int64Value)
-        case "C", "S", "I", "L", "Q": .integer(number.uint64Value)
+        case "C", "S", "I", "L", "Q": .exactInteger(number.uint64Value)
         case "f": .float(number.floatValue)
         case "d": .double(number.doubleValue)
         default: nil

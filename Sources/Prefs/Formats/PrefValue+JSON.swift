@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 extension PrefValue {
     /// `try PrefValue(jsonText: "[1, 2]")` parses one value written in Prefs' JSON form.
@@ -30,11 +30,10 @@ extension PrefValue {
 
     /// `try PrefValue.jsonDocument(values)` writes a whole set of preferences as a ``FileStore`` file does: a
     /// pretty-printed JSON object with sorted keys and a trailing newline, from which
-    /// ``values(fromJSONDocument:source:)`` reads every value back exactly. A custom store can save with it (see
-    /// <doc:WritingAStore>).
+    /// ``values(fromJSONDocument:source:)`` reads every value back exactly: `prefs export` and the schema files.
     ///
     /// - Throws: ``PrefsError/encodingFailed(key:reason:)`` naming the key whose value JSON cannot hold.
-    public static func jsonDocument(_ values: [String: PrefValue]) throws -> Data {
+    package static func jsonDocument(_ values: [String: PrefValue]) throws -> Data {
         try JSONFormat.encode(values)
     }
 
@@ -53,7 +52,7 @@ extension PrefValue {
     ///   - source: Names the input in error messages, for example its path.
     /// - Throws: ``PrefsError/corruptFile(path:reason:)`` for anything but a well-formed JSON object without
     ///   `null`s or duplicate keys.
-    public static func values(
+    package static func values(
         fromJSONDocument data: Data, source: String = "JSON document"
     ) throws -> [String: PrefValue] {
         try JSONFormat.decode(data, path: source)

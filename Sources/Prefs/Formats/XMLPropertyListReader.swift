@@ -411,7 +411,7 @@ enum XMLPropertyListReader {
             }
             guard hadZero else { throw malformed() }
             try close("integer")
-            return isNegative ? .int(Int64(bitPattern: 0 &- magnitude)) : .integer(magnitude)
+            return isNegative ? .int(Int64(bitPattern: 0 &- magnitude)) : .exactInteger(magnitude)
         }
 
         mutating func real() throws(Failure) -> PrefValue {

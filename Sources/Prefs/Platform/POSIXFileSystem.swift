@@ -1,9 +1,9 @@
-package import Foundation
+import Foundation
 
 #if canImport(Glibc)
-    import Glibc
+    package import Glibc
 #elseif canImport(Darwin)
-    import Darwin
+    package import Darwin
 #endif
 
 /// The system's file system: the one a store uses unless a test gives it another.

@@ -13,7 +13,7 @@ extension FileError {
     var repeatCause: String { String(describing: self) }
 }
 
-extension PrefsNotIsolated: FileError {
+extension PrefsIsolationWarning: FileError {
     var filePath: String { path }
 }
 

@@ -9,7 +9,7 @@ public struct PrefsReport: Sendable, CustomStringConvertible {
         /// `.declaration`: a wrapper declared a key that another wrapper of the same store declared with another
         /// type or default (``PrefsError/conflictingDeclarations(key:first:second:)``); both keep working.
         case declaration
-        /// `.migration`: a declared ``PrefMigration`` ran (`error` is then a ``PrefsMigrated`` saying what moved
+        /// `.migration`: a declared ``PrefMigration`` ran (`error` is then a ``PrefsMigrationNotice`` saying what moved
         /// where) or failed, leaving the older form where it was.
         case migration
     }
@@ -41,7 +41,7 @@ public struct PrefsReport: Sendable, CustomStringConvertible {
     /// line): outside 8...72; the default 13 is read for this run`.
     public var description: String {
         if operation == .declaration { return "declaration of \(String(reflecting: key)): \(error)" }
-        if operation == .migration, error is PrefsMigrated {
+        if operation == .migration, error is PrefsMigrationNotice {
             return "migration of \(String(reflecting: key)): \(error)"
         }
         let subject = key.isEmpty ? file : String(reflecting: key)
@@ -55,9 +55,9 @@ public struct PrefsReport: Sendable, CustomStringConvertible {
 
     /// Whether the report tells of something to act on although nothing failed: the standard domain apart from
     /// Foundation's (``PrefsError/separateStandardDomain(appIdentifier:foundationDomain:)``), a real file used by a
-    /// test (``PrefsNotIsolated``).
+    /// test (``PrefsIsolationWarning``).
     var isNotice: Bool {
-        if error is PrefsNotIsolated { return true }
+        if error is PrefsIsolationWarning { return true }
         if case .separateStandardDomain? = error as? PrefsError { return true }
         return false
     }
@@ -70,8 +70,8 @@ package protocol ReadSource: Sendable {
     func sentence(for error: PrefsError) -> String?
 }
 
-/// `report.error is PrefsNotIsolated`: a default store that is a real file (``what``, such as
-/// `UserDefaultsStore.standard`) was used by a test that is not isolated from it.
+/// `report.error is PrefsIsolationWarning`: a default store that is a real file (``what``, such as
+/// `SuiteFileStore.standard`) was used by a test that is not isolated from it.
 ///
 /// Two cases, each reported once per file, at its first such use, so that tests do not silently share a file with
 /// every other run of them (and with the developer's own preferences):
@@ -82,10 +82,10 @@ package protocol ReadSource: Sendable {
 /// - in a test process (XCTest or Swift Testing, such as `MyAppPackageTests.xctest`), outside `.isolatedPreferences`
 ///   and `PrefsConfig.withDefaultStore` (``insideIsolatedTest`` is false): the wrappers without `store:` of a test
 ///   that forgot the trait reach `<test process>.plist` and its vault. Put `.isolatedPreferences` on the suite.
-public struct PrefsNotIsolated: Error, Sendable, CustomStringConvertible {
+public struct PrefsIsolationWarning: Error, Sendable, CustomStringConvertible {
     /// `notIsolated.path` is the real file.
     public let path: String
-    /// `notIsolated.what` names the store: `"UserDefaultsStore.standard"`, `"the default vault"`.
+    /// `notIsolated.what` names the store: `"SuiteFileStore.standard"`, `"the default vault"`.
     public let what: String
     /// `notIsolated.insideIsolatedTest` is true when the store was used inside `.isolatedPreferences`, false when a
     /// test process used it with no isolation at all.
@@ -104,7 +104,7 @@ public struct PrefsNotIsolated: Error, Sendable, CustomStringConvertible {
         self.isolatedBy = isolatedBy
     }
 
-    /// `"UserDefaultsStore.standard is the real file …"`, naming the call that isolates it: the vault's is
+    /// `"SuiteFileStore.standard is the real file …"`, naming the call that isolates it: the vault's is
     /// `PrefsConfig.withDefaultSecureStore(InMemoryStore())`.
     public var description: String {
         guard insideIsolatedTest else {

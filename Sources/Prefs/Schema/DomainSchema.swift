@@ -30,7 +30,7 @@ package struct DomainSchema: Sendable, Equatable {
     static let format = "prefs-schema"
 
     package var domain: String
-    /// The prefix of the environment variables the app reads (``PrefsConfig/environmentPrefix``), when it set one.
+    /// The prefix of the environment variables the app reads (``PrefsConfiguration/environmentPrefix``), when it set one.
     package var environmentPrefix: String?
     package var keys: [String: KeyDescription]
 

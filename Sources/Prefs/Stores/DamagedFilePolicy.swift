@@ -1,4 +1,4 @@
-/// `UserDefaultsStore(suiteName: "group.example", onDamage: .keepAside)` says what a file store does when its file
+/// `SuiteFileStore(suiteName: "group.example", onDamage: .keepAside)` says what a file store does when its file
 /// cannot be decoded.
 ///
 /// A file that cannot be decoded is never overwritten. With ``refuse`` it stays where it is: reads give defaults,

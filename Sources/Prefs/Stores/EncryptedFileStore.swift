@@ -131,7 +131,7 @@ public final class EncryptedFileStore: FileBackedStore, @unchecked Sendable {
     /// its key file live: `$XDG_DATA_HOME/<app>/secrets.vault` and `$XDG_CONFIG_HOME/<app>/secrets.key`, falling
     /// back to `~/.local/share` and `~/.config`. Keeping them apart means a copy of the data folder (a backup, a
     /// synced folder) holds no key.
-    public static func defaultLocation(appIdentifier: String) -> (vault: URL, keyFile: URL) {
+    package static func defaultLocation(appIdentifier: String) -> (vault: URL, keyFile: URL) {
         // PrefsConfig refuses unusable identifiers; this guard keeps a direct caller inside the XDG folders too.
         let app = Locations.fileNameProblem(appIdentifier, what: "an app identifier") == nil ? appIdentifier : "prefs"
         return (

@@ -1,7 +1,7 @@
 public import Foundation
 import Synchronization
 
-/// `let store: FileBackedStore = try FileStore(url: url)`: what ``FileStore``, ``UserDefaultsStore`` and
+/// `let store: FileBackedStore = try FileStore(url: url)`: what ``FileStore``, ``SuiteFileStore`` and
 /// ``EncryptedFileStore`` share, the store kept in one file.
 ///
 /// All three run on one engine, so they behave alike:
@@ -38,7 +38,7 @@ public class FileBackedStore: KeyValueStore, OwnImplementation, @unchecked Senda
     /// The window within which this store's plain writes are committed, for a store from
     /// ``deferringWrites(window:)``; nil: each write is durable when it returns.
     let window: Duration?
-    /// The domain a ``UserDefaultsStore`` is, whose values convert as Foundation's typed getters convert them.
+    /// The domain a ``SuiteFileStore`` is, whose values convert as Foundation's typed getters convert them.
     package let domainName: String?
     /// The domain of the preferences folder the store is, whose declared keys are published in its schema.
     package let schemaDomain: String?
@@ -106,9 +106,10 @@ public class FileBackedStore: KeyValueStore, OwnImplementation, @unchecked Senda
     /// for example). ``moveDamagedFileAside()`` or a repaired file clears it.
     public var damage: (any Error)? { engine.damage }
 
-    /// `for await damage in store.damageUpdates() { … }` yields the store's ``damage`` now, then each time the file
-    /// becomes damaged or readable again (nil), whoever damaged or repaired it.
-    public func damageUpdates() -> AsyncStream<(any Error)?> { engine.damageUpdates() }
+    /// `for await damage in store.damageValues { … }` yields the store's ``damage`` now, then each time the file
+    /// becomes damaged or readable again (nil), whoever damaged or repaired it: ``damage`` as a stream, as a
+    /// wrapper's `values` is its value as a stream.
+    public var damageValues: AsyncStream<(any Error)?> { engine.damageUpdates() }
 
     /// Whether ``close()`` was called on this store.
     public var isClosed: Bool { closed.load(ordering: .relaxed) }

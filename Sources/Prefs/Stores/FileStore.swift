@@ -56,7 +56,7 @@ public final class FileStore: FileBackedStore, @unchecked Sendable {
     /// Stores of the file already open in this process recover at once. See
     /// ``FileBackedStore/moveDamagedFileAside()`` for a store you hold.
     @discardableResult
-    public static func moveDamagedFileAside(at url: URL) throws -> URL? {
+    package static func moveDamagedFileAside(at url: URL) throws -> URL? {
         let engine = EngineRegistry.retainedEngine(at: url.fileSystemPath, kind: "json") {
             let engine = StoreEngine(path: url.fileSystemPath, codec: JSONSnapshotCodec())
             try? engine.open()  // a damaged file is what this is for

@@ -1,10 +1,10 @@
 extension KeyValueStore {
-    /// `try UserDefaultsStore.standard.importValues(from: try UserDefaultsStore(suiteName: "MyApp"))` copies the
+    /// `try SuiteFileStore.standard.importValues(from: try SuiteFileStore(suiteName: "MyApp"))` copies the
     /// values of another store that this one does not hold a value of its own for, in one batch, and returns the
     /// keys it copied.
     ///
     /// For moving old values once, for example from the domain `UserDefaults.standard` kept before
-    /// ``PrefsConfig/appIdentifier`` was set. Values this store already holds are kept; `other` is not changed.
+    /// ``PrefsConfiguration/appIdentifier`` was set. Values this store already holds are kept; `other` is not changed.
     @discardableResult
     public func importValues(from other: any KeyValueStore) throws -> [String] {
         let values = try other.allValues()

@@ -1,7 +1,7 @@
 /// `final class MyStore: KeyValueStore { … }` is a backend that persists preferences.
 ///
-/// Prefs ships ``InMemoryStore``, ``UserDefaultsStore``, ``FileStore``, ``EncryptedFileStore`` and
-/// ``FoundationUserDefaultsStore``. Any other backend conforms with four members: a ``StoreHub``, a read of one key,
+/// Prefs ships ``InMemoryStore``, ``SuiteFileStore``, ``FileStore``, ``EncryptedFileStore`` and
+/// ``UserDefaultsBridgeStore``. Any other backend conforms with four members: a ``StoreHub``, a read of one key,
 /// a read of every key and a write of several:
 ///
 /// ```swift
@@ -138,7 +138,7 @@ extension KeyValueStore {
     /// While the batch runs it holds the store's write lock: writes from other threads (and, for a file, other
     /// processes) wait until it ends, so keep the body short and never make it wait for another thread that writes
     /// to the same store. Reads from other threads are not blocked and may see the batch's values before it ends.
-    /// ``FoundationUserDefaultsStore`` applies each write to its instance as it is made and saves once.
+    /// ``UserDefaultsBridgeStore`` applies each write to its instance as it is made and saves once.
     public func batch<T>(_ body: () throws -> T) throws -> T {
         if let own = hub.own { return try own.ownBatch(body) }
         return try hub.batch(self, body)
@@ -170,7 +170,7 @@ extension KeyValueStore {
     /// file.
     ///
     /// ```swift
-    /// let settings = try UserDefaultsStore(suiteName: "com.example.app")
+    /// let settings = try SuiteFileStore(suiteName: "com.example.app")
     /// let quick = settings.deferringWrites()                         // 50 ms
     /// @StoredValue(key: "volume", store: quick) var volume = 0.5
     /// volume = 0.7          // in memory now: every reader and observer in the process sees 0.7

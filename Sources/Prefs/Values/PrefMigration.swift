@@ -64,7 +64,7 @@ extension PrefKey {
 }
 
 /// `report.error` of a `.migration` report that succeeded: what was moved where.
-public struct PrefsMigrated: Error, Sendable, CustomStringConvertible {
+public struct PrefsMigrationNotice: Error, Sendable, CustomStringConvertible {
     /// `migrated.key` is the key the value now lives under.
     public let key: String
     /// `migrated.oldKey` is the key the older form was stored under (the same as `key` for a changed type).

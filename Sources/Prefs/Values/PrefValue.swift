@@ -33,14 +33,14 @@ public enum PrefValue: Sendable, Hashable {
 }
 
 extension PrefValue {
-    /// `PrefValue.integer(someUInt64)` returns the narrowest case that holds the value exactly.
-    public static func integer<T: BinaryInteger>(_ value: T) -> PrefValue {
+    /// The narrowest case that holds the integer exactly: ``int(_:)``, or ``unsignedInt(_:)`` above `Int64.max`.
+    package static func exactInteger<T: BinaryInteger>(_ value: T) -> PrefValue {
         if let signed = Int64(exactly: value) { return .int(signed) }
         return .unsignedInt(UInt64(value))
     }
 
     /// `value.typeName` is a short name for the kind of value, as tools print it: `"bool"`, `"int"`, `"string"`, …
-    public var typeName: String {
+    package var typeName: String {
         switch self {
         case .bool: "bool"
         case .int, .unsignedInt: "int"

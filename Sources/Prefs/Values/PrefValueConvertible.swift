@@ -47,13 +47,6 @@ func mismatch(_ expected: String, _ found: PrefValue) -> PrefsError {
     .typeMismatch(key: "", expected: expected, found: found.typeName)
 }
 
-extension PrefValue: PrefValueConvertible {
-    /// `PrefValue(prefValue: stored)` is the stored value itself, unchanged.
-    public init(prefValue: PrefValue) { self = prefValue }
-    /// `value.prefValue` is the value itself.
-    public var prefValue: PrefValue { self }
-}
-
 extension Bool: PrefValueConvertible {
     /// `try Bool(prefValue: .bool(true))` reads a stored bool (or the integers 0 and 1, which other tools write).
     public init(prefValue: PrefValue) throws {
@@ -83,7 +76,7 @@ extension PrefValueConvertible where Self: FixedWidthInteger {
         self = converted
     }
     /// `.int(…)`, or `.unsignedInt(…)` above `Int64.max`.
-    public var prefValue: PrefValue { .integer(self) }
+    public var prefValue: PrefValue { .exactInteger(self) }
 }
 
 extension Int: PrefValueConvertible {}
@@ -157,7 +150,7 @@ extension Data: PrefValueConvertible {
 extension Date: PrefValueConvertible {
     /// `try Date(prefValue: .date(date))` reads a stored date, or ISO 8601 text in UTC with any number of
     /// fractional digits (`2001-01-02T10:17:36.789Z`), the form a date with a sub-second part takes in a
-    /// ``FoundationUserDefaultsStore``.
+    /// ``UserDefaultsBridgeStore``.
     public init(prefValue: PrefValue) throws {
         switch prefValue {
         case .date(let value): self = value
@@ -169,7 +162,7 @@ extension Date: PrefValueConvertible {
     }
 
     /// `2001-01-02T10:17:36.789Z`: the whole seconds, plus the fraction read as a `Double`, so the text of a
-    /// `FoundationUserDefaultsStore` date gives back exactly its date.
+    /// `UserDefaultsBridgeStore` date gives back exactly its date.
     private static func exactISO8601(_ text: String) -> Date? {
         guard text.hasSuffix("Z"), text.count >= 20 else { return nil }
         let body = text.dropLast()

@@ -8,14 +8,14 @@ public enum PrefsError: Error, Sendable, Equatable {
     /// `.invalidSuiteName(_:reason:)`: a suite name that Prefs refuses because Foundation would write outside the
     /// preferences folder: empty, containing `/`, `..` or NUL, or longer than 255 bytes once `.plist` is added.
     case invalidSuiteName(String, reason: String)
-    /// `.invalidAppIdentifier(_:reason:)`: a ``PrefsConfig/appIdentifier`` that was refused, because it cannot be a
+    /// `.invalidAppIdentifier(_:reason:)`: a ``PrefsConfiguration/appIdentifier`` that was refused, because it cannot be a
     /// file name or because the default stores are already open under another identifier. The previous one stays.
     case invalidAppIdentifier(String, reason: String)
     /// `.unidentifiedUserDefaults(reason:)`: a `UserDefaults` instance whose domain Prefs cannot tell. No longer
     /// raised: `@StoredValue(key:storage:)` now uses the instance itself; kept so existing `switch`es compile.
     case unidentifiedUserDefaults(reason: String)
     /// `.separateStandardDomain(appIdentifier:foundationDomain:)`: reported once when the standard domain opens
-    /// under a ``PrefsConfig/appIdentifier`` while Foundation's `UserDefaults.standard` keeps the process's own
+    /// under a ``PrefsConfiguration/appIdentifier`` while Foundation's `UserDefaults.standard` keeps the process's own
     /// domain, whose file exists: neither sees the other's values. Move the old values once and give old code
     /// `UserDefaults(suiteName: appIdentifier)` (see <doc:StoresAndBackends>).
     case separateStandardDomain(appIdentifier: String, foundationDomain: String)
@@ -70,6 +70,10 @@ public enum PrefsError: Error, Sendable, Equatable {
     /// to `keptAt` (mode 0600, never deleted by Prefs), and the store went on from no values, as its
     /// ``DamagedFilePolicy`` says. Reported once, when it happens.
     case damagedFileKeptAside(path: String, keptAt: String, reason: String)
+    /// `.configuredAfterUse(settings: ["appIdentifier"])`: ``PrefsConfig/configure(_:)`` was called after a default
+    /// store had opened, with these settings different from the ones it was made from; nothing was changed. Reported,
+    /// since `configure` does not throw.
+    case configuredAfterUse(settings: [String])
 }
 
 extension PrefsError {
@@ -94,10 +98,10 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
         case .unidentifiedUserDefaults(let reason):
             "cannot tell which domain this UserDefaults instance uses (\(reason)); its values are kept in memory only"
         case .separateStandardDomain(let app, let foundation):
-            "the standard domain is \(app).plist (PrefsConfig.appIdentifier), but UserDefaults.standard keeps using "
+            "the standard domain is \(app).plist (the configured appIdentifier), but UserDefaults.standard keeps using "
                 + "\(foundation).plist, which exists: values written through one are not seen by the other; move the "
-                + "old values once (UserDefaultsStore.standard.importValues(from: "
-                + "try UserDefaultsStore(suiteName: \(String(reflecting: foundation))))) and give code that still "
+                + "old values once (SuiteFileStore.standard.importValues(from: "
+                + "try SuiteFileStore(suiteName: \(String(reflecting: foundation))))) and give code that still "
                 + "calls UserDefaults the instance UserDefaults(suiteName: \(String(reflecting: app)))"
         case .conflictingDeclarations(let key, let first, let second):
             Self.conflictDescription(key: key, first: first, second: second)
@@ -130,6 +134,10 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
                 + " it may have; nothing was written"
         case .damagedFileKeptAside(let path, let kept, let reason):
             "\(path) could not be read (\(reason)); it was kept as \(kept) and the preferences start afresh"
+        case .configuredAfterUse(let settings):
+            "PrefsConfig.configure was called after the default stores had opened; "
+                + settings.joined(separator: ", ") + " left as they were: configure Prefs first thing at startup, "
+                + "before any preference is read"
         }
     }
 

@@ -21,7 +21,7 @@ extension PrefMigration {
                 return true
             }
             if moved {
-                ErrorReporter.report(PrefsMigrated(key: key, oldKey: source), key: key, operation: .migration)
+                ErrorReporter.report(PrefsMigrationNotice(key: key, oldKey: source), key: key, operation: .migration)
             }
         } catch {
             ErrorReporter.report(error, key: key, operation: .migration)

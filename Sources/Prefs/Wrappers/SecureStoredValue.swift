@@ -8,7 +8,7 @@
 /// @SecureStoredValue<Bool>(key: "biometricsEnabled") var biometricsEnabled
 ///
 /// try $authToken.set("eyJ…")
-/// try $authToken.remove()              // same as try $authToken.set(nil)
+/// try $authToken.reset()              // same as try $authToken.set(nil)
 /// try $biometricsEnabled.toggle()      // nil counts as false
 /// for await token in $authToken.values { … }
 /// ```
@@ -44,12 +44,6 @@ public struct SecureStoredValue<Value: Codable & Sendable & Equatable>: Sendable
             store: store ?? DefaultStores.secureStore, isSecret: true)
     }
 
-    /// `@SecureStoredValue<String>(key: "token", service: "api") var token` stored the secret as `"api.token"`.
-    @available(*, deprecated, message: "write the whole name as the key: key: \"api.token\"")
-    public init(key: String, service: String?, store: (any KeyValueStore)? = nil) {
-        self.init(key: service.map { "\($0).\(key)" } ?? key, store: store)
-    }
-
     /// `authToken` reads the secret, or nil when none is stored (or the vault cannot be opened, which is reported
     /// to ``PrefsConfig/errorHandler``).
     public var wrappedValue: Value? { box.value }
@@ -57,14 +51,14 @@ public struct SecureStoredValue<Value: Codable & Sendable & Equatable>: Sendable
     /// `$authToken` gives the throwing mutations and `values`.
     public var projectedValue: SecureStoredValue<Value> { self }
 
-    /// `$authToken.key` is the name the secret is stored under, including its service prefix.
+    /// `$authToken.key` is the name the secret is stored under.
     public var key: String { box.key }
 
     /// `try $authToken.set("eyJ…")` seals a new secret into the vault; `nil` removes it.
     public func set(_ value: Value?) throws { try box.write(value) }
 
-    /// `try $authToken.remove()` deletes the secret from the vault.
-    public func remove() throws { try box.remove() }
+    /// `try $authToken.reset()` deletes the secret from the vault, as `set(nil)` does.
+    public func reset() throws { try box.remove() }
 
     /// `try $credentials.update { $0?.refreshCount += 1 }` changes the secret atomically.
     public func update(_ transform: (inout Value?) -> Void) throws { try box.modify(transform) }

@@ -62,7 +62,7 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     /// `@StoredValue(key: "shared", storage: UserDefaults(suiteName: "group.x")!) var shared = false` stores in
     /// that `UserDefaults` instance, given the way Boutique and `@AppStorage` take it.
     ///
-    /// Reads and writes go through the instance's own API (see ``FoundationUserDefaultsStore``), so code that
+    /// Reads and writes go through the instance's own API (see ``UserDefaultsBridgeStore``), so code that
     /// calls the instance directly sees the wrapper's writes at once, and the wrapper sees that code's writes at
     /// its next read. Wrappers given the same instance share one store. Under `.isolatedPreferences` the wrapper
     /// uses an in-memory stand-in for the instance instead, one per instance for the test.
@@ -109,7 +109,7 @@ public struct StoredValue<Value: Sendable & Equatable>: Sendable {
     /// `StoredValue(PrefKey("volume", default: 0.5), storage: defaults)` keeps a typed key in a `UserDefaults`
     /// instance (see ``init(wrappedValue:key:schema:storage:)``).
     public init(_ key: PrefKey<Value>, storage: UserDefaults) {
-        self.init(key, store: UserDefaultsStore.store(for: storage))
+        self.init(key, store: SuiteFileStore.store(for: storage))
     }
 
     /// `@StoredValue(.doTheThing) var doTheThing` uses a typed key that carries its name, type and default.

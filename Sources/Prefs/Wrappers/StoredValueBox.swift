@@ -52,7 +52,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     /// key reads as a computed default, which each read computes again.
     @exclusivity(unchecked) private nonisolated(unsafe) var cachedValue: Value?
     let subscribers = Mutex(Subscribers())
-    /// Whether the store cannot tell when other code changes its values (a ``FoundationUserDefaultsStore``): each
+    /// Whether the store cannot tell when other code changes its values (a ``UserDefaultsBridgeStore``): each
     /// read first looks, so such a change is seen (and announced) at once.
     let looksBeforeReading: Bool
 

@@ -3,7 +3,7 @@ import Synchronization
 extension KeyValueStore {
     /// `store.addLayer(.arguments)` makes this store read values from another layer too, for this process.
     ///
-    /// ``UserDefaultsStore`` has the arguments and system-wide files of its domain from the start; every other
+    /// ``SuiteFileStore`` has the arguments and system-wide files of its domain from the start; every other
     /// store has only registered defaults until it adds others. Adding a source twice does nothing.
     public func addLayer(_ source: LayerSource) {
         switch source {

@@ -23,11 +23,11 @@ struct FoundationSuite {
     init(copying other: FoundationSuite) throws {
         name = "\(other.name).copy"
         try FileManager.default.copyItem(
-            at: other.file, to: UserDefaultsStore.preferencesDirectory().appending(path: name + ".plist"))
+            at: other.file, to: SuiteFileStore.preferencesDirectory().appending(path: name + ".plist"))
         defaults = UserDefaults(suiteName: name)!
     }
 
-    var file: URL { UserDefaultsStore.preferencesDirectory().appending(path: name + ".plist") }
+    var file: URL { SuiteFileStore.preferencesDirectory().appending(path: name + ".plist") }
 
     func cleanup() {
         for key in defaults.dictionaryRepresentation().keys { defaults.removeObject(forKey: key) }
@@ -38,7 +38,7 @@ struct FoundationSuite {
 
 /// A `UserDefaults` that posts `didChangeNotification` from `set` and `removeObject`, on the thread that called them
 /// and before they return, as Apple's Foundation does. swift-corelibs-foundation posts none for them, so without it
-/// the path Apple platforms take through ``FoundationUserDefaultsStore`` would never run here.
+/// the path Apple platforms take through ``UserDefaultsBridgeStore`` would never run here.
 final class NotifyingDefaults: UserDefaults {
     override func set(_ value: Any?, forKey defaultName: String) {
         super.set(value, forKey: defaultName)
@@ -56,11 +56,11 @@ struct Coordinates: Codable, Sendable, Equatable {
     var longitude = 0.0
 }
 
-@Suite(.ownThreads) struct FoundationUserDefaultsStoreTests {
+@Suite(.ownThreads) struct UserDefaultsBridgeStoreTests {
     @Test func foundationWritesAreReadByPrefsAtOnce() throws {
         let suite = FoundationSuite()
         defer { suite.cleanup() }
-        let store = FoundationUserDefaultsStore(suite.defaults)
+        let store = UserDefaultsBridgeStore(suite.defaults)
         let volume = StoredValue(key: "volume", default: 5, store: store)
         let name = StoredValue(key: "name", default: "", store: store)
         #expect(volume.wrappedValue == 5)
@@ -99,7 +99,7 @@ struct Coordinates: Codable, Sendable, Equatable {
     @Test func everyKindOfValueRoundTripsInTheProcess() throws {
         let suite = FoundationSuite()
         defer { suite.cleanup() }
-        let store = FoundationUserDefaultsStore(suite.defaults)
+        let store = UserDefaultsBridgeStore(suite.defaults)
         let date = Date(timeIntervalSinceReferenceDate: 123_456.789)
         let url = URL(string: "https://example.com/a?b=c#d")!
         let values: [String: PrefValue] = [
@@ -111,7 +111,7 @@ struct Coordinates: Codable, Sendable, Equatable {
         ]
         for (key, value) in values { try store.setValue(value, forKey: key) }
         // Through this store and a second one over another instance: what Foundation itself hands out.
-        let other = FoundationUserDefaultsStore(UserDefaults(suiteName: suite.name)!)
+        let other = UserDefaultsBridgeStore(UserDefaults(suiteName: suite.name)!)
         for reader in [store, other] {
             for (key, value) in values where key != "float" && key != "date" {
                 #expect(try reader.value(forKey: key) == value, "\(key)")
@@ -135,7 +135,7 @@ struct Coordinates: Codable, Sendable, Equatable {
     func datesWithASubSecondPartComeBackExactly(_ seconds: Double) throws {
         let suite = FoundationSuite()
         defer { suite.cleanup() }
-        let store = FoundationUserDefaultsStore(suite.defaults)
+        let store = UserDefaultsBridgeStore(suite.defaults)
         let date = Date(timeIntervalSinceReferenceDate: seconds)
         try store.set(date, for: PrefKey("date", default: Date.distantPast))
         #expect(try store.value(for: PrefKey("date", default: Date.distantPast)) == date)
@@ -148,7 +148,7 @@ struct Coordinates: Codable, Sendable, Equatable {
     @Test func storedFormsSurviveFoundationSavingAndANewProcess() throws {
         let suite = FoundationSuite()
         defer { suite.cleanup() }
-        let store = FoundationUserDefaultsStore(suite.defaults)
+        let store = UserDefaultsBridgeStore(suite.defaults)
         try store.setValue(.float(0.1), forKey: "float")
         try store.setValue(.unsignedInt(.max), forKey: "unsigned")
         try store.setValue(.string("https://example.com/a?b=c"), forKey: "url")
@@ -184,8 +184,8 @@ struct Coordinates: Codable, Sendable, Equatable {
         // What Foundation itself hands back once it has read the file.
         #expect(reader.defaults.string(forKey: "ratio") == "12.34000015258789")
 
-        let hardened = try UserDefaultsStore(suiteName: reader.name)
-        for store: any KeyValueStore in [FoundationUserDefaultsStore(reader.defaults), hardened] {
+        let hardened = try SuiteFileStore(suiteName: reader.name)
+        for store: any KeyValueStore in [UserDefaultsBridgeStore(reader.defaults), hardened] {
             #expect(try store.value(forKey: "ratio") == .float(12.34))
             #expect(try store.value(for: PrefKey("ratio", default: "")) == "12.34")
             #expect(try store.value(for: PrefKey("ratio", default: Float(0))) == 12.34)
@@ -201,7 +201,7 @@ struct Coordinates: Codable, Sendable, Equatable {
     @Test func helpersWorkThroughTheInstance() {
         let suite = FoundationSuite()
         defer { suite.cleanup() }
-        let store = FoundationUserDefaultsStore(suite.defaults)
+        let store = UserDefaultsBridgeStore(suite.defaults)
         let flag = StoredValue(key: "flag", default: false, store: store)
         let tags = StoredValue(key: "tags", default: [String](), store: store)
         let flags = StoredValue(key: "flags", default: [String: Bool](), store: store)
@@ -225,7 +225,7 @@ struct Coordinates: Codable, Sendable, Equatable {
     @Test func valuesStreamHearsPrefsWritesAndFoundationWritesAtTheNextRead() async throws {
         let suite = FoundationSuite()
         defer { suite.cleanup() }
-        let store = FoundationUserDefaultsStore(suite.defaults)
+        let store = UserDefaultsBridgeStore(suite.defaults)
         let level = StoredValue(key: "level", default: 0, store: store)
         let stream = level.values
         level.set(1)
@@ -239,7 +239,7 @@ struct Coordinates: Codable, Sendable, Equatable {
     @Test func observationTrackingSeesAForeignChangeWhenPrefsLooks() async throws {
         let suite = FoundationSuite()
         defer { suite.cleanup() }
-        let store = FoundationUserDefaultsStore(suite.defaults)
+        let store = UserDefaultsBridgeStore(suite.defaults)
         let mode = StoredValue(key: "mode", default: "a", store: store)
         let (fired, signal) = AsyncStream.makeStream(of: Int.self)
         withObservationTracking {
@@ -256,7 +256,7 @@ struct Coordinates: Codable, Sendable, Equatable {
     @Test func anotherProcessesSavedWriteIsSeenAfterACheck() throws {
         let suite = FoundationSuite()
         defer { suite.cleanup() }
-        let store = FoundationUserDefaultsStore(suite.defaults)
+        let store = UserDefaultsBridgeStore(suite.defaults)
         let launches = StoredValue(key: "launches", default: 0, store: store)
         launches.set(1)
         let written = try ChildProcess.run(["foundation-write", suite.name, "launches", "7"])
@@ -268,7 +268,7 @@ struct Coordinates: Codable, Sendable, Equatable {
     @Test func aBatchSavesOnceAndUndoesItsWritesWhenItThrows() throws {
         let suite = FoundationSuite()
         defer { suite.cleanup() }
-        let store = FoundationUserDefaultsStore(suite.defaults)
+        let store = UserDefaultsBridgeStore(suite.defaults)
         try store.set(1, for: PrefKey("a", default: 0))
         struct Abort: Error {}
         #expect(throws: Abort.self) {
@@ -292,7 +292,7 @@ struct Coordinates: Codable, Sendable, Equatable {
     @Test func replaceAllAndRemoveValuesGoThroughTheInstance() throws {
         let suite = FoundationSuite()
         defer { suite.cleanup() }
-        let store = FoundationUserDefaultsStore(suite.defaults)
+        let store = UserDefaultsBridgeStore(suite.defaults)
         suite.defaults.set("old", forKey: "legacy")
         try store.replaceAll(["x": .int(1), "y": .int(2)])
         #expect(suite.defaults.object(forKey: "legacy") == nil)
@@ -321,7 +321,7 @@ struct Coordinates: Codable, Sendable, Equatable {
         defer { suite.cleanup() }
         let key = uniqueKey("wrong")
         suite.defaults.set(Data([1, 2]), forKey: key)
-        let store = FoundationUserDefaultsStore(suite.defaults)
+        let store = UserDefaultsBridgeStore(suite.defaults)
         let value = StoredValue(key: key, default: 4, store: store)
         #expect(value.wrappedValue == 4)
         #expect(value.wrappedValue == 4)
@@ -333,7 +333,7 @@ struct Coordinates: Codable, Sendable, Equatable {
     func theStoreIsSafeToUseFromManyThreads(notifying: Bool) async {
         let suite = FoundationSuite(notifying: notifying)
         defer { suite.cleanup() }
-        let store = FoundationUserDefaultsStore(suite.defaults)
+        let store = UserDefaultsBridgeStore(suite.defaults)
         let counter = StoredValue(key: "n", default: 0, store: store)
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<4 {
@@ -355,7 +355,7 @@ struct Coordinates: Codable, Sendable, Equatable {
     @Test func writesReturnWhileTheInstanceNotifiesFromInsideSet() async throws {
         let suite = FoundationSuite(notifying: true)
         defer { suite.cleanup() }
-        let store = FoundationUserDefaultsStore(suite.defaults)
+        let store = UserDefaultsBridgeStore(suite.defaults)
         let heard = store.changedKeys(["a", "b", "c"])
         let outcome = Mutex("not started")
         let done = DispatchSemaphore(value: 0)
@@ -400,7 +400,7 @@ struct Coordinates: Codable, Sendable, Equatable {
     @Test func aSetThroughTheInstanceReachesObserversByItsNotification() async throws {
         let suite = FoundationSuite(notifying: true)
         defer { suite.cleanup() }
-        let store = FoundationUserDefaultsStore(suite.defaults)
+        let store = UserDefaultsBridgeStore(suite.defaults)
         let level = StoredValue(key: "level", default: 0, store: store)
         #expect(level.wrappedValue == 0)
         let heard = store.changedKeys(["level"])
@@ -419,7 +419,7 @@ struct Coordinates: Codable, Sendable, Equatable {
     }
 }
 
-extension FoundationUserDefaultsStore {
+extension UserDefaultsBridgeStore {
     /// The value a child printed as `kind text`, for the checks above.
     fileprivate func decodeRaw(_ line: String) -> PrefValue {
         let parts = line.split(separator: " ", maxSplits: 1).map(String.init)

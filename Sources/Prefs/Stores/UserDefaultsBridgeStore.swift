@@ -1,7 +1,7 @@
 public import Foundation
 import Synchronization
 
-/// `FoundationUserDefaultsStore(UserDefaults(suiteName: "group.example")!)` keeps preferences in a Foundation
+/// `UserDefaultsBridgeStore(UserDefaults(suiteName: "group.example")!)` keeps preferences in a Foundation
 /// `UserDefaults` instance, through that instance's own API.
 ///
 /// Every read is `object(forKey:)`, every write `set(_:forKey:)` or `removeObject(forKey:)`, and ``allValues()``
@@ -11,7 +11,7 @@ import Synchronization
 ///
 /// ```swift
 /// let legacy = UserDefaults(suiteName: "group.example")!
-/// let store = FoundationUserDefaultsStore(legacy)
+/// let store = UserDefaultsBridgeStore(legacy)
 /// legacy.set(3, forKey: "volume")
 /// try store.value(forKey: "volume")       // .int(3)
 /// try store.set(true, for: .doTheThing)   // legacy.bool(forKey: "doTheThing") is now true
@@ -19,7 +19,7 @@ import Synchronization
 ///
 /// On Linux every write ends with `synchronize()`, the only way swift-corelibs-foundation saves a suite (it saves
 /// nothing at exit); a batch saves once, when it ends. Foundation rewrites the file in place and without a lock,
-/// so this store has none of ``UserDefaultsStore``'s file guarantees: use it where old code shares the domain.
+/// so this store has none of ``SuiteFileStore``'s file guarantees: use it where old code shares the domain.
 ///
 /// Stored forms: values are given to Foundation natively (a `Bool` as a bool, an `Int` as an integer, `UInt64`
 /// as an unsigned integer, a `Float` as a float, which reads back exactly after Foundation saved it as a double),
@@ -37,7 +37,7 @@ import Synchronization
 /// any thread. It never calls it while holding a lock of its own: Foundation runs the notification's observers
 /// from inside `set`, and one of them is this store. Registered defaults and typed reads convert stored values as
 /// Foundation's typed getters do (see <doc:StoresAndBackends>).
-public final class FoundationUserDefaultsStore: KeyValueStore, OwnImplementation, @unchecked Sendable {
+public final class UserDefaultsBridgeStore: KeyValueStore, OwnImplementation, @unchecked Sendable {
     // @unchecked Sendable: `defaults` is thread-safe though not marked Sendable; `observer` is set once, in `init`.
     private struct State {
         /// The value last read or written through this store for each key it has met (nil: absent).
@@ -63,7 +63,7 @@ public final class FoundationUserDefaultsStore: KeyValueStore, OwnImplementation
     /// Where this store announces the changes it sees and makes.
     private var changes: ChangeFeed { hub.feed }
 
-    /// `FoundationUserDefaultsStore(.standard)` or `FoundationUserDefaultsStore(UserDefaults(suiteName: "g")!)`
+    /// `UserDefaultsBridgeStore(.standard)` or `UserDefaultsBridgeStore(UserDefaults(suiteName: "g")!)`
     /// keeps preferences in `defaults`.
     ///
     /// Prefs keeps a strong reference to the instance and calls it from any thread.

@@ -1,8 +1,8 @@
 import Foundation
 
-extension UserDefaultsStore {
-    /// `UserDefaultsStore.standard` is this app's standard domain: `<app identifier>.plist` in the preferences
-    /// folder, where the app identifier is ``PrefsConfig/appIdentifier`` (by default the process name, the file
+extension SuiteFileStore {
+    /// `SuiteFileStore.standard` is this app's standard domain: `<app identifier>.plist` in the preferences
+    /// folder, where the app identifier is ``PrefsConfiguration/appIdentifier`` (by default the process name, the file
     /// Foundation's `UserDefaults.standard` uses).
     ///
     /// It is opened on first use. If the file cannot be read (empty, corrupt, not a property list, a folder),
@@ -10,11 +10,11 @@ extension UserDefaultsStore {
     /// writes throw rather than replace the file, and the file is left untouched.
     ///
     /// On Apple platforms, where the system owns these files, it is not the default store: wrappers without
-    /// `store:` use a ``FoundationUserDefaultsStore`` over `UserDefaults.standard` there.
-    public static var standard: UserDefaultsStore { DefaultStores.standardFile }
+    /// `store:` use a ``UserDefaultsBridgeStore`` over `UserDefaults.standard` there.
+    public static var standard: SuiteFileStore { DefaultStores.standardFile }
 
     /// The store behind a `UserDefaults` instance, for the `@StoredValue(key:storage:)` form: the
-    /// ``FoundationUserDefaultsStore`` over that very instance (one per instance, shared by every wrapper given
+    /// ``UserDefaultsBridgeStore`` over that very instance (one per instance, shared by every wrapper given
     /// it), or inside an isolated test (`.isolatedPreferences`) an in-memory stand-in for it.
     static func store(for defaults: UserDefaults) -> any KeyValueStore {
         if let standIns = DefaultStores.userDefaultsStandIns {
@@ -23,6 +23,6 @@ extension UserDefaultsStore {
             if standardDomain, let scoped = DefaultStores.scopedDefault?.store { return scoped }
             return standIns.store(for: defaults)
         }
-        return FoundationUserDefaultsStore.shared(over: defaults)
+        return UserDefaultsBridgeStore.shared(over: defaults)
     }
 }

@@ -5,13 +5,13 @@ import Testing
 
 @testable import Prefs
 
-/// `UserDefaultsStore` and Foundation's `UserDefaults` in a child process reading and writing the same suite.
+/// `SuiteFileStore` and Foundation's `UserDefaults` in a child process reading and writing the same suite.
 @Suite(.ownThreads)
-struct UserDefaultsStoreProcessTests {
+struct SuiteFileStoreProcessTests {
     @Test func foundationReadsWhatPrefsWrites() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let store = try UserDefaultsStore(suiteName: "group.interop", directory: directory.url)
+        let store = try SuiteFileStore(suiteName: "group.interop", directory: directory.url)
         try store.set(true, for: PrefKey("flag", default: false))
         try store.set(URL(string: "https://example.com/a?b=c")!, for: PrefKey("url", default: URL(string: "x:")!))
         try store.set(Theme.dark, for: PrefKey("theme", default: Theme.light))
@@ -42,7 +42,7 @@ struct UserDefaultsStoreProcessTests {
     @Test func foundationKeptOpenSeesEachPrefsWriteAtItsNextSynchronize() throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let store = try UserDefaultsStore(suiteName: "group.interop", directory: directory.url)
+        let store = try SuiteFileStore(suiteName: "group.interop", directory: directory.url)
         try store.setValue(.int(1), forKey: "count")
         let foundation = try ChildProcess.start(
             ["foundation-watch", "group.interop", "count"], environment: ["XDG_CONFIG_HOME": directory.url.path],
@@ -61,7 +61,7 @@ struct UserDefaultsStoreProcessTests {
     @Test func prefsReadsWhatFoundationWrites() async throws {
         let directory = try TempDir()
         defer { directory.cleanup() }
-        let store = try UserDefaultsStore(suiteName: "group.interop", directory: directory.url)
+        let store = try SuiteFileStore(suiteName: "group.interop", directory: directory.url)
         let count = StoredValue(key: "count", default: 0, store: store)
         let stream = count.values
         let environment = ["XDG_CONFIG_HOME": directory.url.path]

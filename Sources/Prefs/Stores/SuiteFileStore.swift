@@ -1,7 +1,7 @@
 public import Foundation
 import Synchronization
 
-/// `UserDefaultsStore.standard` and `try UserDefaultsStore(suiteName: "group.example")` keep preferences in
+/// `SuiteFileStore.standard` and `try SuiteFileStore(suiteName: "group.example")` keep preferences in
 /// Foundation's UserDefaults files, hardened for Linux.
 ///
 /// The store reads and writes the same file Foundation uses (`$XDG_CONFIG_HOME/<suite>.plist`, or
@@ -17,14 +17,14 @@ import Synchronization
 /// Like Foundation's, it resolves keys through layers (see <doc:LayeredPreferences>): `-key value` arguments of the
 /// command line, then the user's own values (the file), then system-wide defaults from `$XDG_CONFIG_DIRS`, then
 /// registered defaults; values an administrator forced there win over all of them.
-public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
+public final class SuiteFileStore: FileBackedStore, @unchecked Sendable {
     /// `store.suiteName` is the suite's name, or nil for ``standard``.
     public let suiteName: String?
 
-    /// `try UserDefaultsStore(suiteName: "group.example")` opens a named suite.
+    /// `try SuiteFileStore(suiteName: "group.example")` opens a named suite.
     ///
     /// Stores opened on the same suite in one process share their state, and the `onDamage` policy of the first of
-    /// them while any is open (the standard domain's is ``PrefsConfig/damagedStandardDomain``).
+    /// them while any is open (the standard domain's is ``PrefsConfiguration/damagedStandardDomain``).
     ///
     /// - Parameters:
     ///   - suiteName: The suite, as given to `UserDefaults(suiteName:)`.
@@ -77,7 +77,7 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
     /// the store damaged (reads throw, writes are refused, the file is untouched) and the error is returned for the
     /// caller to report once it holds no lock.
     package static func openDomain(url: URL, onDamage: DamagedFilePolicy = .refuse) -> (
-        store: UserDefaultsStore, error: (any Error)?
+        store: SuiteFileStore, error: (any Error)?
     ) {
         let engine = EngineRegistry.retainedEngine(at: url.fileSystemPath, kind: "plist") {
             let engine = makeEngine(url: url, onDamage: onDamage)
@@ -86,17 +86,17 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
         }
         // A file kept aside at the first write is reported then, with where it went.
         let error = engine.guarded.withLock { $0.store.damage }
-        return (UserDefaultsStore(suiteName: nil, url: url, engine: engine, retained: true), error)
+        return (SuiteFileStore(suiteName: nil, url: url, engine: engine, retained: true), error)
     }
 
-    /// `try UserDefaultsStore.moveDamagedFileAside(suiteName: "group.example")` keeps a suite file that cannot be
+    /// `try SuiteFileStore.moveDamagedFileAside(suiteName: "group.example")` keeps a suite file that cannot be
     /// read as `<suite>.plist.damaged-<UTC date and time>` and leaves the suite empty, so it can be opened and saved
     /// again; it returns where the damaged file went, or nil when the file reads fine (nothing is moved).
     ///
     /// Stores of the suite already open in this process recover at once. See
     /// ``FileBackedStore/moveDamagedFileAside()`` for a store you hold.
     @discardableResult
-    public static func moveDamagedFileAside(suiteName: String, directory: URL? = nil) throws -> URL? {
+    package static func moveDamagedFileAside(suiteName: String, directory: URL? = nil) throws -> URL? {
         try validate(suiteName: suiteName)
         let url = (directory ?? preferencesDirectory()).appending(path: suiteName + ".plist")
         let (store, _) = openDomain(url: url)
@@ -118,9 +118,9 @@ public final class UserDefaultsStore: FileBackedStore, @unchecked Sendable {
             grace: inPlaceRewriteGrace, onDamage: onDamage)
     }
 
-    /// `UserDefaultsStore.preferencesDirectory()` returns the folder Foundation keeps UserDefaults files in:
+    /// `SuiteFileStore.preferencesDirectory()` returns the folder Foundation keeps UserDefaults files in:
     /// `$XDG_CONFIG_HOME`, or `$HOME/.config` when it is unset, read once when Prefs first needs it.
-    public static func preferencesDirectory() -> URL { Locations.current.configHome }
+    package static func preferencesDirectory() -> URL { Locations.current.configHome }
 
     /// Checks a suite name without opening or creating anything: the names ``init(suiteName:directory:)`` refuses
     /// throw ``PrefsError/invalidSuiteName(_:reason:)``.
