@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PREFS_SANITIZER_SCOPE=address
-flags=(--sanitize=address --scratch-path .build/asan)
+flags=(--sanitize=address --scratch-path .build/asan -Xswiftc -index-ignore-system-modules)
 swift build --build-tests "${flags[@]}"
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
