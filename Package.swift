@@ -174,12 +174,11 @@ for target in package.targets where target.type != .system {
 // A sanitizer build compiles only what its sanitizer checks (scripts/tsan.sh, scripts/asan.sh; docs/RELIABILITY.md
 // says what runs where and why): the test targets of its scope, the demo that DemoTests starts, and what they depend
 // on; nothing else (not the command-line tool, the keyring, the other tests). `thread` and `address` (`make tsan`,
-// `make asan`) are the library and the PostgreSQL store with the tests that run them in this process; CI's legs
-// (`-ci`) leave the PostgreSQL store to the plain build, where its tests run once.
+// `make asan`) are the library and the PostgreSQL store with the tests that run them in this process; `address-ci`,
+// CI's AddressSanitizer leg, leaves the PostgreSQL store to the plain build and to `thread`.
 let sanitizerScopes: [String: [String]] = [
     "thread": ["PrefsTests", "PrefsPostgresTests", "PrefsTestingTests", "PrefsReliabilityTests", "prefs-demo"],
     "address": ["PrefsTests", "PrefsPostgresTests", "PrefsTestingTests", "prefs-demo"],
-    "thread-ci": ["PrefsTests", "PrefsTestingTests", "PrefsReliabilityTests", "prefs-demo"],
     "address-ci": ["PrefsTests", "PrefsTestingTests", "prefs-demo"],
 ]
 if let scope = Context.environment["PREFS_SANITIZER_SCOPE"], let roots = sanitizerScopes[scope] {
