@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PREFS_SANITIZER_SCOPE="${PREFS_ASAN_SCOPE:-address}"
+echo "asan: PREFS_SANITIZER_SCOPE=$PREFS_SANITIZER_SCOPE"
 flags=(--sanitize=address --scratch-path .build/asan -Xswiftc -index-ignore-system-modules)
 swift build --build-tests "${flags[@]}"
 scratch="$(mktemp -d)"
