@@ -1,21 +1,24 @@
-# `make demo` runs the demo (it ends with `prefs describe` of its own domain, so the tool is built first), `make test` runs every check CI runs. Both install libsodium first if needed.
+# `make demo` runs the demo (it ends with `prefs describe` of its own domain, so the tool is built first) in the build
+# `make test` makes (scripts/suite.sh), `make test` the first of the checks CI runs. Both install libsodium first if
+# needed.
 # `make test` also compares the public API of the four library products with api/*.txt (scripts/api.sh);
-# `make api-baseline` rewrites those files from the build, for a change to the API that is meant.
+# `make api-baseline` rewrites those files from the build (its flags are scripts/suite.sh's), for a change to the API
+# that is meant.
 .PHONY: deps demo test format api-baseline
 
 deps:
 	@scripts/install-deps.sh
 
 demo: deps
-	swift build --product prefs
-	swift run prefs-demo
+	scripts/demo.sh
 
 test: deps
 	scripts/test.sh
 
 api-baseline: deps
 	for target in PrefsTesting PrefsPostgres PrefsKeyring; do \
-		swift build --enable-code-coverage -Xswiftc -warnings-as-errors --target $$target || exit 1; done
+		swift build --enable-code-coverage -Xswiftc -warnings-as-errors -Xswiftc -index-ignore-system-modules \
+			--target $$target || exit 1; done
 	scripts/api.sh baseline "$$(swift build --enable-code-coverage --show-bin-path)"
 
 format:
@@ -54,7 +57,8 @@ bench-scaling: deps
 # Reliability: `make reliability` is the CI-sized suite on `make test`'s build, `make soak` the same ten times
 # longer (figures in docs/RELIABILITY.md), `make tsan` the library's tests under ThreadSanitizer, `make fuzz`
 # libFuzzer over the store decoders (PREFS_FUZZ_SECONDS, default 60), `make asan` the library's tests under
-# AddressSanitizer with LeakSanitizer.
+# AddressSanitizer with LeakSanitizer (`make asan PREFS_ASAN_SCOPE=address-ci`: without the PostgreSQL store's, as CI
+# runs it).
 .PHONY: reliability soak tsan fuzz asan
 
 reliability: deps

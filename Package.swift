@@ -172,17 +172,32 @@ for target in package.targets where target.type != .system {
 }
 
 // A sanitizer build compiles only what its sanitizer checks (scripts/tsan.sh, scripts/asan.sh; docs/RELIABILITY.md
-// says what runs where and why): the library and the PostgreSQL store with the tests that run them in this process.
-// The child-process tests (the keyring's among them), the command-line tool, its tests and the documentation tests
-// stay out: a third of the compilation, and nothing a sanitizer finds in the library that the kept tests miss.
-let sanitizerScopes: [String: Set<String>] = [
-    "thread": ["PrefsTests", "PrefsPostgresTests", "PrefsTestingTests", "PrefsReliabilityTests"],
-    "address": ["PrefsTests", "PrefsPostgresTests", "PrefsTestingTests"],
+// says what runs where and why): the test targets of its scope, the demo that DemoTests starts, and what they depend
+// on; nothing else (not the command-line tool, the keyring, the other tests). `thread` and `address` (`make tsan`,
+// `make asan`) are the library and the PostgreSQL store with the tests that run them in this process; `address-ci`,
+// CI's AddressSanitizer leg, leaves the PostgreSQL store to the plain build and to `thread`.
+let sanitizerScopes: [String: [String]] = [
+    "thread": ["PrefsTests", "PrefsPostgresTests", "PrefsTestingTests", "PrefsReliabilityTests", "prefs-demo"],
+    "address": ["PrefsTests", "PrefsPostgresTests", "PrefsTestingTests", "prefs-demo"],
+    "address-ci": ["PrefsTests", "PrefsTestingTests", "prefs-demo"],
 ]
-if let scope = Context.environment["PREFS_SANITIZER_SCOPE"], let kept = sanitizerScopes[scope] {
-    package.targets.removeAll { target in
-        (target.type == .test && !kept.contains(target.name))
-            || ["PrefsCLICore", "PrefsCLI", "PrefsKeyringTestHelper"].contains(target.name)
+if let scope = Context.environment["PREFS_SANITIZER_SCOPE"], let roots = sanitizerScopes[scope] {
+    var kept = Set<String>()
+    var pending = roots
+    while let name = pending.popLast() {
+        guard kept.insert(name).inserted, let target = package.targets.first(where: { $0.name == name }) else {
+            continue
+        }
+        for dependency in target.dependencies {
+            switch dependency {
+            case .targetItem(let name, _), .byNameItem(let name, _): pending.append(name)
+            default: break
+            }
+        }
     }
-    package.products.removeAll { $0.name == "prefs" }
+    package.targets.removeAll { !kept.contains($0.name) }
+    package.products.removeAll { product in
+        let targets = (product as? Product.Library)?.targets ?? (product as? Product.Executable)?.targets ?? []
+        return !targets.allSatisfy(kept.contains)
+    }
 }

@@ -1,35 +1,40 @@
 #!/usr/bin/env bash
 # Builds the DocC documentation of every library product (Prefs, PrefsTesting, PrefsPostgres) into one archive with
-# the toolchain's docc over symbol graphs (the swift-docc-plugin is not needed), and fails on any documentation
-# warning or on any public symbol of the three without a doc comment.
+# the toolchain's docc over symbol graphs read from `make test`'s build (the swift-docc-plugin is not needed), and
+# fails on any documentation warning or on any public symbol of the three without a doc comment.
 #
 #   scripts/docs.sh                 # writes .build/docs (a static-hostable DocC archive)
 #   DOCS_OUTPUT=/tmp/site scripts/docs.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/suite.sh
 
 catalog="Sources/Prefs/Prefs.docc"
 graphs=".build/symbol-graphs"
 output="${DOCS_OUTPUT:-.build/docs}"
-toolchain_bin="$(dirname "$(command -v swift)")"
 docc="$toolchain_bin/docc"
 [[ -x "$docc" ]] || docc="$(command -v docc)"
 
 # The modules of the library products, each documented from the public declarations written in Sources/<module>.
 modules=(Prefs PrefsTesting PrefsPostgres)
 
-# 1. Symbol graphs of the public API, emitted while compiling the libraries. The compiler writes them only when it
-#    re-emits a module, which an incremental build may skip, so the libraries are compiled from scratch in a build
-#    folder of their own (the normal .build is left alone). Building PrefsTesting builds Prefs too.
-scratch=".build/docs-build"
-rm -rf "$graphs" "$scratch"
-mkdir -p "$graphs"
+# 1. Symbol graphs of the public API, read from the modules of the debug build `make test` makes (scripts/suite.sh;
+#    after it, this compiles nothing), as swift-docc-plugin does: swift-symbolgraph-extract reads a module's
+#    declarations, doc comments and source locations from its .swiftmodule, .swiftdoc and .swiftsourceinfo, so the
+#    graphs are always those of the module as it is now built. Building PrefsTesting builds Prefs too.
 for target in PrefsTesting PrefsPostgres; do
-    swift build --scratch-path "$scratch" --target "$target" \
-        -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$PWD/$graphs"
+    swift build "${build_flags[@]}" --target "$target"
 done
+rm -rf "$graphs"
+mkdir -p "$graphs"
+# The C modules the libraries import, and the headers their module maps include.
+includes=(-I "$bin_path/Modules" -I Sources/CSodium -I Sources/CLibPQ)
+for flag in $(pkg-config --cflags-only-I libpq); do includes+=(-I "${flag#-I}"); done
 for module in "${modules[@]}"; do
-    [[ -f "$graphs/$module.symbols.json" ]] || { echo "docs: the compiler emitted no symbol graph of $module" >&2; exit 1; }
+    "$toolchain_bin/swift-symbolgraph-extract" -module-name "$module" "${includes[@]}" \
+        -target "$(uname -m)-unknown-linux-gnu" -minimum-access-level public -output-dir "$graphs" \
+        -module-cache-path "$PWD/.build/docs-module-cache" \
+        || { echo "docs: swift-symbolgraph-extract could not read module $module" >&2; exit 1; }
 done
 # Only the three modules are documented: the graphs of the C modules and test support, if any, are left out.
 for file in "$graphs"/*.symbols.json; do

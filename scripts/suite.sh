@@ -1,5 +1,6 @@
-# Sourced by test.sh and reliability.sh: the one debug build of the package, instrumented for coverage, and runs of
-# its test binary.
+# Sourced by test.sh, reliability.sh, demo.sh and docs.sh: the one debug build of the package, instrumented for
+# coverage, and runs of its test binary. The demo, the documentation's symbol graphs and the reliability suite use
+# the build `make test` made, so after it they compile nothing.
 #
 # The suite runs straight from the test binary rather than through `swift test`, so that these scripts, not
 # SwiftPM, merge the raw coverage profiles. Every process writes one at exit: the test binary and each child it
@@ -9,10 +10,21 @@
 
 toolchain_bin="$(dirname "$(command -v swift)")"
 
-# Builds the library, the tools and every test target once, with coverage instrumentation and warnings as errors.
+# The one debug build's flags: coverage instrumentation, warnings as errors, and an index of this package's modules
+# only (SwiftPM finds the tests through it; indexing Foundation's and the C libraries' modules as well cost a tenth of
+# a fresh build's compilation).
+build_flags=(--enable-code-coverage -Xswiftc -warnings-as-errors -Xswiftc -index-ignore-system-modules)
+bin_path="$(swift build "${build_flags[@]}" --show-bin-path)"
+
+# Builds the library, the tools and every test target once, with those flags.
 build_suite() {
-    swift build --build-tests --enable-code-coverage -Xswiftc -warnings-as-errors
-    bin_path="$(swift build --enable-code-coverage --show-bin-path)"
+    swift build --build-tests "${build_flags[@]}"
+}
+
+# build_products NAME…: only these products (or executable targets) of the same build.
+build_products() {
+    local name
+    for name in "$@"; do swift build "${build_flags[@]}" --product "$name" || return; done
 }
 
 # Runs the test binary with private XDG folders (no test may touch the real ~/.config, ~/.local/share or

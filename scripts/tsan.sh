@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PREFS_SANITIZER_SCOPE=thread
-flags=(--sanitize=thread --scratch-path .build/tsan -Xswiftc -DPREFS_TSAN)
+flags=(--sanitize=thread --scratch-path .build/tsan -Xswiftc -DPREFS_TSAN -Xswiftc -index-ignore-system-modules)
 swift build --build-tests "${flags[@]}"
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT

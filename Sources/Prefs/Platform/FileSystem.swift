@@ -52,6 +52,9 @@ package protocol FileSystem: Sendable {
     func watch(_ path: String, onChange: @escaping @Sendable () -> Void) -> FileWatchToken
 }
 
+/// A file's permission bits, as `open(2)` takes them.
+package typealias FileMode = mode_t
+
 extension FileSystem {
     /// ``writeTemporary(beside:bytes:mode:durable:)`` of `data`.
     package func writeTemporary(beside path: String, data: Data, mode: mode_t, durable: Bool)

@@ -109,7 +109,7 @@ package struct POSIXFileSystem: FileSystem {
         return FileContents(data: data, identity: FileIdentity(info))
     }
 
-    package func writeTemporary(beside path: String, bytes: UnsafeRawBufferPointer, mode: mode_t, durable: Bool)
+    package func writeTemporary(beside path: String, bytes: UnsafeRawBufferPointer, mode: FileMode, durable: Bool)
         throws(SystemCallError) -> TemporaryFile
     {
         let (temporary, fd) = try Self.createTemporary(beside: path, mode: mode)
