@@ -1,9 +1,9 @@
 import Foundation
 
 #if canImport(Glibc)
-    package import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-    package import Darwin
+    import Darwin
 #endif
 
 /// The system's file system: the one a store uses unless a test gives it another.
