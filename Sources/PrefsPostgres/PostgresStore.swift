@@ -93,7 +93,7 @@ public final class PostgresStore: KeyValueStore, OwnImplementation {
     /// finds nothing (and costs one index look-up) when nothing changed. They differ in what runs it.
     ///
     /// - ``automatic``: the default. At start and after every reconnection the store sends a `NOTIFY` on a channel
-    ///   of its own from a second connection and waits up to ``probeBound`` to hear it. Heard, it behaves as
+    ///   of its own from a second connection and waits up to 2 seconds to hear it. Heard, it behaves as
     ///   ``listen``; not heard (a pooler in transaction mode, which does not carry `LISTEN`), it reports that once to
     ///   ``Prefs/PrefsConfig/errorHandler``, naming the likely cause, and polls every `interval`. Listening through a
     ///   pooler, which can change mode under a live connection, it checks again every ``Limits/heartbeat`` and, not

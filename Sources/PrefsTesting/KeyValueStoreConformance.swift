@@ -59,9 +59,9 @@ public import Testing
 ///   threads update it.
 /// - `delivery-before-return`: observers of a change have run when the write (`setValue`, `updateValue`,
 ///   `removeValue`, `removeValues`, `replaceAll`) returns. When no change reaches an observer at all, within
-///   ``deliveryGrace``, the rules that wait for deliveries are skipped rather than left to time out.
+///   2 seconds, the rules that wait for deliveries are skipped rather than left to time out.
 /// - `delivery-outside-locks`: observers run with no lock of the store held: inside an observer of one key, a write
-///   of another key from another thread completes (waited for at most ``hangGuard``). When it does not, the rules
+///   of another key from another thread completes (waited for at most 10 seconds). When it does not, the rules
 ///   whose `values` streams read the store from inside the delivery are skipped: on the lock the store holds, that
 ///   read would deadlock, or stop the process (a `Mutex`: "Recursive call to lock Mutex").
 /// - `values-start-with-current`: a wrapper's `values` stream yields the stored value first, then each change.

@@ -20,7 +20,7 @@ public enum PrefsConfig {
     /// `PrefsConfig.secureStore = try EncryptedFileStore(url: …, key: .passphrase(…))` sets the vault used by
     /// `@SecureStoredValue` without a `store:` argument.
     ///
-    /// By default it is opened on first use at ``EncryptedFileStore/defaultLocation(appIdentifier:)``:
+    /// By default it is opened on first use at the app's default vault:
     /// `$XDG_DATA_HOME/<app>/secrets.vault` (or `$HOME/.local/share/…`), with its key file at
     /// `$XDG_CONFIG_HOME/<app>/secrets.key` (or `$HOME/.config/…`), both created on first write with private
     /// permissions. If it cannot be opened, the error is reported once, secrets read as nil, and writes throw it.

@@ -203,15 +203,17 @@ enum VaultKeyMaterial: Sendable {
         case .passphrase:
             guard derived else { return false }
             key = try resolve(for: header, creating: false).key
-        case .keyFile(let path) where !FileManager.default.fileExists(atPath: path):
-            return derived ? false : nil
-        case .keyFile, .raw:
+        case .keyFile(let path):
             guard !derived else { return false }
+            // One open: a key file another process removes meanwhile (finishing the same move) keeps no key here.
             do {
-                key = try resolve(for: header, creating: false).key
+                key = try KeyFile.load(path: path, creating: false)
             } catch VaultError.io(_, _, ENOENT, _) {
                 return nil
             }
+        case .raw:
+            guard !derived else { return false }
+            key = try resolve(for: header, creating: false).key
         case .source(let source, let url):
             guard !derived else { return false }
             guard let found = try Self.key(from: source, forVault: url, creating: false) else { return nil }

@@ -28,7 +28,7 @@ public final class SuiteFileStore: FileBackedStore, @unchecked Sendable {
     ///
     /// - Parameters:
     ///   - suiteName: The suite, as given to `UserDefaults(suiteName:)`.
-    ///   - directory: The preferences folder; by default ``preferencesDirectory()``.
+    ///   - directory: The preferences folder; by default Foundation's: `$XDG_CONFIG_HOME`, or `$HOME/.config`.
     ///   - onDamage: What the store does when the suite's file does not decode: ``DamagedFilePolicy/refuse`` (leave it
     ///     and refuse writes) unless told ``DamagedFilePolicy/keepAside``.
     /// - Throws: ``PrefsError/invalidSuiteName(_:reason:)`` for a name that is empty, contains `/`, `..` or NUL, or
