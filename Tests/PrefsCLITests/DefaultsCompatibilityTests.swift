@@ -1,5 +1,6 @@
 import Foundation
 import Prefs
+import PrefsTestSupport
 import TestThreads
 import Testing
 
@@ -251,5 +252,30 @@ import Testing
         defer { sandbox.cleanup() }
         let result = try sandbox.prefs(arguments)
         #expect(result.status == 2 && result.isOneLineFailure && result.error.contains("host domains"), "\(result)")
+    }
+
+    /// Prefs writes `mode` twice, then Foundation's `UserDefaults` (another process, no lock) sets it back on purpose:
+    /// every command that only reads prints Foundation's value and leaves its file byte for byte, and creates nothing.
+    @Test func commandsThatReadLeaveAFoundationWriteAsItIs() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.cleanup() }
+        try sandbox.prefs("write", "shared", "mode", "-int", "1").expectSuccess()
+        try sandbox.prefs("write", "shared", "mode", "-int", "2").expectSuccess()
+        let foundation = try ChildProcess.run(
+            ["foundation-write", "shared", "mode", "1"], environment: ["XDG_CONFIG_HOME": sandbox.config.path])
+        #expect(foundation.lines == ["ok"], "\(foundation.error)")
+        let written = try Data(contentsOf: sandbox.plist("shared"))
+        let folder = try FileManager.default.contentsOfDirectory(atPath: sandbox.config.path).sorted()
+
+        let read = try sandbox.prefs("read", "shared", "mode")
+        #expect(read.status == 0 && read.output == "1\n", "\(read)")
+        for command in [
+            ["read", "shared"], ["read-type", "shared", "mode"], ["list-keys", "shared"], ["export", "shared"],
+            ["find", "mode"], ["domains"], ["describe", "shared"], ["check", "shared"],
+        ] {
+            _ = try sandbox.prefs(command)
+            #expect(try Data(contentsOf: sandbox.plist("shared")) == written, "prefs \(command.joined(separator: " "))")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: sandbox.config.path).sorted() == folder)
     }
 }
