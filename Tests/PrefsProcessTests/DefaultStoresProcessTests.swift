@@ -214,9 +214,27 @@ import Testing
         #expect(result.lines.contains("reports=1"))
         #expect(
             result.lines.contains {
-                $0.contains("PrefsConfig.configure was called after the default stores had opened")
+                $0.contains("PrefsConfig.configure was called after the default stores were in use")
                     && $0.contains("appIdentifier left as they were")
             }, "\(result.lines)")
+    }
+
+    @Test func replacingTheConfiguredDefaultStoreAfterAWrapperUsedItIsRefusedAndReported() throws {
+        let directory = try TempDir()
+        defer { directory.cleanup() }
+        let result = try ChildProcess.run(["store-late"], environment: Self.environment(directory))
+
+        #expect(result.status == 0, "stderr: \(result.error)")
+        #expect(result.lines.contains("chosen=5"), "\(result.lines)")
+        #expect(result.lines.contains("first=5 later=5"), "\(result.lines)")
+        #expect(result.lines.contains("reports=2"), "\(result.lines)")
+        let refusals = result.lines.filter {
+            $0.contains("PrefsConfig.configure was called after the default stores were in use")
+                && $0.contains("defaultStore left as they were")
+        }
+        #expect(refusals.count == 2, "\(result.lines)")
+        // Nothing was opened in place of the configured store.
+        #expect(!FileManager.default.fileExists(atPath: directory.file("config/PrefsTestHelper.plist").path))
     }
 
     @Test func everyDefaultStoreKeepsTheFoldersResolvedAtFirstUse() throws {

@@ -74,7 +74,7 @@ import Testing
         #expect(late.lines.first == "nil")
         #expect(
             late.lines.dropFirst().first?.contains(
-                "PrefsConfig.configure was called after the default stores had opened; secureStoreKey left") == true,
+                "PrefsConfig.configure was called after the default stores were in use; secureStoreKey left") == true,
             "\(late)")
         #expect(late.lines.last == "unchanged")
     }

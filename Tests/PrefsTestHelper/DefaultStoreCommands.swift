@@ -45,6 +45,21 @@ enum DefaultStoreCommands {
             print("before=\(before) identifier=\(PrefsConfig.configuration.appIdentifier)")
             print("standard=\(SuiteFileStore.standard.url.lastPathComponent)")
             finish()
+        case "store-late":
+            // store-late: configures a default store twice (the second before any use wins), uses it through a
+            // wrapper, then tries to replace it, by configure and by the setter; prints what each wrapper reads.
+            installCountingHandler()
+            PrefsConfig.configure(PrefsConfiguration(defaultStore: InMemoryStore()))
+            let chosen = InMemoryStore()
+            PrefsConfig.configure(PrefsConfiguration(defaultStore: chosen))
+            let first = StoredValue(key: "n", default: 0)
+            first.wrappedValue = 5
+            PrefsConfig.configure(PrefsConfiguration(defaultStore: InMemoryStore()))
+            PrefsConfig.defaultStore = InMemoryStore()
+            PrefsConfig.configure(PrefsConfiguration(defaultStore: chosen))  // the same store: nothing to refuse
+            print("chosen=\((try? chosen.value(forKey: "n")).flatMap { $0 }.map { "\($0)" } ?? "nil")")
+            print("first=\(first.wrappedValue) later=\(StoredValue(key: "n", default: 0).wrappedValue)")
+            finish()
         case "move-xdg":
             // move-xdg DIR: opens the standard domain, then points the XDG variables elsewhere and opens a suite
             // and the default vault: every default store must stay where the first one was resolved.

@@ -65,7 +65,8 @@ struct FoundationWriterTests {
         #expect(file["fk"] as? Int == last, "Foundation's last value, written before this write's lock, was lost")
         #expect(file["after"] as? Int == 1)
         #expect(try store.value(forKey: "fk") == .int(Int64(last)))
-        #expect(try store.value(forKey: "pc") == (file["pc"] as? Int).map { .int(Int64($0)) }, "memory and file differ")
+        // A `pc` the file lost to Foundation's whole-file writes reads as the counter's declared default, 0.
+        #expect(try store.value(forKey: "pc") == .int(Int64((file["pc"] as? Int) ?? 0)), "memory and file differ")
         let reports = Reports.everything().filter { "\($0.error)".contains(directory.path) }
         #expect(reports.isEmpty, "\(reports.prefix(2).map(\.description))")
     }

@@ -17,6 +17,8 @@ enum DefaultStores {
         var secureStoreKey: VaultKey?
         var defaultStore: (any KeyValueStore)?
         var secureStore: (any KeyValueStore)?
+        /// Set once a configured store has been given to a wrapper (or anyone asking); later changes are refused.
+        var configuredStoreInUse = false
         /// The prefix of the environment variables the standard domain reads, once set.
         var environmentPrefix: String?
         /// Whether the standard domain has checked, once, that it is the domain `UserDefaults.standard` uses.
@@ -113,14 +115,24 @@ enum DefaultStores {
     /// `PrefsConfig.defaultStore`, else the standard domain.
     static var defaultStore: any KeyValueStore {
         if let scoped = scopedDefault?.store { return scoped }
-        if let configured = state.withLock({ $0.defaultStore }) { return configured }
+        if let configured = state.withLock({ state in
+            state.configuredStoreInUse = state.configuredStoreInUse || state.defaultStore != nil
+            return state.defaultStore
+        }) {
+            return configured
+        }
         return standard
     }
 
     /// The vault of secure wrappers without `store:`, resolved like ``defaultStore``.
     static var secureStore: any KeyValueStore {
         if let scoped = scopedSecure?.store { return scoped }
-        if let configured = state.withLock({ $0.secureStore ?? $0.vault }) { return configured }
+        if let configured = state.withLock({ state in
+            state.configuredStoreInUse = state.configuredStoreInUse || state.secureStore != nil
+            return state.secureStore ?? state.vault
+        }) {
+            return configured
+        }
         return openOnce(\.vault) { app in
             // The folders resolved once for the whole process, like the standard domain's.
             let location = EncryptedFileStore.defaultLocation(appIdentifier: app)
@@ -230,7 +242,8 @@ enum DefaultStores {
         state.withLock { state in
             PrefsConfiguration(
                 appIdentifier: state.appIdentifier, environmentPrefix: state.environmentPrefix,
-                secureStoreKey: state.secureStoreKey, damagedStandardDomain: state.damagedStandardDomain)
+                secureStoreKey: state.secureStoreKey, damagedStandardDomain: state.damagedStandardDomain,
+                defaultStore: state.defaultStore, secureStore: state.secureStore)
         }
     }
 
@@ -245,11 +258,14 @@ enum DefaultStores {
         }
         let prefix = configuration.environmentPrefix.flatMap { $0.isEmpty ? nil : $0 }
         let left = state.withLock { state -> [String] in
-            guard state.appIdentifierInUse || state.standard != nil || state.vault != nil else {
+            guard state.appIdentifierInUse || state.standard != nil || state.vault != nil || state.configuredStoreInUse
+            else {
                 state.appIdentifier = identifier
                 state.environmentPrefix = prefix
                 state.secureStoreKey = configuration.secureStoreKey
                 state.damagedStandardDomain = configuration.damagedStandardDomain
+                state.defaultStore = configuration.defaultStore
+                state.secureStore = configuration.secureStore
                 return []
             }
             var left: [String] = []
@@ -260,6 +276,9 @@ enum DefaultStores {
             if state.damagedStandardDomain != configuration.damagedStandardDomain {
                 left.append("damagedStandardDomain")
             }
+            // Stores are the same store when they share their hub.
+            if state.defaultStore?.hub !== configuration.defaultStore?.hub { left.append("defaultStore") }
+            if state.secureStore?.hub !== configuration.secureStore?.hub { left.append("secureStore") }
             return left
         }
         if !left.isEmpty {

@@ -7,38 +7,48 @@ import Synchronization
 /// Property wrappers declared without a `store:` argument use ``defaultStore`` (secrets: ``secureStore``); errors
 /// that a wrapper cannot throw go to ``errorHandler``.
 public enum PrefsConfig {
-    /// `PrefsConfig.defaultStore = InMemoryStore()` sets the store used by wrappers without a `store:` argument.
+    /// `PrefsConfig.defaultStore.value(forKey: "theme")` is the store of wrappers without a `store:` argument.
     ///
-    /// Defaults to ``SuiteFileStore/standard``. Outside a `withDefaultStore(_:operation:)` scope a wrapper keeps
-    /// the store it was created with, so set it before creating any wrapper. Inside such a scope the getter returns
-    /// that scope's store, and wrappers declared without `store:` use it.
+    /// Inside a `withDefaultStore(_:operation:)` scope it is that scope's store; else the one configured
+    /// (``PrefsConfiguration/defaultStore``), else ``SuiteFileStore/standard``. Setting it is
+    /// `PrefsConfig.configure` with only the store changed: before any default store is used, or refused and
+    /// reported after. A wrapper keeps the store it was created with.
     public static var defaultStore: any KeyValueStore {
         get { DefaultStores.defaultStore }
-        set { DefaultStores.state.withLock { $0.defaultStore = newValue } }
+        set {
+            var configuration = DefaultStores.configuration
+            configuration.defaultStore = newValue
+            DefaultStores.configure(configuration)
+        }
     }
 
-    /// `PrefsConfig.secureStore = try EncryptedFileStore(url: …, key: .passphrase(…))` sets the vault used by
-    /// `@SecureStoredValue` without a `store:` argument.
+    /// `PrefsConfig.secureStore` is the vault of `@SecureStoredValue` without a `store:` argument.
     ///
-    /// By default it is opened on first use at the app's default vault:
+    /// Inside a `withDefaultSecureStore(_:operation:)` scope it is that scope's store; else the one configured
+    /// (``PrefsConfiguration/secureStore``); else the default vault, opened on first use at
     /// `$XDG_DATA_HOME/<app>/secrets.vault` (or `$HOME/.local/share/…`), with its key file at
     /// `$XDG_CONFIG_HOME/<app>/secrets.key` (or `$HOME/.config/…`), both created on first write with private
     /// permissions. If it cannot be opened, the error is reported once, secrets read as nil, and writes throw it.
+    /// Setting it is `PrefsConfig.configure` with only the vault changed.
     public static var secureStore: any KeyValueStore {
         get { DefaultStores.secureStore }
-        set { DefaultStores.state.withLock { $0.secureStore = newValue } }
+        set {
+            var configuration = DefaultStores.configuration
+            configuration.secureStore = newValue
+            DefaultStores.configure(configuration)
+        }
     }
 
     /// `PrefsConfig.configure(PrefsConfiguration(appIdentifier: "com.example.notes", secureStoreKey: .keyring()))`
     /// sets, in one call at startup, what the default stores are made from: the app's identifier, the environment
-    /// prefix, the default vault's key and what the standard domain does with a damaged file (see
-    /// ``PrefsConfiguration``).
+    /// prefix, the default vault's key, what the standard domain does with a damaged file, and the stores used in
+    /// place of the default ones (see ``PrefsConfiguration``).
     ///
     /// Call it first thing, before any preference is read: ``SuiteFileStore/standard`` and the default vault are
     /// made once, from the configuration of that moment, so every setting applies at once and their order does not
-    /// matter. A later call replaces an earlier one as long as no default store has opened; once one has, a call
-    /// that would change anything changes nothing and reports ``PrefsError/configuredAfterUse(settings:)`` naming
-    /// the settings it left. An identifier that cannot be a file name is refused and reported as
+    /// matter. A later call replaces an earlier one as long as no default store has opened and no configured store
+    /// was given to a wrapper; after that, a call that would change anything changes nothing and reports
+    /// ``PrefsError/configuredAfterUse(settings:)`` naming the settings it left. An identifier that cannot be a file name is refused and reported as
     /// ``PrefsError/invalidAppIdentifier(_:reason:)``, and nothing is changed.
     public static func configure(_ configuration: PrefsConfiguration) {
         DefaultStores.configure(configuration)

@@ -43,14 +43,27 @@ public struct PrefsConfiguration: Sendable {
     /// same as damage).
     public var damagedStandardDomain: DamagedFilePolicy
 
+    /// `defaultStore: try FileStore(url: settingsURL)` is the store of wrappers declared without `store:`, in place
+    /// of the standard domain (``SuiteFileStore/standard``, when nil). Inside a
+    /// ``PrefsConfig/withDefaultStore(_:operation:)`` scope that scope's store is used instead.
+    public var defaultStore: (any KeyValueStore)?
+
+    /// `secureStore: try EncryptedFileStore(url: vaultURL, key: .passphrase(p))` is the vault of `@SecureStoredValue`
+    /// wrappers declared without `store:`, in place of the default vault (made from ``appIdentifier`` and
+    /// ``secureStoreKey``, when nil).
+    public var secureStore: (any KeyValueStore)?
+
     /// `PrefsConfiguration(appIdentifier: "com.example.notes")`: every setting not given keeps its default.
     public init(
         appIdentifier: String? = nil, environmentPrefix: String? = nil, secureStoreKey: VaultKey? = nil,
-        damagedStandardDomain: DamagedFilePolicy = .keepAside
+        damagedStandardDomain: DamagedFilePolicy = .keepAside, defaultStore: (any KeyValueStore)? = nil,
+        secureStore: (any KeyValueStore)? = nil
     ) {
         self.appIdentifier = appIdentifier ?? ProcessInfo.processInfo.processName
         self.environmentPrefix = environmentPrefix
         self.secureStoreKey = secureStoreKey
         self.damagedStandardDomain = damagedStandardDomain
+        self.defaultStore = defaultStore
+        self.secureStore = secureStore
     }
 }

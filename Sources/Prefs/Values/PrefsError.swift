@@ -70,9 +70,10 @@ public enum PrefsError: Error, Sendable, Equatable {
     /// to `keptAt` (mode 0600, never deleted by Prefs), and the store went on from no values, as its
     /// ``DamagedFilePolicy`` says. Reported once, when it happens.
     case damagedFileKeptAside(path: String, keptAt: String, reason: String)
-    /// `.configuredAfterUse(settings: ["appIdentifier"])`: ``PrefsConfig/configure(_:)`` was called after a default
-    /// store had opened, with these settings different from the ones it was made from; nothing was changed. Reported,
-    /// since `configure` does not throw.
+    /// `.configuredAfterUse(settings: ["appIdentifier"])`: ``PrefsConfig/configure(_:)`` (or a setter of
+    /// ``PrefsConfig/defaultStore`` or ``PrefsConfig/secureStore``) was called after a default store had opened or a
+    /// configured one had been used, with these settings different from the ones in use; nothing was changed.
+    /// Reported, since `configure` does not throw.
     case configuredAfterUse(settings: [String])
 }
 
@@ -135,7 +136,7 @@ extension PrefsError: LocalizedError, CustomStringConvertible {
         case .damagedFileKeptAside(let path, let kept, let reason):
             "\(path) could not be read (\(reason)); it was kept as \(kept) and the preferences start afresh"
         case .configuredAfterUse(let settings):
-            "PrefsConfig.configure was called after the default stores had opened; "
+            "PrefsConfig.configure was called after the default stores were in use; "
                 + settings.joined(separator: ", ") + " left as they were: configure Prefs first thing at startup, "
                 + "before any preference is read"
         }
