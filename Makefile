@@ -80,7 +80,7 @@ asan: deps
 # Tests/Mutants/mutations.txt breaks one promise with a one-line change in a scratch copy of this checkout (its build
 # kept between runs under /tmp, or $PREFS_MUTANTS_DIR) and runs only the tests it names; a mutation they do not catch
 # fails the check, naming its row. Not in CI: about half an hour here (docs/RELIABILITY.md, "Mutation check").
-# `scripts/mutants.sh --section vault`, `--skip-tag engine`, `--id ID` run part of it.
+# `scripts/mutants.sh --section vault`, `--id ID`, `--tag T` run part of it.
 .PHONY: mutants
 
 mutants: deps

@@ -16,7 +16,7 @@ An entry is a block of `field: value` lines, blocks apart by a blank line, `#` s
     search: subscriber.last != new          text that occurs exactly once in the file
     replace: true                            what it becomes
     tests: StoredValueTests/anUnchangedKeyPublishedTwiceIsYieldedOnce, ...   Suite/test, comma-separated
-    tags: engine                             optional, comma-separated
+    tags: slow                               optional, comma-separated (--tag, --skip-tag select by them)
 
 In `search` and `replace`, `{newline}` stands for a line break, for a change a single line cannot tell apart. A
 search text that is no longer in its file, or is there more than once, stops the check before anything is built.

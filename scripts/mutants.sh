@@ -6,8 +6,7 @@
 #
 #   scripts/mutants.sh                         # every entry
 #   scripts/mutants.sh --section vault         # one section of the table (repeatable)
-#   scripts/mutants.sh --skip-tag engine       # leave out the entries written against the old file engine
-#   scripts/mutants.sh --tag engine --id ID    # entries by tag or by id; --list prints the selection
+#   scripts/mutants.sh --id ID --id ID         # entries by id (or --tag T, --skip-tag T); --list prints them
 #
 # PREFS_MUTANT_TIMEOUT (seconds, default 900) bounds each run of the named tests; a run past it counts as killed
 # (the mutation hung a test). Figures of the last run: docs/RELIABILITY.md, "Mutation check".
