@@ -43,14 +43,19 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         var listening = false
     }
 
-    /// The key version `cachedValue` was decoded at (0: never), under the lock that guards both.
+    /// The key version the cache is of (0: none yet), under the lock that guards the cache.
     ///
-    /// A lock of a concrete type beside a plain stored value, not a `Mutex` of a (version, value) pair: a read in
-    /// unspecialized generic code then looks up no metadata of the pair's type, which cost more than the rest of it.
+    /// A lock of a concrete type beside plain storage, not a `Mutex` of a (version, value) pair or of an optional:
+    /// a read in unspecialized generic code then looks up no metadata of a type built from `Value` (an optional's
+    /// cost four times the rest of a cached read: `read_vs_mutex`), and a miss leaves the lock by a typed throw.
     private let cachedVersion = Mutex<UInt64>(0)
-    /// Only read or written while holding `cachedVersion`'s lock, which makes the accesses exclusive. Nil when the
-    /// key reads as a computed default, which each read computes again.
-    @exclusivity(unchecked) private nonisolated(unsafe) var cachedValue: Value?
+    /// The value at that version, once `holdsValue`. Only used while holding `cachedVersion`'s lock.
+    private nonisolated(unsafe) let cachedValue = UnsafeMutablePointer<Value>.allocate(capacity: 1)
+    /// Whether `cachedValue` is initialized. Only used while holding `cachedVersion`'s lock.
+    @exclusivity(unchecked) private nonisolated(unsafe) var holdsValue = false
+    /// Whether the key read as its computed default at that version, which each read computes again. Only used
+    /// while holding `cachedVersion`'s lock.
+    @exclusivity(unchecked) private nonisolated(unsafe) var readsComputedDefault = false
     let subscribers = Mutex(Subscribers())
     /// Whether the store cannot tell when other code changes its values (a ``UserDefaultsBridgeStore``): each
     /// read first looks, so such a change is seen (and announced) at once.
@@ -70,7 +75,6 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         self.isSecret = isSecret
         self.cell = store.hub.feed.cell(for: key)
         self.looksBeforeReading = store.hub.own?.looksBeforeReading == true
-        self.cachedValue = nil
         if let conflict = cell.declare(KeyDeclaration(type: Value.self, default: defaultSource)) {
             ErrorReporter.report(
                 PrefsError.conflictingDeclarations(key: key, first: conflict.first, second: conflict.second),
@@ -101,6 +105,8 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
 
     deinit {
         store.hub.feed.removeListener(forKey: key, owner: ObjectIdentifier(self))
+        if holdsValue { cachedValue.deinitialize(count: 1) }
+        cachedValue.deallocate()
     }
 
     /// `$x.defaultValue`: the declared default, or the computed one's answer now.
@@ -117,17 +123,31 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     /// and cached unless a newer one was cached meanwhile.
     private func currentValue() -> Value {
         let version = cell.version
-        var isCurrent = false
-        let cached = cachedVersion.withLock { cachedVersion -> Value? in
-            isCurrent = cachedVersion == version
-            return cachedValue
+        do throws(CacheMiss) {
+            return try cachedVersion.withLock { cachedVersion throws(CacheMiss) -> Value in
+                guard cachedVersion == version else { throw .stale }
+                guard !readsComputedDefault else { throw .computedDefault }
+                return cachedValue.pointee
+            }
+        } catch .computedDefault {
+            return defaultSource.value
+        } catch {
+            return refreshed(at: version)
         }
-        if isCurrent { return cached ?? defaultSource.value }
+    }
+
+    /// Reads the key afresh and caches what it read at `version`, unless a newer version was cached meanwhile. Apart
+    /// from `currentValue`, whose frame would otherwise set up an optional of `Value` on every read.
+    @inline(never)
+    private func refreshed(at version: UInt64) -> Value {
         let fresh = load()
         cachedVersion.withLock { cachedVersion in
             guard version > cachedVersion else { return }
             cachedVersion = version
-            cachedValue = fresh
+            readsComputedDefault = fresh == nil
+            guard let fresh else { return }
+            if holdsValue { cachedValue.pointee = fresh } else { cachedValue.initialize(to: fresh) }
+            holdsValue = true
         }
         return fresh ?? defaultSource.value
     }
@@ -266,3 +286,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         return (try? codec.decode(stored, key: key)) ?? defaultValue
     }
 }
+
+/// Why a read cannot be served from a wrapper's cache. Outside the generic class, so that throwing it looks up no
+/// metadata.
+private enum CacheMiss: Error { case stale, computedDefault }
