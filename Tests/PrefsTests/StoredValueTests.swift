@@ -180,6 +180,40 @@ struct StoredValueTests {
         #expect(first.favoriteTags == ["a"])
     }
 
+    /// A value another layer keeps (here an environment variable) and the app cannot read is reported once, also
+    /// across the app's writes of the key, which go to the user's values beneath it.
+    @Test func aRefusedValueOfAnotherLayerIsReportedOnceAcrossWritesOfTheKey() throws {
+        Reports.install()
+        let key = uniqueKey()
+        let prefix = "PREFS_TEST_"
+        let store = InMemoryStore()
+        store.hub.layers.enableEnvironment(
+            prefix: prefix, environment: [LayerSources.environmentName(forKey: key, prefix: prefix): "many"])
+        let count = StoredValue(key: key, default: 7, store: store)
+
+        #expect(count.wrappedValue == 7)
+        count.wrappedValue = 8
+        count.wrappedValue = 9
+        #expect(count.wrappedValue == 7)
+        #expect(try store.value(forKey: key) == .string("many"))
+        #expect(try store.allValues()[key] == .int(9))
+        #expect(Reports.for(key).filter { $0.operation == .read }.count == 1, "\(Reports.for(key))")
+    }
+
+    /// The same refusal is news again once the key has read well in between.
+    @Test func aRefusalIsReportedAgainAfterTheKeyReadWell() throws {
+        Reports.install()
+        let key = uniqueKey()
+        let store = InMemoryStore([key: .string("many")])
+        let count = StoredValue(key: key, default: 7, store: store)
+        #expect(count.wrappedValue == 7)
+        try store.setValue(.int(3), forKey: key)
+        #expect(count.wrappedValue == 3)
+        try store.setValue(.string("many"), forKey: key)
+        #expect(count.wrappedValue == 7)
+        #expect(Reports.for(key).filter { $0.operation == .read }.count == 2, "\(Reports.for(key))")
+    }
+
     @Test func wrongStoredTypeReadsDefaultReportsAndKeepsTheValue() throws {
         Reports.install()
         let key = uniqueKey()

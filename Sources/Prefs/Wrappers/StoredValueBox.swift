@@ -56,6 +56,8 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
     /// Whether the key read as its computed default at that version, which each read computes again. Only used
     /// while holding `cachedVersion`'s lock.
     @exclusivity(unchecked) private nonisolated(unsafe) var readsComputedDefault = false
+    /// The last read failure reported (its error and source), until the key reads well again.
+    private let lastReadFailure = Mutex<String?>(nil)
     let subscribers = Mutex(Subscribers())
     /// Whether the store cannot tell when other code changes its values (a ``UserDefaultsBridgeStore``): each
     /// read first looks, so such a change is seen (and announced) at once.
@@ -154,7 +156,7 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
 
     /// Reads and decodes from the store; failures read as the default and are reported, never thrown. A store that
     /// cannot be read at all (a damaged file) is reported once for all its keys; a value that cannot be decoded is
-    /// reported once per stored version. Nil for a computed default, which the caller computes.
+    /// reported once, until the key reads well again. Nil for a computed default, which the caller computes.
     private func load() -> Value? {
         let fallback = defaultSource.fixed
         let stored: PrefValue?
@@ -166,10 +168,23 @@ final class StoredValueBox<Value: Sendable & Equatable>: Sendable {
         }
         guard let stored else { return fallback }
         do {
-            return try store.decodeEffective(stored, key: key, codec: codec) ?? fallback
+            let value = try store.decodeEffective(stored, key: key, codec: codec) ?? fallback
+            lastReadFailure.withLock { $0 = nil }
+            return value
         } catch {
             let shownDefault = fallback.flatMap { (try? codec.encode($0)) ?? nil }
             let source = isSecret ? nil : store.source(of: key, stored, default: shownDefault)
+            // The same refusal again (a write of the key under a value an argument or another layer keeps) is not
+            // news: reported once until the key reads well again.
+            let text = "\(error) \(source.map { "\($0)" } ?? "")"
+            guard
+                lastReadFailure.withLock({ last in
+                    defer { last = text }
+                    return last != text
+                })
+            else {
+                return fallback
+            }
             ErrorReporter.report(error, key: key, operation: .read, source: source)
             return fallback
         }
