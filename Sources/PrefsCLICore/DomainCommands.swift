@@ -65,12 +65,19 @@ enum DomainCommands {
         }
     }
 
-    /// The key is not in the domain, whose keys are `keys`: the closest one is suggested.
+    /// The key is not in the domain, whose keys are `keys`: the closest one is suggested, and when the app of that
+    /// name has a default vault, where its secrets are read (they are never in the domain).
     static func notFound(key: String, domain: String, keys: some Sequence<String>, _ invocation: Invocation) -> Failure
     {
-        .notFound(
+        let vault = EncryptedFileStore.defaultLocation(appIdentifier: domain).vault.path(percentEncoded: false)
+        let secrets =
+            FileManager.default.fileExists(atPath: vault)
+            ? "; a secret of this app is read with `prefs secure get \(Hints.shellQuoted(key)) --app "
+                + "\(Hints.shellQuoted(domain))`" : ""
+        return .notFound(
             "\(invocation.command): no key \(String(reflecting: key)) in domain \(String(reflecting: domain))"
                 + "\(Hints.didYouMean(key, among: keys)); run `prefs read \(Hints.shellQuoted(domain))` to list its keys"
+                + secrets
         )
     }
 

@@ -33,6 +33,24 @@ import Testing
         #expect(listed.status == 0 && listed.output == "token\n", "\(listed)")
     }
 
+    /// A secret asked for in the app's domain, where secrets never are, is pointed at the app's vault; a key of an
+    /// app without a vault is not.
+    @Test func aSecretReadFromTheDomainPointsAtTheVault() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.cleanup() }
+        try sandbox.prefs("write", "com.example.notes", "theme", "dark").expectSuccess()
+        let before = try sandbox.prefs("read", "com.example.notes", "token")
+        #expect(before.status == 1 && !before.error.contains("prefs secure"), "\(before)")
+
+        try sandbox.prefs("secure", "init", "--app", "com.example.notes").expectSuccess()
+        try sandbox.prefs(["secure", "set", "token", "--app", "com.example.notes"], stdin: "t").expectSuccess()
+        let missing = try sandbox.prefs("read", "com.example.notes", "token")
+        #expect(missing.status == 1 && missing.isOneLineFailure, "\(missing)")
+        #expect(missing.error.contains("prefs secure get token --app com.example.notes"), "\(missing)")
+        let got = try sandbox.prefs("secure", "get", "token", "--app", "com.example.notes", "--reveal")
+        #expect(got.status == 0 && got.output == "t\n", "\(got)")
+    }
+
     /// With `--type` given, a value that does not parse asks for another value, not for `--type`.
     @Test func aValueThatDoesNotParseAsTheTypeGivenDoesNotAskForTheType() throws {
         let sandbox = try Sandbox()
